@@ -1,0 +1,47 @@
+// bootstrap.hpp — the floor every layer may use: how a window's process group exchanges
+// small amounts of data while the window is created and freed.
+//
+// The engine core never touches an MPI communicator; it talks to its group through this
+// interface. MpiBootstrap implements it over a duplicated communicator (production);
+// ThreadBootstrap over threads of one process (unit tests run ranks as threads). That is
+// what makes fastrma embeddable in another MPI runtime: implement these five calls.
+//
+// Invariant: every call is collective over the group except rank()/size()/node_key().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fastrma::detail {
+
+class Bootstrap {
+public:
+    virtual ~Bootstrap() = default;
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    // out receives size() * bytes, rank i's contribution at i * bytes.
+    virtual void allgather(const void* in, std::size_t bytes, void* out) = 0;
+    virtual void barrier() = 0;
+    // Identifies the node this process runs on; equal keys share memory.
+    virtual std::string node_key() const;
+    // A short description for error messages ("MPI communicator", "threads").
+    virtual const char* kind() const = 0;
+};
+
+// Which ranks of the group share this process's node (by node_key), in rank order.
+struct NodeTopology {
+    std::vector<int> node_of;      // node index of each rank
+    std::vector<int> local_ranks;  // ranks on my node, ascending
+    int my_local_index = 0;        // my position in local_ranks
+    bool all_local() const { return local_ranks.size() == node_of.size(); }
+};
+NodeTopology discover_topology(Bootstrap& bs);
+
+// Default node key: hostname + kernel boot id (two containers with the same hostname on
+// different hosts must not be taken for one node).
+std::string default_node_key();
+
+}  // namespace fastrma::detail

@@ -1,0 +1,445 @@
+// c_api.cpp — the FRMA_ C entry points (include/fastrma/fastrma.h).
+//
+// Each entry point validates its handle, calls into the Window, and routes a failure
+// through the window's error handler (MPI_ERRORS_ARE_FATAL by default, MPI_ERRORS_RETURN
+// honored, user handlers called with the window). The process-wide engine is created at
+// the first call after MPI_Init and destroyed inside MPI_Finalize by the delete callback
+// of an attribute on MPI_COMM_SELF (MPI-3.1 §8.7.1 guarantees those run first).
+#include <fastrma/fastrma.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "engine/bootstrap_mpi.hpp"
+#include "engine/engine.hpp"
+#include "engine/errors.hpp"
+#include "engine/window.hpp"
+
+using namespace fastrma::detail;
+
+struct fastrma_window {
+    static constexpr std::uint64_t kMagic = 0x66726d6177696e21ull;  // "frmawin!"
+    std::uint64_t magic = kMagic;
+    std::unique_ptr<Window> w;
+};
+
+namespace {
+
+std::mutex g_mu;
+std::atomic<Engine*> g_engine{nullptr};
+int g_keyval = MPI_KEYVAL_INVALID;
+std::map<MPI_Errhandler, FRMA_Win_errhandler_function*> g_handlers;  // under g_mu
+
+int local_index_from_env() {
+    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"})
+        if (const char* s = std::getenv(v)) return std::atoi(s);
+    return 0;
+}
+
+int finalize_locked();
+
+int on_self_delete(MPI_Comm, int, void*, void*) {
+    std::lock_guard lk(g_mu);
+    finalize_locked();
+    return MPI_SUCCESS;
+}
+
+int init_locked() {
+    if (g_engine.load()) return MPI_SUCCESS;
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin)
+        return raise(MPI_ERR_OTHER, "fastrma needs an initialised MPI (call MPI_Init first; not after MPI_Finalize)");
+    g_engine.store(new Engine(Config::from_env(), local_index_from_env()));
+    if (g_keyval == MPI_KEYVAL_INVALID) {
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_self_delete, &g_keyval, nullptr);
+        MPI_Comm_set_attr(MPI_COMM_SELF, g_keyval, nullptr);
+    }
+    return MPI_SUCCESS;
+}
+
+int finalize_locked() {
+    Engine* e = g_engine.exchange(nullptr);
+    if (!e) return MPI_SUCCESS;
+    if (e->live_windows().load() > 0) {
+        // Windows the application never freed still point at the engine: stop its thread
+        // (drained) but keep the memory, rather than leave them dangling.
+        std::fprintf(stderr, "fastrma: %d window(s) not freed before finalize\n",
+                     e->live_windows().load());
+        e->progress().stop();
+        return MPI_SUCCESS;
+    }
+    delete e;
+    return MPI_SUCCESS;
+}
+
+Engine* engine(int* rc) {
+    if (Engine* e = g_engine.load(std::memory_order_acquire)) return e;
+    std::lock_guard lk(g_mu);
+    *rc = init_locked();
+    return g_engine.load();
+}
+
+bool is_fatal(MPI_Errhandler eh) { return eh == MPI_ERRORS_ARE_FATAL; }
+
+// An error without a usable window: MPI routes it to the communicator's handler.
+int comm_error(MPI_Comm comm, int rc) {
+    if (rc == MPI_SUCCESS) return rc;
+    if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
+    MPI_Errhandler eh = MPI_ERRORS_ARE_FATAL;
+    MPI_Comm_get_errhandler(comm, &eh);
+    bool fatal = is_fatal(eh);
+    if (eh != MPI_ERRORS_ARE_FATAL && eh != MPI_ERRORS_RETURN) MPI_Errhandler_free(&eh);
+    if (fatal) {
+        int r = -1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+        std::fprintf(stderr, "fastrma: rank %d: %s\n", r, last_error_message().c_str());
+        std::fflush(stderr);
+        MPI_Abort(comm, rc);
+    }
+    if (eh != MPI_ERRORS_RETURN) MPI_Comm_call_errhandler(comm, rc);
+    return rc;
+}
+
+int win_error(FRMA_Win win, int rc) {
+    if (rc == MPI_SUCCESS) return rc;
+    MPI_Errhandler eh = win->w->errhandler;
+    if (eh == MPI_ERRORS_RETURN) return rc;
+    if (is_fatal(eh)) {
+        std::fprintf(stderr, "fastrma: rank %d: %s\n", win->w->rank(), last_error_message().c_str());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, rc);
+        return rc;
+    }
+    FRMA_Win_errhandler_function* fn = nullptr;
+    {
+        std::lock_guard lk(g_mu);
+        auto it = g_handlers.find(eh);
+        if (it != g_handlers.end()) fn = it->second;
+    }
+    if (fn) {
+        FRMA_Win h = win;
+        int code = rc;
+        fn(&h, &code);
+    }
+    return rc;
+}
+
+bool valid(FRMA_Win win) { return win && win->magic == fastrma_window::kMagic && win->w; }
+
+#define FRMA_CHECK_WIN(win, call)                                                          \
+    do {                                                                                   \
+        if (!valid(win))                                                                   \
+            return comm_error(MPI_COMM_WORLD,                                              \
+                              raise(MPI_ERR_WIN, "%s: invalid window handle %p", call,     \
+                                    static_cast<void*>(win)));                             \
+    } while (0)
+
+OpRequest request(RmaKind kind, const char* call) {
+    OpRequest rq{};
+    rq.kind = kind;
+    rq.call = call;
+    rq.origin_type = MPI_DATATYPE_NULL;
+    rq.result_type = MPI_DATATYPE_NULL;
+    rq.target_type = MPI_DATATYPE_NULL;
+    rq.op = MPI_OP_NULL;
+    return rq;
+}
+
+template <class F>
+int create_window(const char* call, MPI_Comm comm, FRMA_Win* win, F&& make) {
+    if (!win) return comm_error(comm, raise(MPI_ERR_ARG, "%s: win is NULL", call));
+    *win = FRMA_WIN_NULL;
+    int rc = MPI_SUCCESS;
+    Engine* e = engine(&rc);
+    if (!e) return comm_error(comm, rc);
+    if (comm == MPI_COMM_NULL) return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is MPI_COMM_NULL", call));
+    auto bs = std::make_unique<MpiBootstrap>(comm);
+    if (bs->error()) return comm_error(comm, raise(MPI_ERR_COMM, "%s: cannot duplicate the communicator", call));
+    std::unique_ptr<Window> w;
+    rc = make(*e, std::move(bs), &w);
+    if (rc) return comm_error(comm, rc);
+    auto* h = new fastrma_window;
+    h->w = std::move(w);
+    *win = h;
+    return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+int FRMA_Init(void) {
+    std::lock_guard lk(g_mu);
+    return comm_error(MPI_COMM_WORLD, init_locked());
+}
+
+int FRMA_Finalize(void) {
+    std::lock_guard lk(g_mu);
+    return finalize_locked();
+}
+
+int FRMA_Initialized(int* flag) {
+    if (!flag) return MPI_ERR_ARG;
+    *flag = g_engine.load() != nullptr;
+    return MPI_SUCCESS;
+}
+
+const char* FRMA_Last_error_message(void) { return last_error_message().c_str(); }
+
+int FRMA_Print_stats(void) {
+    if (Engine* e = g_engine.load()) std::fprintf(stderr, "%s", e->stats_report().c_str());
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info, MPI_Comm comm, void* baseptr,
+                      FRMA_Win* win) {
+    if (!baseptr) return comm_error(comm, raise(MPI_ERR_ARG, "FRMA_Win_allocate: baseptr is NULL"));
+    return create_window("FRMA_Win_allocate", comm, win, [&](Engine& e, auto bs, auto* w) {
+        return Window::allocate(e, std::move(bs), size, disp_unit, static_cast<void**>(baseptr), w);
+    });
+}
+
+int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info, MPI_Comm comm,
+                    FRMA_Win* win) {
+    return create_window("FRMA_Win_create", comm, win, [&](Engine& e, auto bs, auto* w) {
+        return Window::create(e, std::move(bs), base, size, disp_unit, w);
+    });
+}
+
+int FRMA_Win_free(FRMA_Win* win) {
+    if (!win) return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_free: win is NULL"));
+    FRMA_CHECK_WIN(*win, "FRMA_Win_free");
+    if (int rc = (*win)->w->free_collective()) return win_error(*win, rc);
+    (*win)->magic = 0;
+    (*win)->w.reset();
+    delete *win;
+    *win = FRMA_WIN_NULL;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_get_attr(FRMA_Win win, int keyval, void* attribute_val, int* flag) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_get_attr");
+    if (!attribute_val || !flag)
+        return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_attr: NULL argument"));
+    Window& w = *win->w;
+    void** out = static_cast<void**>(attribute_val);
+    *flag = 1;
+    if (keyval == MPI_WIN_BASE) *out = w.base();
+    else if (keyval == MPI_WIN_SIZE) *out = &w.attr_size_;
+    else if (keyval == MPI_WIN_DISP_UNIT) *out = &w.attr_disp_unit_;
+    else if (keyval == MPI_WIN_CREATE_FLAVOR) *out = &w.attr_flavor_;
+    else if (keyval == MPI_WIN_MODEL) *out = &w.attr_model_;
+    else {
+        *flag = 0;
+        return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_get_attr: keyval %d is not a window attribute fastrma knows", keyval));
+    }
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_get_group(FRMA_Win win, MPI_Group* group) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_get_group");
+    if (!group) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_group: group is NULL"));
+    auto* bs = dynamic_cast<MpiBootstrap*>(&win->w->bootstrap());
+    if (!bs) return win_error(win, raise(MPI_ERR_WIN, "FRMA_Win_get_group: window has no MPI group"));
+    return win_error(win, MPI_Comm_group(bs->comm(), group));
+}
+
+int FRMA_Win_lock(int lock_type, int rank, int assert_, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_lock");
+    return win_error(win, win->w->lock(lock_type, rank, assert_));
+}
+int FRMA_Win_unlock(int rank, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_unlock");
+    return win_error(win, win->w->unlock(rank));
+}
+int FRMA_Win_lock_all(int assert_, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_lock_all");
+    return win_error(win, win->w->lock_all(assert_));
+}
+int FRMA_Win_unlock_all(FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_unlock_all");
+    return win_error(win, win->w->unlock_all());
+}
+int FRMA_Win_flush(int rank, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_flush");
+    return win_error(win, win->w->flush(rank, false));
+}
+int FRMA_Win_flush_all(FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_flush_all");
+    return win_error(win, win->w->flush_all(false));
+}
+int FRMA_Win_flush_local(int rank, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_flush_local");
+    return win_error(win, win->w->flush(rank, true));
+}
+int FRMA_Win_flush_local_all(FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_flush_local_all");
+    return win_error(win, win->w->flush_all(true));
+}
+int FRMA_Win_sync(FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_sync");
+    return win_error(win, win->w->sync());
+}
+
+int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+             int target_rank, MPI_Aint target_disp, int target_count,
+             MPI_Datatype target_datatype, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Put");
+    OpRequest rq = request(RmaKind::put, "FRMA_Put");
+    rq.origin = origin_addr;
+    rq.origin_count = origin_count;
+    rq.origin_type = origin_datatype;
+    rq.target_rank = target_rank;
+    rq.target_disp = target_disp;
+    rq.target_count = target_count;
+    rq.target_type = target_datatype;
+    return win_error(win, win->w->post(rq));
+}
+
+int FRMA_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Get");
+    OpRequest rq = request(RmaKind::get, "FRMA_Get");
+    rq.origin = origin_addr;
+    rq.origin_count = origin_count;
+    rq.origin_type = origin_datatype;
+    rq.target_rank = target_rank;
+    rq.target_disp = target_disp;
+    rq.target_count = target_count;
+    rq.target_type = target_datatype;
+    return win_error(win, win->w->post(rq));
+}
+
+int FRMA_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                    int target_rank, MPI_Aint target_disp, int target_count,
+                    MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Accumulate");
+    OpRequest rq = request(RmaKind::acc, "FRMA_Accumulate");
+    rq.origin = origin_addr;
+    rq.origin_count = origin_count;
+    rq.origin_type = origin_datatype;
+    rq.target_rank = target_rank;
+    rq.target_disp = target_disp;
+    rq.target_count = target_count;
+    rq.target_type = target_datatype;
+    rq.op = op;
+    return win_error(win, win->w->post(rq));
+}
+
+int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                        void* result_addr, int result_count, MPI_Datatype result_datatype,
+                        int target_rank, MPI_Aint target_disp, int target_count,
+                        MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Get_accumulate");
+    OpRequest rq = request(RmaKind::get_acc, "FRMA_Get_accumulate");
+    rq.origin = origin_addr;
+    rq.origin_count = origin_count;
+    rq.origin_type = origin_datatype;
+    rq.result = result_addr;
+    rq.result_count = result_count;
+    rq.result_type = result_datatype;
+    rq.target_rank = target_rank;
+    rq.target_disp = target_disp;
+    rq.target_count = target_count;
+    rq.target_type = target_datatype;
+    rq.op = op;
+    return win_error(win, win->w->post(rq));
+}
+
+int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
+                      int target_rank, MPI_Aint target_disp, MPI_Op op, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Fetch_and_op");
+    OpRequest rq = request(RmaKind::fop, "FRMA_Fetch_and_op");
+    rq.origin = origin_addr;
+    rq.origin_count = op == MPI_NO_OP ? 0 : 1;
+    rq.origin_type = datatype;
+    rq.result = result_addr;
+    rq.result_count = 1;
+    rq.result_type = datatype;
+    rq.target_rank = target_rank;
+    rq.target_disp = target_disp;
+    rq.target_count = 1;
+    rq.target_type = datatype;
+    rq.op = op;
+    if (op == MPI_NO_OP) { rq.origin_count = 1; }
+    return win_error(win, win->w->post(rq));
+}
+
+int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr,
+                          MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                          FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Compare_and_swap");
+    OpRequest rq = request(RmaKind::cas, "FRMA_Compare_and_swap");
+    rq.origin = origin_addr;
+    rq.origin_count = 1;
+    rq.origin_type = datatype;
+    rq.compare = compare_addr;
+    rq.result = result_addr;
+    rq.result_count = 1;
+    rq.result_type = datatype;
+    rq.target_rank = target_rank;
+    rq.target_disp = target_disp;
+    rq.target_count = 1;
+    rq.target_type = datatype;
+    return win_error(win, win->w->post(rq));
+}
+
+namespace {
+void placeholder_handler(MPI_Win*, int*, ...) {}
+}
+
+int FRMA_Win_create_errhandler(FRMA_Win_errhandler_function* fn, MPI_Errhandler* errhandler) {
+    if (!fn || !errhandler)
+        return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_create_errhandler: NULL argument"));
+    // A real host handle, so that the application holds an ordinary MPI_Errhandler; the
+    // function it stands for is kept here.
+    int rc = MPI_Win_create_errhandler(placeholder_handler, errhandler);
+    if (rc) return comm_error(MPI_COMM_WORLD, raise(rc, "FRMA_Win_create_errhandler: the host MPI refused"));
+    std::lock_guard lk(g_mu);
+    g_handlers[*errhandler] = fn;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Errhandler_free(MPI_Errhandler* errhandler) {
+    if (!errhandler) return MPI_ERR_ARG;
+    {
+        std::lock_guard lk(g_mu);
+        g_handlers.erase(*errhandler);
+    }
+    return MPI_Errhandler_free(errhandler);
+}
+
+int FRMA_Win_set_errhandler(FRMA_Win win, MPI_Errhandler errhandler) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_set_errhandler");
+    if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
+        std::lock_guard lk(g_mu);
+        if (!g_handlers.count(errhandler)) {
+            raise(MPI_ERR_ARG, "FRMA_Win_set_errhandler: not a window error handler (create it with FRMA_Win_create_errhandler)");
+            return MPI_ERR_ARG;
+        }
+    }
+    win->w->errhandler = errhandler;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_get_errhandler(FRMA_Win win, MPI_Errhandler* errhandler) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_get_errhandler");
+    if (!errhandler) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_errhandler: NULL"));
+    *errhandler = win->w->errhandler;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_call_errhandler(FRMA_Win win, int errorcode) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_call_errhandler");
+    raise(errorcode, "FRMA_Win_call_errhandler: raised by the application");
+    win_error(win, errorcode);
+    return MPI_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,74 @@
+// config.cpp — parse FASTRMA_* once. Bad values fall back to the default with a warning
+// on stderr rather than aborting: a typo in an environment variable must not kill a job.
+#include "engine/config.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace fastrma::detail {
+
+const std::vector<ConfigParam>& config_params() {
+    static const std::vector<ConfigParam> table = {
+        {"FASTRMA_PROGRESS", "1", "Run the asynchronous progress thread (0: sync calls make progress)."},
+        {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset."},
+        {"FASTRMA_SPIN_US", "20", "How long the idle progress thread spins before it sleeps on its futex."},
+        {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
+        {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
+        {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
+        {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},
+        {"FASTRMA_WIN_TARGET_POOL", "64", "Targets in each window's own pool."},
+        {"FASTRMA_SLOTS", "64", "Slots of each window's slot table (rank r lives in slot r % n)."},
+        {"FASTRMA_ACC_STRIPES", "16", "Accumulate-lock stripes per window part (create windows, non-native types)."},
+        {"FASTRMA_SHM_METHOD", "auto", "How node peers map a segment: pidfd (memfd + pidfd_getfd), shm_open (named, 0600, unlinked once mapped), auto (pidfd, else shm_open)."},
+        {"FASTRMA_TRANSPORT", "auto", "Transport for peers: auto or shm (am arrives with issue 4)."},
+        {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
+        {"FASTRMA_FAULT", "", "Fault injection for tests: kill_after_segment kills the rank right after its segment exists."},
+    };
+    return table;
+}
+
+namespace {
+const char* env(const char* name) {
+    const char* v = std::getenv(name);
+    return (v && *v) ? v : nullptr;
+}
+long env_long(const char* name, long dflt, long lo, long hi) {
+    const char* v = env(name);
+    if (!v) return dflt;
+    char* end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi) {
+        std::fprintf(stderr, "fastrma: ignoring %s=%s (expected an integer in [%ld, %ld])\n",
+                     name, v, lo, hi);
+        return dflt;
+    }
+    return x;
+}
+}  // namespace
+
+Config Config::from_env() {
+    Config c;
+    c.progress_thread = env_long("FASTRMA_PROGRESS", 1, 0, 1) != 0;
+    c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -1, 1 << 20));
+    c.spin_us = int(env_long("FASTRMA_SPIN_US", 20, 0, 1000000));
+    c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
+    c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));
+    c.win_op_pool = std::size_t(env_long("FASTRMA_WIN_OP_POOL", 256, 1, 1L << 30));
+    c.target_pool = std::size_t(env_long("FASTRMA_TARGET_POOL", 1024, 0, 1L << 30));
+    c.win_target_pool = std::size_t(env_long("FASTRMA_WIN_TARGET_POOL", 64, 1, 1L << 30));
+    c.slots = std::size_t(env_long("FASTRMA_SLOTS", 64, 1, 1L << 20));
+    c.acc_stripes = int(env_long("FASTRMA_ACC_STRIPES", 16, 1, 32));
+    if (const char* m = env("FASTRMA_SHM_METHOD")) {
+        if (!std::strcmp(m, "pidfd")) c.shm_method = ShmMethod::pidfd;
+        else if (!std::strcmp(m, "shm_open")) c.shm_method = ShmMethod::shm_open;
+        else if (std::strcmp(m, "auto"))
+            std::fprintf(stderr, "fastrma: ignoring FASTRMA_SHM_METHOD=%s\n", m);
+    }
+    if (const char* t = env("FASTRMA_TRANSPORT")) c.transport = t;
+    c.stats = env_long("FASTRMA_STATS", 0, 0, 1) != 0;
+    if (const char* f = env("FASTRMA_FAULT")) c.fault = f;
+    return c;
+}
+
+}  // namespace fastrma::detail

@@ -1,0 +1,40 @@
+// config.hpp — every FASTRMA_* tunable, read once at engine start (STYLE.md §8).
+// The table in config.cpp is the single source of truth; docs/configuration.md lists it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace fastrma::detail {
+
+enum class ShmMethod { automatic, pidfd, shm_open };
+
+struct Config {
+    bool progress_thread = true;     // FASTRMA_PROGRESS
+    int progress_core = -1;          // FASTRMA_PROGRESS_CORE (-1: auto)
+    int spin_us = 20;                // FASTRMA_SPIN_US
+    int poll_max_us = 100;           // FASTRMA_POLL_MAX_US
+    std::size_t op_pool = 4096;      // FASTRMA_OP_POOL (process-global)
+    std::size_t win_op_pool = 256;   // FASTRMA_WIN_OP_POOL (per window)
+    std::size_t target_pool = 1024;  // FASTRMA_TARGET_POOL (process-global)
+    std::size_t win_target_pool = 64;// FASTRMA_WIN_TARGET_POOL (per window)
+    std::size_t slots = 64;          // FASTRMA_SLOTS
+    int acc_stripes = 16;            // FASTRMA_ACC_STRIPES
+    ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD
+    std::string transport = "auto";  // FASTRMA_TRANSPORT
+    bool stats = false;              // FASTRMA_STATS
+    std::string fault;               // FASTRMA_FAULT (fault injection for tests)
+
+    static Config from_env();
+};
+
+struct ConfigParam {
+    const char* name;
+    const char* default_value;
+    const char* doc;
+};
+// The documented table (name, default, meaning), in the order of docs/configuration.md.
+const std::vector<ConfigParam>& config_params();
+
+}  // namespace fastrma::detail

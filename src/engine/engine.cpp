@@ -1,0 +1,57 @@
+// engine.cpp — see engine.hpp.
+#include "engine/engine.hpp"
+
+#include <cstdio>
+
+#include "engine/errors.hpp"
+#include "transport/shm.hpp"
+#include "transport/shm_segment.hpp"
+
+namespace fastrma::detail {
+
+Engine::Engine(const Config& cfg, int local_index)
+    : cfg_(cfg),
+      op_pool_(cfg.op_pool),
+      target_pool_(cfg.target_pool),
+      progress_(cfg, local_index) {
+    sweep_stale_segments();  // names left by ranks that died mid-creation (shm_open method)
+    if (cfg_.progress_thread) progress_.start();
+}
+
+Engine::~Engine() {
+    progress_.stop();
+    if (cfg_.stats) std::fprintf(stderr, "%s", stats_report().c_str());
+}
+
+Transport* Engine::select_transport(const NodeTopology& topo, int rank) const {
+    const bool same_node = topo.node_of[rank] == topo.node_of[topo.local_ranks[topo.my_local_index]];
+    if (cfg_.transport != "auto" && cfg_.transport != "shm") {
+        raise(MPI_ERR_UNSUPPORTED_OPERATION,
+              "FASTRMA_TRANSPORT=%s is not available (this build has: shm)", cfg_.transport.c_str());
+        return nullptr;
+    }
+    if (same_node) return &shm_transport();
+    raise(MPI_ERR_UNSUPPORTED_OPERATION,
+          "rank %d is on another node and no network transport is built yet (am: issue 4, verbs: later)",
+          rank);
+    return nullptr;
+}
+
+std::string Engine::stats_report() const {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  "fastrma stats: windows=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
+                  "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu op_pool_peak=%zu "
+                  "progress_cpu_ms=%.3f progress_pu=%d progress_sleeps=%llu\n",
+                  (unsigned long long)stats_.windows_created.load(),
+                  (unsigned long long)stats_.puts.load(), (unsigned long long)stats_.gets.load(),
+                  (unsigned long long)stats_.accs.load(), (unsigned long long)stats_.fops.load(),
+                  (unsigned long long)stats_.cases.load(), (unsigned long long)stats_.direct.load(),
+                  (unsigned long long)stats_.queued.load(), (unsigned long long)stats_.gc_runs.load(),
+                  (unsigned long long)stats_.lock_retries.load(), op_pool_.peak(),
+                  double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(),
+                  (unsigned long long)progress_.sleeps());
+    return buf;
+}
+
+}  // namespace fastrma::detail

@@ -1,0 +1,59 @@
+// engine.hpp — the process-wide runtime: configuration, transports, the global op and
+// target pools, the progress engine and the statistics counters.
+//
+// One per process in production (created at the first FRMA call after MPI_Init, torn
+// down inside MPI_Finalize); unit tests create one per rank-thread. Windows hold a
+// reference; the engine outlives them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/bootstrap.hpp"
+#include "engine/config.hpp"
+#include "ops/op.hpp"
+#include "ops/pool.hpp"
+#include "ops/target.hpp"
+#include "progress/progress.hpp"
+#include "transport/transport.hpp"
+
+namespace fastrma::detail {
+
+struct Stats {
+    std::atomic<std::uint64_t> puts{0}, gets{0}, accs{0}, fops{0}, cases{0};
+    std::atomic<std::uint64_t> direct{0}, queued{0}, gc_runs{0}, lock_retries{0};
+    std::atomic<std::uint64_t> windows_created{0};
+};
+
+class Engine {
+public:
+    Engine(const Config& cfg, int local_index);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    const Config& config() const { return cfg_; }
+    ProgressEngine& progress() { return progress_; }
+    Pool<Op>& op_pool() { return op_pool_; }
+    Pool<Target>& target_pool() { return target_pool_; }
+    Stats& stats() { return stats_; }
+
+    // The one place that decides which transport serves a peer. Returns nullptr (and
+    // raise()s) when no transport can reach it.
+    Transport* select_transport(const NodeTopology& topo, int rank) const;
+
+    std::atomic<int>& live_windows() { return live_windows_; }
+    std::string stats_report() const;
+
+private:
+    Config cfg_;
+    Pool<Op> op_pool_;
+    Pool<Target> target_pool_;
+    Stats stats_;
+    ProgressEngine progress_;
+    std::atomic<int> live_windows_{0};
+};
+
+}  // namespace fastrma::detail

@@ -1,0 +1,155 @@
+// window.hpp — a window: its memory and its peers', its epochs, its 3D queue and pools.
+//
+// Flavors: allocate (each part in a shared segment that every node peer maps: load/store,
+// CPU atomics) and create (user memory: peers use cross-memory attach; accumulates take
+// the target's striped accumulate lock). Every process also has a state segment (one page,
+// always shared) holding the lock words and accumulate stripes.
+//
+// Access epochs (DESIGN.md §3): the window-level mode says which kind of epoch is open;
+// per-target state lives in Targets in the slot table. Every op and sync call checks the
+// mode first and fails with MPI_ERR_RMA_SYNC when the call is not allowed.
+//
+// Issue policy: an op to a granted target with nothing queued before it is issued by the
+// posting thread at once (fast path, no Op allocated); otherwise it is queued on its
+// Target and issued by the progress thread or by a sync call that waits anyway.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/bootstrap.hpp"
+#include "engine/engine.hpp"
+#include "ops/issue.hpp"
+#include "ops/slot_table.hpp"
+#include "progress/progress.hpp"
+#include "transport/shm_segment.hpp"
+
+namespace fastrma::detail {
+
+struct TypeInfo;
+
+enum class AccessMode : int { none, per_target, lock_all_called, lock_all_granted };
+
+// One posted operation as the API layer describes it, before validation.
+struct OpRequest {
+    RmaKind kind;
+    const char* call;  // "FRMA_Put", ... for messages
+    const void* origin;
+    int origin_count;
+    MPI_Datatype origin_type;
+    void* result;
+    int result_count;
+    MPI_Datatype result_type;
+    const void* compare;
+    int target_rank;
+    MPI_Aint target_disp;
+    int target_count;
+    MPI_Datatype target_type;
+    MPI_Op op;
+};
+
+class Window {
+public:
+    ~Window();
+
+    // Collective over bs. On failure every member returns the same error and *out is null.
+    static int allocate(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit,
+                        void** baseptr, std::unique_ptr<Window>* out);
+    static int create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_Aint size,
+                      int disp_unit, std::unique_ptr<Window>* out);
+    int free_collective();  // MPI_Win_free: checks no epoch is open, barrier, release
+
+    // Passive-target synchronization.
+    int lock(int lock_type, int rank, int assert_);
+    int unlock(int rank);
+    int lock_all(int assert_);
+    int unlock_all();
+    int flush(int rank, bool local);
+    int flush_all(bool local);
+    int sync();
+
+    // Communication.
+    int post(const OpRequest& rq);
+
+    // Attributes.
+    int rank() const { return rank_; }
+    int size() const { return nprocs_; }
+    int flavor() const { return flavor_; }
+    void* base() const { return base_; }
+    MPI_Aint local_size() const { return local_size_; }
+    int disp_unit() const { return disp_unit_; }
+    Bootstrap& bootstrap() { return *bs_; }
+    Engine& engine() { return eng_; }
+    AccessMode mode() const { return mode_.load(std::memory_order_acquire); }
+    // For the attribute interface: stable storage of the values MPI returns pointers to.
+    MPI_Aint attr_size_ = 0;
+    int attr_disp_unit_ = 0, attr_flavor_ = 0, attr_model_ = MPI_WIN_UNIFIED;
+
+    MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;
+
+    // Pools (for tests and statistics).
+    Pool<Op>& op_pool() { return op_pool_; }
+    std::size_t queued_ops() const { return queued_.load(); }
+
+private:
+    Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
+    static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
+                     MPI_Aint size, int disp_unit, std::unique_ptr<Window>* out);
+
+    const PeerRegion& peer(int r) const { return peers_[std::size_t(r)]; }
+    IssueContext ctx(int r) const {
+        return IssueContext{*tp_[std::size_t(r)], peers_[std::size_t(r)], cpu_atomics_,
+                            eng_.config().acc_stripes};
+    }
+    int check_target_rank(const char* call, int rank) const;
+    int validate(const OpRequest& rq, Op* op) const;
+    int issue(int rank, const Op& op);
+    void count_op(RmaKind k);
+
+    // Targets and locks (caller holds the target's slot mutex unless said otherwise).
+    bool try_acquire(Target* t);
+    void release(Target* t);
+    int drain(Target* t);  // issue queued ops of a granted target
+    Op* alloc_op();         // may collect garbage; never holds a slot mutex
+    bool collect_garbage();
+    int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
+    int wait_target(int rank, SyncFlag flag, bool remove);  // flush / unlock core
+    void backoff(unsigned& us);
+    Poll poll();
+
+    Engine& eng_;
+    std::unique_ptr<Bootstrap> bs_;
+    NodeTopology topo_;
+    int rank_ = 0, nprocs_ = 0, flavor_ = 0;
+    void* base_ = nullptr;
+    MPI_Aint local_size_ = 0;
+    int disp_unit_ = 1;
+    bool cpu_atomics_ = false;
+
+    ShmSegment own_;                   // my state page (+ data for allocate)
+    std::vector<ShmSegment> mapped_;   // node peers' segments
+    std::vector<PeerRegion> peers_;
+    std::vector<int> disp_units_;
+    std::vector<Transport*> tp_;
+
+    std::mutex epoch_mu_;
+    std::atomic<AccessMode> mode_{AccessMode::none};
+    int n_locks_ = 0;          // per-target locks held (epoch_mu_)
+    int lock_all_assert_ = 0;
+    bool lock_all_acquired_ = false;
+
+    SlotTable slots_;
+    Pool<Op> op_pool_;
+    Pool<Target> target_pool_;
+    std::atomic<std::size_t> queued_{0};   // ops waiting in Target queues
+    std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
+    int poller_id_ = 0;
+};
+
+}  // namespace fastrma::detail

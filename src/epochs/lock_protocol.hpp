@@ -1,0 +1,26 @@
+// lock_protocol.hpp — the two-level lock protocol of foMPI / osc rdma, written once
+// against transport atomics, so it runs on every transport.
+//
+// Words (ops/state_words.hpp): on the window's master (rank 0) the global word holds
+// lock_all holders in its high 32 bits and exclusive holders in its low 32 bits; on every
+// process the local word holds an exclusive bit and a shared count.
+//   shared(t)    : fetch-add 1 on t.local; if the exclusive bit was set, undo -> retry later
+//   exclusive(t) : fetch-add 1 on master.global (fails while lock_all holders exist), then
+//                  CAS 0 -> EXCL on t.local; on failure undo both -> retry later
+//   lock_all     : fetch-add 2^32 on master.global; if exclusive holders exist, undo
+// Every try_ function is one bounded attempt: callers own the back-off, so the progress
+// thread and waiting sync calls can interleave attempts with other work.
+#pragma once
+
+#include "transport/transport.hpp"
+
+namespace fastrma::detail::lockproto {
+
+bool try_shared(Transport& tp, const PeerRegion& target);
+bool try_exclusive(Transport& tp, const PeerRegion& master, const PeerRegion& target);
+bool try_lock_all(Transport& tp, const PeerRegion& master);
+void unlock_shared(Transport& tp, const PeerRegion& target);
+void unlock_exclusive(Transport& tp, const PeerRegion& master, const PeerRegion& target);
+void unlock_all(Transport& tp, const PeerRegion& master);
+
+}  // namespace fastrma::detail::lockproto

@@ -1,0 +1,36 @@
+// issue.hpp — turning one operation into transport primitives.
+//
+// The choice between a native operation and its fallback lives here, one level above the
+// transports (STYLE.md §1):
+//   put/get        -> transport put/get of the element's data bytes (pair types have holes
+//                     that MPI does not let us write);
+//   accumulates    -> CPU atomics on mapped memory when the window's atomicity domain is
+//                     the CPU and the type has lock-free native atomics (acc_native), else
+//                     lock-get-op-put under the target's striped accumulate lock
+//                     (acc_locked). Per window and type the choice is the same for every
+//                     origin, so native atomics and the lock never meet on one element.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/op.hpp"
+#include "transport/transport.hpp"
+
+namespace fastrma::detail {
+
+struct IssueContext {
+    Transport& tp;
+    const PeerRegion& peer;
+    bool cpu_atomics;  // the window's atomicity domain is the CPU (all peers mapped)
+    int acc_stripes;
+};
+
+// Performs op at its target. Returns an MPI error class; on shared memory the op has
+// completed remotely when this returns.
+int issue_op(const IssueContext& ctx, const Op& op);
+
+// Bytes from the first to the last data byte of count elements (what must fit the window).
+std::uint64_t span_bytes(const TypeInfo& ti, std::size_t count);
+
+}  // namespace fastrma::detail

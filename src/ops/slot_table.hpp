@@ -1,0 +1,35 @@
+// slot_table.hpp — the top of the 3D queue: slots[n], rank r lives in slots[r % n].
+// Each slot has its own mutex and a short list of the Targets that hash to it, so
+// threads working on different targets do not contend.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ops/target.hpp"
+
+namespace fastrma::detail {
+
+struct Slot {
+    std::mutex mu;
+    Target* head = nullptr;
+};
+
+class SlotTable {
+public:
+    explicit SlotTable(std::size_t n) : slots_(n ? n : 1) {}
+    std::size_t size() const { return slots_.size(); }
+    Slot& slot_of(int rank) { return slots_[std::size_t(rank) % slots_.size()]; }
+    Slot& slot_at(std::size_t i) { return slots_[i]; }
+    // The caller holds slot_of(rank).mu for these three.
+    Target* find(int rank);
+    void insert(Target* t);
+    void remove(Target* t);
+
+private:
+    std::vector<Slot> slots_;
+};
+
+}  // namespace fastrma::detail

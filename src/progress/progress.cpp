@@ -1,0 +1,154 @@
+// progress.cpp — see progress.hpp.
+#include "progress/progress.hpp"
+
+#include <hwloc.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace fastrma::detail {
+
+namespace {
+std::uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
+}
+void futex_wait(std::atomic<std::uint32_t>* w, std::uint32_t expected, long timeout_ns) {
+    timespec ts{timeout_ns / 1000000000L, timeout_ns % 1000000000L};
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT_PRIVATE, expected,
+            timeout_ns > 0 ? &ts : nullptr, nullptr, 0);
+}
+void futex_wake(std::atomic<std::uint32_t>* w) {
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE_PRIVATE, 1, nullptr,
+            nullptr, 0);
+}
+}  // namespace
+
+ProgressEngine::ProgressEngine(const Config& cfg, int local_index)
+    : cfg_(cfg), local_index_(local_index) {}
+
+ProgressEngine::~ProgressEngine() { stop(); }
+
+void ProgressEngine::start() {
+    if (thread_.joinable()) return;
+    stop_.store(false);
+    thread_ = std::thread([this] { loop(); });
+}
+
+void ProgressEngine::stop() {
+    if (!thread_.joinable()) return;
+    stop_.store(true);
+    wake();
+    thread_.join();
+    has_tid_.store(false);
+    // Drain from this thread what the loop left (it drains too; this covers a late post).
+    for (int i = 0; i < 1000000 && progress_once() != Poll::idle; ++i) {}
+}
+
+int ProgressEngine::add_poller(Poller p) {
+    std::lock_guard lk(mu_);
+    int id = next_id_++;
+    pollers_.emplace_back(id, std::move(p));
+    return id;
+}
+
+void ProgressEngine::remove_poller(int id) {
+    std::lock_guard lk(mu_);
+    pollers_.erase(std::remove_if(pollers_.begin(), pollers_.end(),
+                                  [id](auto& e) { return e.first == id; }),
+                   pollers_.end());
+}
+
+void ProgressEngine::wake() {
+    doorbell_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst)) futex_wake(&doorbell_);
+}
+
+Poll ProgressEngine::progress_once() {
+    std::lock_guard lk(mu_);
+    Poll worst = Poll::idle;
+    for (auto& [id, p] : pollers_) worst = std::max(worst, p());
+    return worst;
+}
+
+std::uint64_t ProgressEngine::thread_cpu_ns() const {
+    if (!has_tid_.load()) return 0;
+    clockid_t cid;
+    if (pthread_getcpuclockid(tid_.load(), &cid) != 0) return 0;
+    timespec ts;
+    clock_gettime(cid, &ts);
+    return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
+}
+
+void ProgressEngine::pin() {
+    // Pick a PU inside the process's own cpuset (mpirun may have bound the rank):
+    // FASTRMA_PROGRESS_CORE as a logical index into it, else one per local rank counted
+    // from the end of the set, where application threads usually are not placed first.
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0) return;
+    if (hwloc_topology_load(topo) != 0) { hwloc_topology_destroy(topo); return; }
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(set)) {
+        int n = hwloc_bitmap_weight(set);
+        int want = cfg_.progress_core >= 0 ? cfg_.progress_core % n
+                                           : (n - 1 - (local_index_ % n));
+        int pu = -1, i = 0;
+        for (int id = hwloc_bitmap_first(set); id != -1; id = hwloc_bitmap_next(set, id), ++i)
+            if (i == want) { pu = id; break; }
+        if (pu >= 0) {
+            hwloc_bitmap_t one = hwloc_bitmap_alloc();
+            hwloc_bitmap_only(one, unsigned(pu));
+            if (hwloc_set_cpubind(topo, one, HWLOC_CPUBIND_THREAD) == 0) bound_pu_ = pu;
+            hwloc_bitmap_free(one);
+        }
+    }
+    hwloc_bitmap_free(set);
+    hwloc_topology_destroy(topo);
+}
+
+void ProgressEngine::loop() {
+    tid_.store(pthread_self());
+    has_tid_.store(true);
+    pin();
+    std::uint32_t backoff_us = 1;
+    while (true) {
+        std::uint32_t bell = doorbell_.load(std::memory_order_acquire);
+        Poll p = progress_once();
+        if (p == Poll::busy) { backoff_us = 1; continue; }
+        if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;
+        if (p == Poll::waiting) {
+            // Work that no doorbell announces (a lock held elsewhere): poll with
+            // exponential back-off, bounded by poll_max_us.
+            sleeping_.store(true, std::memory_order_release);
+            if (doorbell_.load(std::memory_order_acquire) == bell)
+                futex_wait(&doorbell_, bell, long(backoff_us) * 1000);
+            sleeping_.store(false, std::memory_order_release);
+            backoff_us = std::min<std::uint32_t>(backoff_us * 2, std::uint32_t(cfg_.poll_max_us));
+            continue;
+        }
+        backoff_us = 1;
+        // Idle: spin briefly for a doorbell, then sleep until one rings.
+        std::uint64_t until = now_ns() + std::uint64_t(cfg_.spin_us) * 1000;
+        bool rang = false;
+        while (now_ns() < until) {
+            if (doorbell_.load(std::memory_order_acquire) != bell) { rang = true; break; }
+            __builtin_ia32_pause();
+        }
+        if (rang) continue;
+        sleeping_.store(true, std::memory_order_seq_cst);
+        if (doorbell_.load(std::memory_order_seq_cst) == bell && !stop_.load()) {
+            sleeps_.fetch_add(1, std::memory_order_relaxed);
+            futex_wait(&doorbell_, bell, 0);
+            wakeups_.fetch_add(1, std::memory_order_relaxed);
+        }
+        sleeping_.store(false, std::memory_order_release);
+    }
+}
+
+}  // namespace fastrma::detail

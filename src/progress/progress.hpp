@@ -1,0 +1,71 @@
+// progress.hpp — the progress engine: one loop shape (STYLE.md §6).
+//
+// Transports and windows register pollers: a function that advances its work and says
+// whether it did any (Poll::busy), has work that only time will advance, such as a lock
+// to retry (Poll::waiting), or has nothing (Poll::idle). The engine knows nothing above it.
+//
+// The thread runs every poller; while any is busy it loops; while any is waiting it
+// sleeps with exponential back-off up to poll_max_us; when all are idle it spins for
+// spin_us and then sleeps on a futex until wake() rings the doorbell (a post that queues
+// work, a new lock request). Idle, it costs nothing: no timer, no polling.
+// It is pinned with hwloc inside the process's cpuset. stop() drains: it runs the
+// pollers until every one reports idle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/config.hpp"
+
+namespace fastrma::detail {
+
+enum class Poll : std::uint8_t { idle, waiting, busy };
+
+class ProgressEngine {
+public:
+    using Poller = std::function<Poll()>;
+
+    ProgressEngine(const Config& cfg, int local_index);
+    ~ProgressEngine();
+
+    void start();
+    void stop();  // drains, then joins
+    bool running() const { return thread_.joinable(); }
+
+    int add_poller(Poller p);
+    void remove_poller(int id);  // on return the poller is not running and will not run
+    void wake();                 // ring the doorbell
+
+    // One pass over all pollers from the calling thread (sync calls that wait help).
+    Poll progress_once();
+
+    // CPU time consumed by the progress thread so far (ns), and the PU it is bound to.
+    std::uint64_t thread_cpu_ns() const;
+    int bound_pu() const { return bound_pu_; }
+    std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+    std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+
+private:
+    void loop();
+    void pin();
+
+    Config cfg_;
+    int local_index_;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    std::atomic<std::uint32_t> doorbell_{0};
+    std::atomic<bool> sleeping_{false};
+    std::mutex mu_;  // guards pollers_ and serializes passes
+    std::vector<std::pair<int, Poller>> pollers_;
+    int next_id_ = 1;
+    std::atomic<pthread_t> tid_{};
+    std::atomic<bool> has_tid_{false};
+    int bound_pu_ = -1;
+    std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
+};
+
+}  // namespace fastrma::detail

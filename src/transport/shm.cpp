@@ -1,0 +1,98 @@
+// shm.cpp — see shm.hpp.
+#include "transport/shm.hpp"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "engine/errors.hpp"
+
+namespace fastrma::detail {
+
+ShmTransport& shm_transport() {
+    static ShmTransport t;
+    return t;
+}
+
+namespace {
+// Moves chunks with process_vm_{writev,readv} in batches of IOV_MAX, resuming after
+// partial transfers (the kernel may stop at a page boundary).
+Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write) {
+    constexpr std::size_t kBatch = 512;  // < IOV_MAX
+    iovec liov[kBatch], riov[kBatch];
+    std::size_t i = 0;
+    while (i < n) {
+        std::size_t k = 0;
+        std::size_t want = 0;
+        for (; k < kBatch && i + k < n; ++k) {
+            const Chunk& c = chunks[i + k];
+            liov[k] = {c.local, c.len};
+            riov[k] = {reinterpret_cast<void*>(peer.remote_addr + c.offset), c.len};
+            want += c.len;
+        }
+        ssize_t got = write ? process_vm_writev(peer.pid, liov, k, riov, k, 0)
+                            : process_vm_readv(peer.pid, liov, k, riov, k, 0);
+        if (got < 0) {
+            raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv",
+                  int(peer.pid), std::strerror(errno));
+            return Post::error;
+        }
+        if (std::size_t(got) == want) { i += k; continue; }
+        // Partial: finish the chunk where it stopped, one by one.
+        std::size_t done = std::size_t(got);
+        for (std::size_t j = 0; j < k; ++j) {
+            const Chunk& c = chunks[i + j];
+            if (done >= c.len) { done -= c.len; continue; }
+            Chunk rest{static_cast<char*>(c.local) + done, c.offset + done, c.len - done};
+            if (cma(peer, &rest, 1, write) != Post::done) return Post::error;
+            done = 0;
+        }
+        i += k;
+    }
+    return Post::done;
+}
+}  // namespace
+
+Post ShmTransport::put(const PeerRegion& peer, const Chunk* chunks, std::size_t n) {
+    if (peer.mapped) {
+        for (std::size_t i = 0; i < n; ++i)
+            std::memcpy(peer.mapped + chunks[i].offset, chunks[i].local, chunks[i].len);
+        return Post::done;
+    }
+    return cma(peer, chunks, n, true);
+}
+
+Post ShmTransport::get(const PeerRegion& peer, const Chunk* chunks, std::size_t n) {
+    if (peer.mapped) {
+        for (std::size_t i = 0; i < n; ++i)
+            std::memcpy(chunks[i].local, peer.mapped + chunks[i].offset, chunks[i].len);
+        return Post::done;
+    }
+    return cma(peer, chunks, n, false);
+}
+
+std::uint64_t ShmTransport::atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
+                                    std::uint64_t operand, std::uint64_t compare) {
+    std::uint64_t* w = peer.state + word;
+    switch (op) {
+    case AtomicOp::fetch_add: return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::swap: return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::load: return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    case AtomicOp::compare_swap:
+        __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
+        return compare;  // the old value either way
+    }
+    return 0;
+}
+
+int ShmTransport::probe_cma(pid_t pid, std::uint64_t addr) {
+    char byte;
+    iovec l{&byte, 1}, r{reinterpret_cast<void*>(addr), 1};
+    return process_vm_readv(pid, &l, 1, &r, 1, 0) == 1 ? 0 : errno;
+}
+
+}  // namespace fastrma::detail

@@ -1,0 +1,65 @@
+// shm_segment.hpp — shared-memory segments that node-local peers map.
+//
+// Default: an anonymous memfd; a peer takes a duplicate of the owner's descriptor with
+// pidfd_getfd() and maps it. Such a segment has no name, so nothing can outlive the
+// processes that map it, whatever way they die. Where ptrace rules forbid pidfd_getfd
+// (another user, a strict Yama scope), the fallback is shm_open() with an unguessable
+// name (uid, pid, 64 random bits), mode 0600, unlinked as soon as every peer has mapped it;
+// if a rank dies between creation and unlink, the next engine start on the node removes
+// names whose creating process no longer exists (sweep_stale_segments()).
+//
+// Pages are reserved with posix_fallocate so that a full tmpfs gives MPI_ERR_NO_MEM at
+// creation instead of SIGBUS on first touch.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/config.hpp"
+
+namespace fastrma::detail {
+
+// What a peer needs to map my segment; travels through Bootstrap::allgather.
+struct SegmentExport {
+    pid_t pid = 0;
+    int fd = -1;               // pidfd method
+    std::uint64_t size = 0;
+    char name[64] = {};        // shm_open method ("" for pidfd)
+};
+
+class ShmSegment {
+public:
+    ShmSegment() = default;
+    ShmSegment(const ShmSegment&) = delete;
+    ShmSegment& operator=(const ShmSegment&) = delete;
+    ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+    ShmSegment& operator=(ShmSegment&& o) noexcept;
+    ~ShmSegment() { reset(); }
+
+    // Creates and maps my own segment. Returns an MPI error class (raise()d on failure).
+    int create(std::size_t size, ShmMethod method);
+    // Maps a peer's segment (or my own export: maps it a second time is avoided by caller).
+    int map_peer(const SegmentExport& ex);
+    // Once every peer has mapped: close the descriptor (pidfd) / unlink the name (shm_open).
+    void seal();
+    void reset();
+
+    SegmentExport export_info() const { return ex_; }
+    unsigned char* data() const { return static_cast<unsigned char*>(addr_); }
+    std::size_t size() const { return len_; }
+
+private:
+    void* addr_ = nullptr;
+    std::size_t len_ = 0;
+    int fd_ = -1;
+    bool owner_ = false;
+    SegmentExport ex_{};
+};
+
+// Removes /dev/shm/fastrma-<uid>-<pid>-* names whose creator is gone. Returns how many.
+int sweep_stale_segments();
+
+}  // namespace fastrma::detail

@@ -1,0 +1,61 @@
+// transport.hpp — what a medium does natively: put, get, 8-byte atomics, flush.
+//
+// A transport never chooses between a native operation and a fallback (that lives in
+// src/ops/). Posting reports done / posted / retry (backpressure) / error, never blocks
+// forever. Remote synchronization words (locks, counters) live in each peer's state
+// segment; atomic8() updates them in the transport's atomicity domain.
+//
+// Shaped for verbs too: a PeerRegion carries what a one-sided NIC operation needs
+// (remote address; a registration key would join pid), and flush() is the bulk
+// completion point per peer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fastrma::detail {
+
+enum class Post : std::uint8_t { done, posted, retry, error };
+
+enum class AtomicOp : std::uint8_t { fetch_add, compare_swap, swap, load };
+
+// How this process reaches one peer's part of a window.
+struct PeerRegion {
+    unsigned char* mapped = nullptr;  // load/store address here, or null
+    std::uint64_t remote_addr = 0;    // the data's address in the peer's address space
+    pid_t pid = 0;                    // the peer process (cross-memory attach)
+    std::uint64_t size = 0;           // bytes of window memory at the peer
+    std::uint64_t* state = nullptr;   // the peer's state words, always mapped here
+};
+
+// One contiguous piece of a transfer: local buffer <-> [offset, offset + len) at the peer.
+struct Chunk {
+    void* local;
+    std::uint64_t offset;
+    std::size_t len;
+};
+
+class Transport {
+public:
+    struct Caps {
+        bool load_store;        // peer memory is mapped here
+        bool native_atomics;    // element atomics on peer data without the target's CPU
+        bool needs_target_cpu;  // the target's progress thread must act
+    };
+    virtual ~Transport() = default;
+    virtual const char* name() const = 0;
+    virtual Caps caps(const PeerRegion& peer) const = 0;
+    virtual Post put(const PeerRegion& peer, const Chunk* chunks, std::size_t n) = 0;
+    virtual Post get(const PeerRegion& peer, const Chunk* chunks, std::size_t n) = 0;
+    // 8-byte atomic on a synchronization word of the peer; returns the old value.
+    virtual std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
+                                  std::uint64_t operand, std::uint64_t compare = 0) = 0;
+    // Remote completion of everything posted to peer.
+    virtual void flush(const PeerRegion& peer) = 0;
+    // Advance outstanding work; true if anything happened.
+    virtual bool progress() { return false; }
+};
+
+}  // namespace fastrma::detail
