@@ -443,3 +443,10 @@ int FRMA_Win_call_errhandler(FRMA_Win win, int errorcode) {
 }
 
 }  // extern "C"
+
+#include "engine/c_api_internal.hpp"
+
+namespace fastrma::detail {
+Window* window_of(FRMA_Win win) { return valid(win) ? win->w.get() : nullptr; }
+Engine* current_engine() { return g_engine.load(); }
+}  // namespace fastrma::detail

@@ -19,8 +19,9 @@ Engine::Engine(const Config& cfg, int local_index)
 }
 
 Engine::~Engine() {
-    progress_.stop();
+    // The report reads the progress thread's CPU clock, so it comes before the join.
     if (cfg_.stats) std::fprintf(stderr, "%s", stats_report().c_str());
+    progress_.stop();
 }
 
 Transport* Engine::select_transport(const NodeTopology& topo, int rank) const {

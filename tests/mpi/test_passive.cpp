@@ -1,0 +1,569 @@
+// test_passive.cpp — passive-target RMA through the C API, on every window flavor the
+// foundation has (allocate, create), with 1..4 ranks: data lands where MPI says, locks
+// exclude and share, accumulates are element-wise atomic across ranks and threads, bad
+// input gets its error class and leaves the window usable, op floods past the pools land.
+#include <fastrma/fastrma.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/c_api_internal.hpp"
+#include "engine/engine.hpp"
+#include "engine/window.hpp"
+
+namespace {
+
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+
+enum class Flavor { allocate, create };
+const char* flavor_name(Flavor f) { return f == Flavor::allocate ? "allocate" : "create"; }
+
+// A window of `bytes` per rank, zero-filled, of the given flavor.
+struct TestWin {
+    FRMA_Win win = FRMA_WIN_NULL;
+    unsigned char* base = nullptr;
+    std::vector<unsigned char> user;  // create flavor: the user's memory
+    std::size_t bytes = 0;
+
+    TestWin(Flavor f, std::size_t n, int disp_unit = 1, MPI_Comm comm = MPI_COMM_WORLD) : bytes(n) {
+        if (f == Flavor::allocate) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(n), disp_unit, MPI_INFO_NULL, comm, &base, &win));
+        } else {
+            user.assign(n + 64, 0xEE);  // 64 guard bytes past the window
+            base = user.data();
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create(base, MPI_Aint(n), disp_unit, MPI_INFO_NULL, comm, &win));
+        }
+        if (n) std::memset(base, 0, n);
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Barrier(comm);
+    }
+    ~TestWin() {
+        if (win != FRMA_WIN_NULL) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    template <class T> T* at(std::size_t i) { return reinterpret_cast<T*>(base) + i; }
+};
+
+class Passive : public ::testing::TestWithParam<Flavor> {};
+
+// ---- put / get ----------------------------------------------------------------------
+
+TEST_P(Passive, PutGetAcrossProtocolSizes) {
+    const int me = world_rank(), n = world_size();
+    const std::size_t sizes[] = {0, 1, 8, 64, 4097, 65536, 1 << 20};
+    for (std::size_t sz : sizes) {
+        TestWin w(GetParam(), 2 * sz + 8);
+        const int right = (me + 1) % n, left = (me + n - 1) % n;
+        std::vector<unsigned char> src(sz), back(sz, 0);
+        for (std::size_t i = 0; i < sz; ++i) src[i] = static_cast<unsigned char>(me * 31 + i * 7 + 1);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data(), int(sz), MPI_BYTE, right, MPI_Aint(sz), int(sz), MPI_BYTE, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back.data(), int(sz), MPI_BYTE, right, MPI_Aint(sz), int(sz), MPI_BYTE, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_local(right, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        EXPECT_EQ(src, back) << "size " << sz;
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (std::size_t i = 0; i < sz; ++i) {
+            ASSERT_EQ(w.base[i], 0) << "bytes before the displacement were written, size " << sz;
+            ASSERT_EQ(w.base[sz + i], static_cast<unsigned char>(left * 31 + i * 7 + 1)) << "size " << sz << " i " << i;
+        }
+        for (std::size_t i = 2 * sz; i < 2 * sz + 8; ++i) ASSERT_EQ(w.base[i], 0);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+TEST_P(Passive, DispUnitScalesDisplacement) {
+    const int me = world_rank(), n = world_size();
+    TestWin w(GetParam(), 16 * sizeof(double), sizeof(double));
+    double v = 100.0 + me;
+    const int right = (me + 1) % n;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, right, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_DOUBLE, right, 5, 1, MPI_DOUBLE, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_EQ(*w.at<double>(5), 100.0 + (me + n - 1) % n);
+    EXPECT_EQ(*w.at<double>(4), 0.0);
+    EXPECT_EQ(*w.at<double>(6), 0.0);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, PairTypePutKeepsTargetPadding) {
+    // MPI_DOUBLE_INT has 4 bytes of padding per element that MPI does not let us write.
+    const int me = world_rank(), n = world_size();
+    struct DI { double d; int i; };
+    TestWin w(GetParam(), 4 * sizeof(DI));
+    std::memset(w.base, 0x5A, w.bytes);
+    MPI_Barrier(MPI_COMM_WORLD);
+    DI src[4];
+    std::memset(src, 0, sizeof src);
+    for (int k = 0; k < 4; ++k) src[k] = {1.5 * k + me, k + 10 * me};
+    const int right = (me + 1) % n;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src, 4, MPI_DOUBLE_INT, right, 0, 4, MPI_DOUBLE_INT, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int left = (me + n - 1) % n;
+    for (int k = 0; k < 4; ++k) {
+        DI got;
+        std::memcpy(&got, w.base + k * sizeof(DI), sizeof got);
+        EXPECT_EQ(got.d, 1.5 * k + left);
+        EXPECT_EQ(got.i, k + 10 * left);
+        for (std::size_t b = 12; b < sizeof(DI); ++b) EXPECT_EQ(w.base[k * sizeof(DI) + b], 0x5A) << "padding written";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, ZeroSizeWindowAndZeroCountOps) {
+    TestWin w(GetParam(), 0);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Put(nullptr, 0, MPI_INT, 0, 0, 0, MPI_INT, w.win));
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Get(nullptr, 0, MPI_INT, 0, 0, 0, MPI_INT, w.win));
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(nullptr, 0, MPI_INT, 0, 0, 0, MPI_INT, MPI_SUM, w.win));
+    int v = 1;
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT, MPI_PROC_NULL, 0, 1, MPI_INT, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+}
+
+TEST_P(Passive, SingleRankWindowOnSelf) {
+    TestWin w(GetParam(), 64, 1, MPI_COMM_SELF);
+    long v = 42, got = 0, one = 1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_LONG, 0, 8, 1, MPI_LONG, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+    EXPECT_EQ(*w.at<long>(1), 42);  // a lock on self is granted: load/store allowed
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &got, MPI_LONG, 0, 8, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    EXPECT_EQ(got, 42);
+    EXPECT_EQ(*w.at<long>(1), 43);
+}
+
+TEST_P(Passive, AttributesDescribeTheWindow) {
+    TestWin w(GetParam(), 96, 4);
+    void* base = nullptr;
+    MPI_Aint* size = nullptr;
+    int *du = nullptr, *flavor = nullptr, *model = nullptr, flag = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, MPI_WIN_BASE, &base, &flag));
+    EXPECT_TRUE(flag);
+    EXPECT_EQ(base, w.base);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, MPI_WIN_SIZE, &size, &flag));
+    EXPECT_EQ(*size, 96);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, MPI_WIN_DISP_UNIT, &du, &flag));
+    EXPECT_EQ(*du, 4);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, MPI_WIN_CREATE_FLAVOR, &flavor, &flag));
+    EXPECT_EQ(*flavor, GetParam() == Flavor::allocate ? MPI_WIN_FLAVOR_ALLOCATE : MPI_WIN_FLAVOR_CREATE);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, MPI_WIN_MODEL, &model, &flag));
+    EXPECT_EQ(*model, MPI_WIN_UNIFIED);
+    MPI_Group g;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_group(w.win, &g));
+    int gs = 0;
+    MPI_Group_size(g, &gs);
+    EXPECT_EQ(gs, world_size());
+    MPI_Group_free(&g);
+}
+
+// ---- locks ----------------------------------------------------------------------------
+
+TEST_P(Passive, ExclusiveLocksLoseNoUpdate) {
+    // Read-modify-write with get, flush, put under an exclusive lock: only mutual
+    // exclusion makes the final count right.
+    const int n = world_size();
+    TestWin w(GetParam(), 64);
+    const int iters = 200;
+    for (int it = 0; it < iters; ++it) {
+        for (int target = 0; target < n; target += std::max(1, n - 1)) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, w.win));
+            std::int64_t v = 0;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&v, 1, MPI_INT64_T, target, 0, 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(target, w.win));
+            ++v;
+            if (it % 7 == 0) std::this_thread::yield();  // widen the race window
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, target, 0, 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(target, w.win));
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int me = world_rank();
+    if (me == 0 || me == n - 1) EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(iters) * n);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, ExclusiveExcludesLockAll) {
+    // Ranks alternate between lock_all RMW on a word at rank 0 ... under lock_all the
+    // updates would race, so here lock_all holders only read, and exclusive holders write
+    // two words that must always be seen equal by lock_all readers.
+    const int me = world_rank();
+    TestWin w(GetParam(), 64);
+    for (int it = 0; it < 100; ++it) {
+        if (me % 2 == 0) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+            std::int64_t v[2];
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(v, 2, MPI_INT64_T, 0, 0, 2, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+            ASSERT_EQ(v[0], v[1]);
+            std::int64_t a = v[0] + 1;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&a, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+            std::this_thread::yield();
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&a, 1, MPI_INT64_T, 0, 8, 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+        } else {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+            std::int64_t v[2];
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(v, 2, MPI_INT64_T, 0, 0, 2, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+            ASSERT_EQ(v[0], v[1]) << "lock_all overlapped an exclusive lock";
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, SharedLocksShare) {
+    // Every rank takes a shared lock on rank 0 and forces it to be granted (get + flush),
+    // then all meet in a barrier while holding it: only possible if the locks coexist.
+    TestWin w(GetParam(), 64);
+    int v = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, LocksOnSeveralTargetsAtOnce) {
+    const int me = world_rank(), n = world_size();
+    TestWin w(GetParam(), 8 * std::size_t(n));
+    for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+    for (int t = 0; t < n; ++t) {
+        std::int64_t v = 1000 * me + t;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, 8 * me, 1, MPI_INT64_T, w.win));
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_local_all(w.win));
+    for (int t = n - 1; t >= 0; --t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int o = 0; o < n; ++o) EXPECT_EQ(*w.at<std::int64_t>(std::size_t(o)), 1000 * o + me);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, NocheckLockAndSync) {
+    const int me = world_rank(), n = world_size();
+    TestWin w(GetParam(), 64);
+    const int right = (me + 1) % n;
+    int v = 7 + me;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, right, MPI_MODE_NOCHECK, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT, right, 0, 1, MPI_INT, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(MPI_MODE_NOCHECK, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(w.win));
+    EXPECT_EQ(*w.at<int>(0), 7 + (me + n - 1) % n);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// ---- accumulates --------------------------------------------------------------------
+
+TEST_P(Passive, AccumulateIsAtomicAcrossRanksAndThreads) {
+    // Every rank, 4 threads each, hammers element 0 of rank 0 with fetch_and_op SUM (int64
+    // and double: native or locked path) and accumulate SUM on long double (always locked).
+    const int n = world_size();
+    TestWin w(GetParam(), 64);
+    const int threads = 4, iters = 2000;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    std::vector<std::thread> ts;
+    std::atomic<int> errors{0};
+    for (int t = 0; t < threads; ++t)
+        ts.emplace_back([&] {
+            std::int64_t one = 1, old;
+            double half = 0.5, dold;
+            long double ld = 1.0L;
+            for (int i = 0; i < iters; ++i) {
+                errors += FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 0, 0, MPI_SUM, w.win) != MPI_SUCCESS;
+                errors += FRMA_Fetch_and_op(&half, &dold, MPI_DOUBLE, 0, 8, MPI_SUM, w.win) != MPI_SUCCESS;
+                if (i % 4 == 0)
+                    errors += FRMA_Accumulate(&ld, 1, MPI_LONG_DOUBLE, 0, 32, 1, MPI_LONG_DOUBLE, MPI_SUM, w.win) != MPI_SUCCESS;
+            }
+        });
+    for (auto& t : ts) t.join();
+    ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+        EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(n) * threads * iters);
+        EXPECT_EQ(*w.at<double>(1), 0.5 * n * threads * iters);
+        EXPECT_EQ(*reinterpret_cast<long double*>(w.base + 32), (long double)(n * threads * iters / 4));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+template <class T>
+void acc_case(TestWin& w, MPI_Datatype type, MPI_Op op, T init, T operand, T expect_after_all) {
+    // Each rank applies `operand` once to element 0 of rank 0 (initialised to init);
+    // expect_after_all is the result after every rank did so.
+    const int me = world_rank();
+    if (me == 0) std::memcpy(w.base, &init, sizeof(T));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&operand, 1, type, 0, 0, 1, type, op, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        T got;
+        std::memcpy(&got, w.base, sizeof(T));
+        EXPECT_TRUE(std::memcmp(&got, &expect_after_all, sizeof(T)) == 0 || got == expect_after_all);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, AccumulateOpsOnRepresentativeTypes) {
+    const int n = world_size();
+    TestWin w(GetParam(), 64);
+    acc_case<std::int32_t>(w, MPI_INT32_T, MPI_SUM, 5, 3, 5 + 3 * n);
+    acc_case<double>(w, MPI_DOUBLE, MPI_PROD, 1.0, 2.0, double(1 << n));
+    acc_case<float>(w, MPI_FLOAT, MPI_MAX, -100.f, 2.5f, 2.5f);
+    acc_case<std::int8_t>(w, MPI_INT8_T, MPI_MIN, 10, -3, -3);
+    acc_case<std::uint64_t>(w, MPI_UINT64_T, MPI_BXOR, 0xF0F0ull, 0xFFull, n % 2 ? 0xF00Full : 0xF0F0ull);
+    acc_case<std::uint16_t>(w, MPI_UNSIGNED_SHORT, MPI_BOR, 1, 6, 7);
+    acc_case<int>(w, MPI_INT, MPI_LAND, 5, 0, 0);
+    acc_case<long double>(w, MPI_LONG_DOUBLE, MPI_REPLACE, 1.0L, 9.0L, 9.0L);
+    acc_case<std::complex<double>>(w, MPI_C_DOUBLE_COMPLEX, MPI_SUM, {1, 1}, {0.5, -1}, {1 + 0.5 * n, 1.0 - n});
+}
+
+TEST_P(Passive, GetAccumulateFetchAndOpCompareAndSwap) {
+    const int me = world_rank(), n = world_size();
+    TestWin w(GetParam(), 256);
+    // MAXLOC on MPI_DOUBLE_INT: rank r offers (r % 2, r): the winner is value 1 (or 0 with
+    // one rank), lowest index among ties.
+    struct DI { double d; int i; };
+    if (me == 0) { DI init{-1.0, 99}; std::memcpy(w.base + 64, &init, sizeof init); }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    DI mine{double(me % 2), me}, old{};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&mine, 1, MPI_DOUBLE_INT, &old, 1, MPI_DOUBLE_INT, 0, 64, 1, MPI_DOUBLE_INT, MPI_MAXLOC, w.win));
+    // NO_OP get_accumulate reads atomically; origin is ignored.
+    std::int64_t cur = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(nullptr, 0, MPI_INT64_T, &cur, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_NO_OP, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+    EXPECT_GE(cur, 0);
+    // fetch_and_op REPLACE as an atomic swap on word 16: all old values + final are distinct.
+    std::int64_t token = 1000 + me, prev = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&token, &prev, MPI_INT64_T, 0, 128, MPI_REPLACE, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+    // compare_and_swap as a ticket: exactly one rank wins 0 -> 1 + me.
+    std::int64_t cmp = 0, desired = 1 + me, got = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Compare_and_swap(&desired, &cmp, &got, MPI_INT64_T, 0, 136, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    int won = got == 0, winners = 0;
+    MPI_Allreduce(&won, &winners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(winners, 1);
+    std::int64_t prevs[64] = {};
+    MPI_Gather(&prev, 1, MPI_INT64_T, prevs, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (me == 0) {
+        DI fin;
+        std::memcpy(&fin, w.base + 64, sizeof fin);
+        EXPECT_EQ(fin.d, n > 1 ? 1.0 : 0.0);
+        EXPECT_EQ(fin.i, n > 1 ? 1 : 0);
+        std::vector<std::int64_t> seen(prevs, prevs + n);
+        seen.push_back(*w.at<std::int64_t>(16));
+        std::sort(seen.begin(), seen.end());
+        std::vector<std::int64_t> want{0};
+        for (int r = 0; r < n; ++r) want.push_back(1000 + r);
+        EXPECT_EQ(seen, want) << "a swap was lost or duplicated";
+        EXPECT_GE(*w.at<std::int64_t>(17), 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// ---- threads --------------------------------------------------------------------------
+
+TEST_P(Passive, FourThreadsPostToOneWindow) {
+    const int me = world_rank(), n = world_size();
+    const int threads = 4, per = 256;
+    TestWin w(GetParam(), std::size_t(n) * threads * per * sizeof(std::int64_t));
+    // Half the rounds under lock_all, half under per-target shared locks.
+    for (int mode = 0; mode < 2; ++mode) {
+        if (mode == 0) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        else for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+        std::vector<std::thread> ts;
+        std::atomic<int> errors{0};
+        for (int th = 0; th < threads; ++th)
+            ts.emplace_back([&, th] {
+                for (int i = 0; i < per; ++i) {
+                    std::int64_t v = (std::int64_t(mode) << 40) | (std::int64_t(me) << 20) | (th << 12) | i;
+                    int target = (i + th) % n;
+                    MPI_Aint disp = MPI_Aint(((me * threads + th) * per + i) * sizeof(std::int64_t));
+                    errors += FRMA_Put(&v, 1, MPI_INT64_T, target, disp, 1, MPI_INT64_T, w.win) != MPI_SUCCESS;
+                    if (i % 32 == 0) errors += FRMA_Win_flush(target, w.win) != MPI_SUCCESS;
+                }
+            });
+        for (auto& t : ts) t.join();
+        ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
+        if (mode == 0) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        else for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int o = 0; o < n; ++o)
+            for (int th = 0; th < threads; ++th)
+                for (int i = 0; i < per; ++i) {
+                    if ((i + th) % n != me) continue;
+                    std::int64_t want = (std::int64_t(mode) << 40) | (std::int64_t(o) << 20) | (th << 12) | i;
+                    ASSERT_EQ(*w.at<std::int64_t>(std::size_t((o * threads + th) * per + i)), want);
+                }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+// ---- bad input ------------------------------------------------------------------------
+
+TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
+    const int me = world_rank(), n = world_size();
+    TestWin w(GetParam(), 64);
+    int v = 5;
+    // Op outside any epoch.
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, w.win));
+    EXPECT_NE(std::string(FRMA_Last_error_message()).find("FRMA_Put"), std::string::npos);
+    // Unlock without lock, flush without epoch, unlock_all without lock_all.
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_unlock(0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_flush(0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_unlock_all(w.win));
+    // Bad lock type / rank / assert.
+    EXPECT_EQ(MPI_ERR_LOCKTYPE, FRMA_Win_lock(12345, 0, 0, w.win));
+    EXPECT_EQ(MPI_ERR_RANK, FRMA_Win_lock(MPI_LOCK_SHARED, n, 0, w.win));
+    EXPECT_EQ(MPI_ERR_RANK, FRMA_Win_lock(MPI_LOCK_SHARED, -5, 0, w.win));
+    EXPECT_EQ(MPI_ERR_ASSERT, FRMA_Win_lock(MPI_LOCK_SHARED, 0, MPI_MODE_NOPRECEDE, w.win));
+
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win)) << "double lock";
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock_all(0, w.win)) << "lock_all inside a lock epoch";
+    if (n > 1) EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT, 1, 0, 1, MPI_INT, w.win)) << "rank 1 not locked";
+    // Out of range: past the end, negative displacement, overflow; nothing written.
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, 61, 1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 17, MPI_INT, 0, 0, 17, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, -4, 1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, MPI_Aint(1) << 62, 1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Accumulate(&v, 1, MPI_INT, 0, 64, 1, MPI_INT, MPI_SUM, w.win));
+    // Bad rank, count, type, op.
+    EXPECT_EQ(MPI_ERR_RANK, FRMA_Put(&v, 1, MPI_INT, n + 3, 0, 1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_COUNT, FRMA_Put(&v, -1, MPI_INT, 0, 0, -1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_TYPE, FRMA_Put(&v, 1, MPI_DATATYPE_NULL, 0, 0, 1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_TYPE, FRMA_Put(&v, 1, MPI_INT, 0, 0, 1, MPI_FLOAT, w.win)) << "signature mismatch";
+    EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(&v, 1, MPI_FLOAT, 0, 0, 1, MPI_FLOAT, MPI_BAND, w.win)) << "BAND on float";
+    EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, MPI_OP_NULL, w.win));
+    double d = 1, dres;
+    EXPECT_EQ(MPI_ERR_TYPE, FRMA_Compare_and_swap(&d, &d, &dres, MPI_DOUBLE, 0, 0, w.win)) << "CAS on double";
+    MPI_Op user_op;
+    MPI_Op_create([](void*, void*, int*, MPI_Datatype*) {}, 1, &user_op);
+    EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, user_op, w.win));
+    MPI_Op_free(&user_op);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0)
+        for (std::size_t i = 0; i < 64; ++i) ASSERT_EQ(w.base[i], 0) << "a rejected op wrote byte " << i;
+    if (GetParam() == Flavor::create)
+        for (std::size_t i = 64; i < 128; ++i) ASSERT_EQ(w.user[i], 0xEE) << "guard byte " << i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Still usable.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) EXPECT_EQ(*w.at<int>(0), 5 * n);
+    // Invalid handles.
+    FRMA_Win bad = FRMA_WIN_NULL;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    EXPECT_EQ(MPI_ERR_WIN, FRMA_Win_lock_all(0, bad));
+    void* nb = nullptr;
+    EXPECT_EQ(MPI_ERR_SIZE, FRMA_Win_allocate(-1, 1, MPI_INFO_NULL, MPI_COMM_SELF, &nb, &bad));
+    EXPECT_EQ(MPI_ERR_DISP, FRMA_Win_allocate(8, 0, MPI_INFO_NULL, MPI_COMM_SELF, &nb, &bad));
+    EXPECT_EQ(bad, FRMA_WIN_NULL);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    // Free with an open epoch is refused, then works.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_free(&w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int g_handler_calls = 0;
+int g_handler_code = 0;
+void count_errors(FRMA_Win*, int* code, ...) { ++g_handler_calls; g_handler_code = *code; }
+
+TEST_P(Passive, UserErrorHandlerIsCalledWithTheWindow) {
+    TestWin w(GetParam(), 16);
+    MPI_Errhandler eh;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_errhandler(count_errors, &eh));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_errhandler(w.win, eh));
+    MPI_Errhandler back;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_errhandler(w.win, &back));
+    EXPECT_EQ(back, eh);
+    g_handler_calls = 0;
+    int v = 1;
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, w.win));
+    EXPECT_EQ(g_handler_calls, 1);
+    EXPECT_EQ(g_handler_code, MPI_ERR_RMA_SYNC);
+    FRMA_Win_call_errhandler(w.win, MPI_ERR_OTHER);
+    EXPECT_EQ(g_handler_calls, 2);
+    FRMA_Win_set_errhandler(w.win, MPI_ERRORS_RETURN);
+    FRMA_Errhandler_free(&eh);
+}
+
+// ---- pools ----------------------------------------------------------------------------
+
+TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
+    // Rank 0 holds an exclusive lock on itself; the last rank locks rank 0 too (not granted
+    // yet) and posts 10x more puts than its pools hold. Garbage collection must wait for
+    // the grant, issue the queue, and recycle ops: every put lands, the pools stay bounded.
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a second rank";
+    using namespace fastrma::detail;
+    Engine* e0 = nullptr;
+    TestWin w(GetParam(), 1 << 16);
+    e0 = current_engine();
+    Window* win = window_of(w.win);
+    ASSERT_NE(win, nullptr);
+    const std::size_t cap = e0->config().win_op_pool + e0->config().op_pool;
+    const std::size_t nops = std::min<std::size_t>(10 * cap, (1 << 16) / sizeof(std::int32_t));
+    const int flooder = n - 1;
+    if (me == 0) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+        MPI_Send(nullptr, 0, MPI_BYTE, flooder, 7, MPI_COMM_WORLD);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    } else if (me == flooder) {
+        MPI_Recv(nullptr, 0, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const std::uint64_t gc0 = e0->stats().gc_runs.load();
+        std::vector<std::int32_t> vals(nops);
+        std::iota(vals.begin(), vals.end(), 1);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+        for (std::size_t i = 0; i < nops; ++i)
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&vals[i], 1, MPI_INT32_T, 0, MPI_Aint(i * 4), 1, MPI_INT32_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+        EXPECT_GT(e0->stats().gc_runs.load(), gc0) << "the flood never reached the pool bound";
+        EXPECT_LE(win->op_pool().peak(), e0->config().win_op_pool);
+        EXPECT_LE(e0->op_pool().peak(), e0->config().op_pool);
+        EXPECT_EQ(win->queued_ops(), 0u);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0)
+        for (std::size_t i = 0; i < nops; ++i) ASSERT_EQ(*w.at<std::int32_t>(i), std::int32_t(i + 1)) << i;
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create),
+                         [](const auto& info) { return std::string(flavor_name(info.param)); });
+
+}  // namespace
