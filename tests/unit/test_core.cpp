@@ -1,0 +1,293 @@
+// test_core.cpp — unit tier for the engine's pieces: pools, slot table, targets, config,
+// shared segments, the progress engine, and the lock protocol with ranks as threads (each
+// thread a rank with its own Engine over a ThreadBootstrap).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "engine/bootstrap_threads.hpp"
+#include "engine/config.hpp"
+#include "engine/engine.hpp"
+#include "engine/errors.hpp"
+#include "engine/window.hpp"
+#include "epochs/lock_protocol.hpp"
+#include "ops/pool.hpp"
+#include "ops/slot_table.hpp"
+#include "ops/state_words.hpp"
+#include "progress/progress.hpp"
+#include "transport/shm.hpp"
+#include "transport/shm_segment.hpp"
+
+using namespace fastrma::detail;
+
+namespace {
+
+TEST(Pool, BoundedWithParentFallbackAndRecycling) {
+    Pool<Op> global(3);
+    Pool<Op> local(2, &global);
+    std::vector<Op*> got;
+    for (int i = 0; i < 5; ++i) {
+        Op* op = local.get();
+        ASSERT_NE(op, nullptr) << i;
+        got.push_back(op);
+    }
+    EXPECT_EQ(local.get(), nullptr) << "both pools exhausted";
+    EXPECT_EQ(local.live(), 2u);
+    EXPECT_EQ(global.live(), 3u);
+    EXPECT_EQ(got[0]->home, &local);
+    EXPECT_EQ(got[4]->home, &global);
+    got[4]->count = 99;
+    Pool<Op>::put(got[4]);  // back to its own pool, reset
+    EXPECT_EQ(global.live(), 2u);
+    Op* again = local.get();
+    ASSERT_EQ(again, got[4]);
+    EXPECT_EQ(again->count, 0u);
+    EXPECT_EQ(again->home, &global);
+    for (Op* op : got) Pool<Op>::put(op);
+    EXPECT_EQ(local.live() + global.live(), 0u);
+    EXPECT_EQ(local.allocated(), 2u);
+    EXPECT_EQ(global.allocated(), 3u);
+    EXPECT_EQ(local.peak(), 2u);
+    EXPECT_EQ(global.peak(), 3u);
+}
+
+TEST(SlotTable, RanksHashToSlotsAndAreFoundAgain) {
+    SlotTable st(4);
+    Target a, b, c;
+    a.rank = 1;
+    b.rank = 5;  // same slot as 1
+    c.rank = 2;
+    st.insert(&a);
+    st.insert(&b);
+    st.insert(&c);
+    EXPECT_EQ(&st.slot_of(1), &st.slot_of(5));
+    EXPECT_NE(&st.slot_of(1), &st.slot_of(2));
+    EXPECT_EQ(st.find(1), &a);
+    EXPECT_EQ(st.find(5), &b);
+    EXPECT_EQ(st.find(2), &c);
+    EXPECT_EQ(st.find(3), nullptr);
+    st.remove(&b);
+    EXPECT_EQ(st.find(5), nullptr);
+    EXPECT_EQ(st.find(1), &a);
+}
+
+TEST(Target, SyncFlagOnlyRisesAndQueueIsFifo) {
+    Target t;
+    t.raise_sync(SyncFlag::flush);
+    t.raise_sync(SyncFlag::flush_local);
+    EXPECT_EQ(t.sync, SyncFlag::flush);
+    t.raise_sync(SyncFlag::unlock);
+    EXPECT_EQ(t.sync, SyncFlag::unlock);
+    Op o[3];
+    for (int i = 0; i < 3; ++i) { o[i].count = std::size_t(i); t.push(&o[i]); }
+    EXPECT_EQ(t.npending, 3u);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(t.pop()->count, std::size_t(i));
+    EXPECT_EQ(t.pop(), nullptr);
+    EXPECT_EQ(t.tail, nullptr);
+}
+
+TEST(Config, ReadsEnvironmentAndRejectsBadValues) {
+    setenv("FASTRMA_SLOTS", "7", 1);
+    setenv("FASTRMA_OP_POOL", "nonsense", 1);
+    setenv("FASTRMA_SHM_METHOD", "shm_open", 1);
+    Config c = Config::from_env();
+    EXPECT_EQ(c.slots, 7u);
+    EXPECT_EQ(c.op_pool, 4096u) << "bad value falls back to the default";
+    EXPECT_EQ(c.shm_method, ShmMethod::shm_open);
+    unsetenv("FASTRMA_SLOTS");
+    unsetenv("FASTRMA_OP_POOL");
+    unsetenv("FASTRMA_SHM_METHOD");
+    for (const auto& p : config_params()) EXPECT_EQ(std::strncmp(p.name, "FASTRMA_", 8), 0);
+}
+
+TEST(ShmSegment, BothMethodsMapTheSameMemoryAndLeaveNoName) {
+    for (ShmMethod m : {ShmMethod::pidfd, ShmMethod::shm_open}) {
+        ShmSegment own;
+        ASSERT_EQ(own.create(10000, m), MPI_SUCCESS);
+        EXPECT_GE(own.size(), 10000u);
+        ShmSegment peer;
+        ASSERT_EQ(peer.map_peer(own.export_info()), MPI_SUCCESS);
+        std::string name = own.export_info().name;
+        own.seal();
+        own.data()[4321] = 77;
+        EXPECT_EQ(peer.data()[4321], 77) << "two mappings of one segment";
+        if (m == ShmMethod::shm_open) {
+            ASSERT_FALSE(name.empty());
+            EXPECT_NE(access(("/dev/shm" + name).c_str(), F_OK), 0) << "name unlinked at seal";
+        }
+    }
+}
+
+TEST(ShmSegment, SweepRemovesNamesOfDeadCreators) {
+    // A name whose pid cannot exist (pid_max is far below 2^30).
+    char name[128];
+    std::snprintf(name, sizeof name, "/fastrma-%u-%d-deadbeef", unsigned(getuid()), (1 << 30) + 5);
+    int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    EXPECT_GE(sweep_stale_segments(), 1);
+    EXPECT_NE(access((std::string("/dev/shm") + name).c_str(), F_OK), 0);
+}
+
+TEST(Progress, RunsPollersSleepsWhenIdleAndWakesOnTheDoorbell) {
+    Config cfg;
+    cfg.spin_us = 10;
+    ProgressEngine pe(cfg, 0);
+    std::atomic<int> work{0}, done{0};
+    pe.add_poller([&] {
+        if (work.load() > 0) { work.fetch_sub(1); done.fetch_add(1); return Poll::busy; }
+        return Poll::idle;
+    });
+    pe.start();
+    auto wait_for = [&](auto pred) {
+        for (int i = 0; i < 2000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return pred();
+    };
+    ASSERT_TRUE(wait_for([&] { return pe.sleeps() >= 1; })) << "idle thread never slept";
+    const std::uint64_t cpu0 = pe.thread_cpu_ns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_LT(pe.thread_cpu_ns() - cpu0, 20'000'000u) << "idle thread burns CPU";
+    work.store(5);
+    pe.wake();
+    ASSERT_TRUE(wait_for([&] { return done.load() == 5; })) << "doorbell did not wake the thread";
+    pe.stop();
+    EXPECT_FALSE(pe.running());
+}
+
+// ---- ranks as threads -----------------------------------------------------------------
+
+template <class Fn>
+void run_ranks(int n, Fn&& fn) {
+    auto group = std::make_shared<ThreadGroup>(n);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+        ts.emplace_back([&, r] {
+            Config cfg;
+            Engine eng(cfg, r);
+            fn(eng, std::make_unique<ThreadBootstrap>(group, r), r);
+        });
+    for (auto& t : ts) t.join();
+}
+
+OpRequest rma(RmaKind kind, const void* origin, void* result, int target, MPI_Aint disp,
+              MPI_Datatype type, MPI_Op op = MPI_OP_NULL) {
+    OpRequest rq{};
+    rq.kind = kind;
+    rq.call = "test";
+    rq.origin = origin;
+    rq.origin_count = 1;
+    rq.origin_type = type;
+    rq.result = result;
+    rq.result_count = 1;
+    rq.result_type = type;
+    rq.target_rank = target;
+    rq.target_disp = disp;
+    rq.target_count = 1;
+    rq.target_type = type;
+    rq.op = op;
+    return rq;
+}
+
+TEST(LockProtocolAsThreads, ExclusiveRmwLosesNoUpdateAndLockAllExcludes) {
+    const int n = 4, iters = 300;
+    std::atomic<int> failures{0};
+    std::atomic<void*> base0{nullptr};
+    run_ranks(n, [&](Engine& eng, std::unique_ptr<Bootstrap> bs, int r) {
+        std::unique_ptr<Window> w;
+        void* base = nullptr;
+        Bootstrap* b = bs.get();
+        ASSERT_EQ(Window::allocate(eng, std::move(bs), 64, 1, &base, &w), MPI_SUCCESS);
+        if (r == 0) { std::memset(base, 0, 64); base0 = base; }
+        b->barrier();
+        for (int i = 0; i < iters; ++i) {
+            if (r == 3 && i % 3 == 0) {
+                // lock_all readers must never see the two words differ.
+                failures += w->lock_all(0) != MPI_SUCCESS;
+                std::int64_t v[2] = {0, 0};
+                OpRequest g = rma(RmaKind::get, v, nullptr, 0, 0, MPI_INT64_T);
+                g.origin_count = g.target_count = 2;
+                failures += w->post(g) != MPI_SUCCESS;
+                failures += w->flush(0, false) != MPI_SUCCESS;
+                failures += v[0] != v[1];
+                failures += w->unlock_all() != MPI_SUCCESS;
+                continue;
+            }
+            failures += w->lock(MPI_LOCK_EXCLUSIVE, 0, 0) != MPI_SUCCESS;
+            std::int64_t v = 0;
+            failures += w->post(rma(RmaKind::get, &v, nullptr, 0, 0, MPI_INT64_T)) != MPI_SUCCESS;
+            failures += w->flush(0, false) != MPI_SUCCESS;
+            ++v;
+            failures += w->post(rma(RmaKind::put, &v, nullptr, 0, 0, MPI_INT64_T)) != MPI_SUCCESS;
+            failures += w->flush(0, false) != MPI_SUCCESS;
+            std::this_thread::yield();
+            failures += w->post(rma(RmaKind::put, &v, nullptr, 0, 8, MPI_INT64_T)) != MPI_SUCCESS;
+            failures += w->unlock(0) != MPI_SUCCESS;
+        }
+        b->barrier();
+        if (r == 0) {
+            auto* p = static_cast<std::int64_t*>(base);
+            EXPECT_EQ(p[0], std::int64_t(iters) * (n - 1) + (iters - (iters + 2) / 3));
+            EXPECT_EQ(p[0], p[1]);
+        }
+        failures += w->free_collective() != MPI_SUCCESS;
+    });
+    EXPECT_EQ(failures.load(), 0) << last_error_message();
+}
+
+TEST(LockProtocolAsThreads, WordsReturnToZeroAfterEveryKindOfLock) {
+    run_ranks(2, [&](Engine& eng, std::unique_ptr<Bootstrap> bs, int r) {
+        std::unique_ptr<Window> w;
+        void* base = nullptr;
+        Bootstrap* b = bs.get();
+        ASSERT_EQ(Window::allocate(eng, std::move(bs), 8, 1, &base, &w), MPI_SUCCESS);
+        for (int k = 0; k < 50; ++k) {
+            ASSERT_EQ(w->lock(k % 2 ? MPI_LOCK_SHARED : MPI_LOCK_EXCLUSIVE, 1 - r, 0), MPI_SUCCESS);
+            std::int64_t v = k;
+            ASSERT_EQ(w->post(rma(RmaKind::put, &v, nullptr, 1 - r, 0, MPI_INT64_T)), MPI_SUCCESS);
+            ASSERT_EQ(w->unlock(1 - r), MPI_SUCCESS);
+            ASSERT_EQ(w->lock_all(0), MPI_SUCCESS);
+            ASSERT_EQ(w->unlock_all(), MPI_SUCCESS);
+        }
+        b->barrier();
+        // Lock words live in the state page in front of the data.
+        auto* state = reinterpret_cast<std::uint64_t*>(static_cast<unsigned char*>(base) - kStateBytes);
+        EXPECT_EQ(state[kLockLocal], 0u);
+        EXPECT_EQ(state[kLockGlobal], 0u);
+        EXPECT_EQ(w->free_collective(), MPI_SUCCESS);
+    });
+}
+
+TEST(LockProtocol, TryFunctionsFollowTheTwoLevelRules) {
+    std::vector<std::uint64_t> master(kStateBytes / 8, 0), target(kStateBytes / 8, 0);
+    PeerRegion m, t;
+    m.state = master.data();
+    t.state = target.data();
+    Transport& tp = shm_transport();
+    ASSERT_TRUE(lockproto::try_shared(tp, t));
+    ASSERT_TRUE(lockproto::try_shared(tp, t));
+    EXPECT_FALSE(lockproto::try_exclusive(tp, m, t)) << "shared holders present";
+    EXPECT_EQ(master[kLockGlobal], 0u) << "failed exclusive attempt undone";
+    EXPECT_TRUE(lockproto::try_lock_all(tp, m)) << "lock_all coexists with shared";
+    EXPECT_FALSE(lockproto::try_exclusive(tp, m, t)) << "lock_all holder present";
+    lockproto::unlock_all(tp, m);
+    lockproto::unlock_shared(tp, t);
+    lockproto::unlock_shared(tp, t);
+    ASSERT_TRUE(lockproto::try_exclusive(tp, m, t));
+    EXPECT_FALSE(lockproto::try_shared(tp, t));
+    EXPECT_FALSE(lockproto::try_lock_all(tp, m));
+    EXPECT_EQ(target[kLockLocal], kLocalExclusive) << "failed shared attempt undone";
+    lockproto::unlock_exclusive(tp, m, t);
+    EXPECT_EQ(master[kLockGlobal], 0u);
+    EXPECT_EQ(target[kLockLocal], 0u);
+}
+
+}  // namespace
