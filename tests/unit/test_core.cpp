@@ -291,3 +291,16 @@ TEST(LockProtocol, TryFunctionsFollowTheTwoLevelRules) {
 }
 
 }  // namespace
+
+namespace {
+TEST(Config, EveryParameterIsDocumented) {
+    FILE* f = std::fopen(FASTRMA_SOURCE_DIR "/docs/configuration.md", "r");
+    ASSERT_NE(f, nullptr);
+    std::string doc;
+    char buf[4096];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) doc.append(buf, n);
+    std::fclose(f);
+    for (const auto& p : config_params())
+        EXPECT_NE(doc.find(std::string("`") + p.name + "`"), std::string::npos) << p.name;
+}
+}  // namespace
