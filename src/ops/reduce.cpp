@@ -302,12 +302,14 @@ void atomic_elements(OpKind op, AtomicWay way, KernelFn fn, const TypeInfo& ti, 
                      const std::byte* src, size_t count, std::byte* old_out) {
   using Word = typename AliasWord<U>::type;
   constexpr size_t w = sizeof(U);
-  for (size_t k = 0; k < count; ++k, dst += w, src += w) {
-    Word* p = reinterpret_cast<Word*>(dst);
+  for (size_t k = 0; k < count; ++k) {
+    Word* p = reinterpret_cast<Word*>(dst + k * w);
+    // MPI_NO_OP (Get_accumulate, Fetch_and_op) may come without an origin buffer at all.
+    const std::byte* s = src != nullptr ? src + k * w : nullptr;
     // Whole-word operand for the fetch-op and exchange ways (never used with padding: those
     // ways are only chosen when size == extent). src may be misaligned, hence memcpy.
     U operand = 0;
-    if (way != AtomicWay::load && way != AtomicWay::cas_loop) std::memcpy(&operand, src, w);
+    if (way != AtomicWay::load && way != AtomicWay::cas_loop) std::memcpy(&operand, s, w);
     U old;
     switch (way) {
       case AtomicWay::load: old = __atomic_load_n(p, __ATOMIC_SEQ_CST); break;
@@ -324,8 +326,8 @@ void atomic_elements(OpKind op, AtomicWay way, KernelFn fn, const TypeInfo& ti, 
           // the kernel (the same one reduce() uses) writes only the data bytes.
           U next = old;
           auto* nb = reinterpret_cast<std::byte*>(&next);
-          if (op == OpKind::replace) copy_data(ti, nb, src);
-          else fn(nb, src, 1);
+          if (op == OpKind::replace) copy_data(ti, nb, s);
+          else fn(nb, s, 1);
           // Equal bits: nothing to write; the load above is the linearisation point. Bits,
           // not values, are compared, so -0.0 vs 0.0 and NaN payloads are handled exactly.
           if (next == old) break;
@@ -336,10 +338,7 @@ void atomic_elements(OpKind op, AtomicWay way, KernelFn fn, const TypeInfo& ti, 
         }
       }
     }
-    if (old_out != nullptr) {
-      copy_data(ti, old_out, reinterpret_cast<const std::byte*>(&old));
-      old_out += w;
-    }
+    if (old_out != nullptr) copy_data(ti, old_out + k * w, reinterpret_cast<const std::byte*>(&old));
   }
 }
 
@@ -425,7 +424,8 @@ struct Entry {
 
 #define FRMA_TYPE(h, ...) Entry{h, #h, __VA_ARGS__}
 
-// Order defines TypeInfo::id; append only, so ids stay stable across versions too.
+// Order defines TypeInfo::id: identical in every process of one build, but the #ifdef'd
+// entries shift it between builds, so ids must never cross a build boundary.
 std::vector<Entry> predefined_entries() {
   using C = TypeClass;
   std::vector<Entry> e = {
@@ -556,15 +556,21 @@ std::vector<Entry> predefined_entries() {
 
 #undef FRMA_TYPE
 
-// Open addressing keyed by the handle's address: ~90 entries in 256 slots keeps probes short
-// (mostly one), and the whole index fits in a few cache lines.
+// Open addressing keyed by the handle's address. Handles are neighbouring globals in libmpi
+// (a fixed stride apart), which a fixed hash spreads poorly, so the constructor picks a
+// multiplier that gives every type its own slot in this process (typically after a few dozen
+// tries); lookups then cost one multiply, one compare and one load. Linear probing stays as
+// the fallback, so correctness never depends on finding a perfect multiplier.
 class TypeTable {
  public:
   TypeTable() {
-    slot_type_.fill(nullptr);
-    slot_index_.fill(kEmpty);
+    std::vector<MPI_Datatype> seen;
     for (const Entry& e : predefined_entries()) {
-      if (e.type == MPI_DATATYPE_NULL || find(e.type) != nullptr) continue;  // aliased handles
+      if (e.type == MPI_DATATYPE_NULL ||
+          std::find(seen.begin(), seen.end(), e.type) != seen.end()) {
+        continue;  // aliased handles (MPI_LONG_LONG == MPI_LONG_LONG_INT, ...)
+      }
+      seen.push_back(e.type);
       assert(infos_.size() < kEmpty && (infos_.size() + 1) * 2 < kSlots);
       Layout l = e.repr == Repr::opaque ? Layout{e.opaque_size, e.opaque_size, e.opaque_size, 0, 0}
                                         : kLayouts[static_cast<size_t>(e.repr)];
@@ -582,11 +588,33 @@ class TypeTable {
       ti.repr = e.repr;
       ti.id = static_cast<uint8_t>(infos_.size());
       assert(l.extent <= kMaxTypeExtent);
+      infos_.push_back(ti);
+    }
+    uint64_t best_mult = kGolden;
+    size_t best_collisions = SIZE_MAX;
+    for (uint64_t k = 0; k < 4096 && best_collisions != 0; ++k) {
+      uint64_t mult = kGolden + 2 * k * 0x632BE59BD9B4E019ull;  // odd, deterministic sequence
+      mult_ = mult;
+      std::array<bool, kSlots> used{};
+      size_t collisions = 0;
+      for (const TypeInfo& ti : infos_) {
+        size_t s = slot_of(ti.type);
+        collisions += used[s];
+        used[s] = true;
+      }
+      if (collisions < best_collisions) {
+        best_collisions = collisions;
+        best_mult = mult;
+      }
+    }
+    mult_ = best_mult;
+    slot_type_.fill(nullptr);
+    slot_index_.fill(kEmpty);
+    for (const TypeInfo& ti : infos_) {
       size_t s = slot_of(ti.type);
       while (slot_index_[s] != kEmpty) s = (s + 1) & (kSlots - 1);
       slot_type_[s] = ti.type;
       slot_index_[s] = ti.id;
-      infos_.push_back(ti);
     }
   }
 
@@ -601,19 +629,21 @@ class TypeTable {
   size_t count() const { return infos_.size(); }
 
  private:
-  static constexpr size_t kSlots = 256;
+  static constexpr size_t kSlotBits = 9;
+  static constexpr size_t kSlots = size_t{1} << kSlotBits;
   static constexpr uint8_t kEmpty = 0xff;
-  static size_t slot_of(MPI_Datatype t) {
+  static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+  size_t slot_of(MPI_Datatype t) const {
     auto x = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t));
-    x ^= x >> 29;  // handles are neighbouring globals: mix the low bits before multiplying
-    return static_cast<size_t>((x * 0x9E3779B97F4A7C15ull) >> 56);
+    return static_cast<size_t>((x * mult_) >> (64 - kSlotBits));
   }
+  uint64_t mult_ = kGolden;
   std::vector<TypeInfo> infos_;
   std::array<MPI_Datatype, kSlots> slot_type_;
   std::array<uint8_t, kSlots> slot_index_;
 };
 
-const TypeTable& type_table() {
+[[gnu::always_inline]] inline const TypeTable& type_table() {
   static const TypeTable table;  // C++11 magic static: built once, thread-safe
   return table;
 }

@@ -108,7 +108,8 @@ int check_compare_and_swap(MPI_Datatype t, std::string* why);
 // Non-atomic, element-wise: for i < count, dst[i] = dst[i] OP src[i] (REPLACE: dst = src;
 // NO_OP: nothing). Elements are ti.extent apart in dst, src and old_out. If old_out is
 // non-null the previous dst elements are copied there first. dst and src may be the same
-// buffer but must not partially overlap; old_out must overlap neither.
+// buffer but must not partially overlap; old_out must overlap neither. With MPI_NO_OP src
+// is never read and may be null (also in reduce_atomic).
 // Precondition: check_accumulate(op, ti.type) == MPI_SUCCESS (asserted in debug builds).
 void reduce(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count,
             void* old_out = nullptr);

@@ -296,10 +296,21 @@ bool same(const T& a, const T& b) {
 
 template <class T>
 std::string show(const T& x) {
+  // Appending, not "(" + ...: GCC 12 gives a false -Wrestrict on the latter at -O3.
   if constexpr (IsPair<T>::value) {
-    return "(" + show(x.v) + ", " + show(x.i) + ")";
+    std::string out("(");
+    out += show(x.v);
+    out += ", ";
+    out += show(x.i);
+    out += ")";
+    return out;
   } else if constexpr (IsComplex<T>::value) {
-    return "(" + show(x.real()) + ", " + show(x.imag()) + "i)";
+    std::string out("(");
+    out += show(x.real());
+    out += ", ";
+    out += show(x.imag());
+    out += "i)";
+    return out;
   } else if constexpr (std::is_floating_point_v<T>) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.21Lg", static_cast<long double>(x));
