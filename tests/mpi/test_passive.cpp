@@ -48,7 +48,7 @@ struct TestWin {
         MPI_Barrier(comm);
     }
     ~TestWin() {
-        if (win != FRMA_WIN_NULL) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+        if (win != FRMA_WIN_NULL) { EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win)); }
     }
     template <class T> T* at(std::size_t i) { return reinterpret_cast<T*>(base) + i; }
 };
@@ -194,7 +194,7 @@ TEST_P(Passive, ExclusiveLocksLoseNoUpdate) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     const int me = world_rank();
-    if (me == 0 || me == n - 1) EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(iters) * n);
+    if (me == 0 || me == n - 1) { EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(iters) * n); }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -395,7 +395,7 @@ TEST_P(Passive, FourThreadsPostToOneWindow) {
     TestWin w(GetParam(), std::size_t(n) * threads * per * sizeof(std::int64_t));
     // Half the rounds under lock_all, half under per-target shared locks.
     for (int mode = 0; mode < 2; ++mode) {
-        if (mode == 0) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        if (mode == 0) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win)); }
         else for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
         std::vector<std::thread> ts;
         std::atomic<int> errors{0};
@@ -411,7 +411,7 @@ TEST_P(Passive, FourThreadsPostToOneWindow) {
             });
         for (auto& t : ts) t.join();
         ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
-        if (mode == 0) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        if (mode == 0) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win)); }
         else for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
         MPI_Barrier(MPI_COMM_WORLD);
         for (int o = 0; o < n; ++o)
@@ -447,7 +447,7 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
     EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win)) << "double lock";
     EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock_all(0, w.win)) << "lock_all inside a lock epoch";
-    if (n > 1) EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT, 1, 0, 1, MPI_INT, w.win)) << "rank 1 not locked";
+    if (n > 1) { EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT, 1, 0, 1, MPI_INT, w.win)) << "rank 1 not locked"; }
     // Out of range: past the end, negative displacement, overflow; nothing written.
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, 61, 1, MPI_INT, w.win));
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 17, MPI_INT, 0, 0, 17, MPI_INT, w.win));
@@ -469,17 +469,19 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
     MPI_Op_free(&user_op);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0)
+    if (me == 0) {
         for (std::size_t i = 0; i < 64; ++i) ASSERT_EQ(w.base[i], 0) << "a rejected op wrote byte " << i;
-    if (GetParam() == Flavor::create)
+    }
+    if (GetParam() == Flavor::create) {
         for (std::size_t i = 64; i < 128; ++i) ASSERT_EQ(w.user[i], 0xEE) << "guard byte " << i;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     // Still usable.
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, MPI_SUM, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) EXPECT_EQ(*w.at<int>(0), 5 * n);
+    if (me == 0) { EXPECT_EQ(*w.at<int>(0), 5 * n); }
     // Invalid handles.
     FRMA_Win bad = FRMA_WIN_NULL;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -558,8 +560,9 @@ TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
         EXPECT_EQ(win->queued_ops(), 0u);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0)
+    if (me == 0) {
         for (std::size_t i = 0; i < nops; ++i) ASSERT_EQ(*w.at<std::int32_t>(i), std::int32_t(i + 1)) << i;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
