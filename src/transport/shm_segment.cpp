@@ -47,15 +47,14 @@ int fetch_peer_fd(pid_t pid, int fd) {
 // Can this process take descriptors of its node peers? Probe on ourselves: the kernel
 // applies the same ptrace-access check to any target, and the peers run as our user.
 bool pidfd_usable() {
-    static int usable = -1;
-    if (usable < 0) {
+    static const bool usable = [] {  // thread-safe one-time probe
         int fd = memfd("fastrma-probe");
         int got = fd >= 0 ? fetch_peer_fd(getpid(), fd) : -1;
-        usable = got >= 0;
         if (got >= 0) close(got);
         if (fd >= 0) close(fd);
-    }
-    return usable == 1;
+        return got >= 0;
+    }();
+    return usable;
 }
 }  // namespace
 
