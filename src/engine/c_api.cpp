@@ -268,6 +268,7 @@ int FRMA_Win_unlock_all(FRMA_Win win) {
 }
 int FRMA_Win_flush(int rank, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Win_flush");
+    if (int rc = win->w->fast_flush(rank); rc != Window::kSlowPath) return rc;
     return win_error(win, win->w->flush(rank, false));
 }
 int FRMA_Win_flush_all(FRMA_Win win) {
@@ -276,6 +277,7 @@ int FRMA_Win_flush_all(FRMA_Win win) {
 }
 int FRMA_Win_flush_local(int rank, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Win_flush_local");
+    if (int rc = win->w->fast_flush(rank); rc != Window::kSlowPath) return rc;
     return win_error(win, win->w->flush(rank, true));
 }
 int FRMA_Win_flush_local_all(FRMA_Win win) {
@@ -291,6 +293,7 @@ int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_data
              int target_rank, MPI_Aint target_disp, int target_count,
              MPI_Datatype target_datatype, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Put");
+    if (int rc = win->w->fast_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype); rc != Window::kSlowPath) return rc;
     OpRequest rq = request(RmaKind::put, "FRMA_Put");
     rq.origin = origin_addr;
     rq.origin_count = origin_count;
@@ -305,6 +308,7 @@ int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_data
 int FRMA_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
              MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Get");
+    if (int rc = win->w->fast_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype); rc != Window::kSlowPath) return rc;
     OpRequest rq = request(RmaKind::get, "FRMA_Get");
     rq.origin = origin_addr;
     rq.origin_count = origin_count;
@@ -320,6 +324,7 @@ int FRMA_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype orig
                     int target_rank, MPI_Aint target_disp, int target_count,
                     MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Accumulate");
+    if (int rc = win->w->fast_accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op); rc != Window::kSlowPath) return rc;
     OpRequest rq = request(RmaKind::acc, "FRMA_Accumulate");
     rq.origin = origin_addr;
     rq.origin_count = origin_count;
@@ -355,6 +360,7 @@ int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype 
 int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
                       int target_rank, MPI_Aint target_disp, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Fetch_and_op");
+    if (int rc = win->w->fast_fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op); rc != Window::kSlowPath) return rc;
     OpRequest rq = request(RmaKind::fop, "FRMA_Fetch_and_op");
     rq.origin = origin_addr;
     rq.origin_count = op == MPI_NO_OP ? 0 : 1;
@@ -375,6 +381,7 @@ int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr, voi
                           MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
                           FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Compare_and_swap");
+    if (int rc = win->w->fast_compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp); rc != Window::kSlowPath) return rc;
     OpRequest rq = request(RmaKind::cas, "FRMA_Compare_and_swap");
     rq.origin = origin_addr;
     rq.origin_count = 1;

@@ -2,6 +2,9 @@
 #include "engine/engine.hpp"
 
 #include <cstdio>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "engine/errors.hpp"
 #include "transport/shm.hpp"
@@ -38,18 +41,39 @@ Transport* Engine::select_transport(const NodeTopology& topo, int rank) const {
     return nullptr;
 }
 
+namespace {
+std::mutex g_shard_mu;
+std::vector<std::unique_ptr<StatShard>>& shards() {
+    static auto* v = new std::vector<std::unique_ptr<StatShard>>;  // never destroyed: threads may count late
+    return *v;
+}
+}  // namespace
+
+StatShard* register_stat_shard() {
+    std::lock_guard lk(g_shard_mu);
+    shards().push_back(std::make_unique<StatShard>());
+    return shards().back().get();
+}
+
+std::uint64_t stat_total(Stat s) {
+    std::lock_guard lk(g_shard_mu);
+    std::uint64_t sum = 0;
+    for (auto& sh : shards()) sum += sh->v[int(s)].load(std::memory_order_relaxed);
+    return sum;
+}
+
 std::string Engine::stats_report() const {
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   "fastrma stats: windows=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
                   "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu op_pool_peak=%zu "
                   "progress_cpu_ms=%.3f progress_pu=%d progress_sleeps=%llu\n",
-                  (unsigned long long)stats_.windows_created.load(),
-                  (unsigned long long)stats_.puts.load(), (unsigned long long)stats_.gets.load(),
-                  (unsigned long long)stats_.accs.load(), (unsigned long long)stats_.fops.load(),
-                  (unsigned long long)stats_.cases.load(), (unsigned long long)stats_.direct.load(),
-                  (unsigned long long)stats_.queued.load(), (unsigned long long)stats_.gc_runs.load(),
-                  (unsigned long long)stats_.lock_retries.load(), op_pool_.peak(),
+                  (unsigned long long)stat_total(Stat::windows_created),
+                  (unsigned long long)stat_total(Stat::puts), (unsigned long long)stat_total(Stat::gets),
+                  (unsigned long long)stat_total(Stat::accs), (unsigned long long)stat_total(Stat::fops),
+                  (unsigned long long)stat_total(Stat::cases), (unsigned long long)stat_total(Stat::direct),
+                  (unsigned long long)stat_total(Stat::queued), (unsigned long long)stat_total(Stat::gc_runs),
+                  (unsigned long long)stat_total(Stat::lock_retries), op_pool_.peak(),
                   double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(),
                   (unsigned long long)progress_.sleeps());
     return buf;

@@ -13,6 +13,7 @@
 
 #include "engine/bootstrap.hpp"
 #include "engine/config.hpp"
+#include "engine/stats.hpp"
 #include "ops/op.hpp"
 #include "ops/pool.hpp"
 #include "ops/target.hpp"
@@ -20,12 +21,6 @@
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
-
-struct Stats {
-    std::atomic<std::uint64_t> puts{0}, gets{0}, accs{0}, fops{0}, cases{0};
-    std::atomic<std::uint64_t> direct{0}, queued{0}, gc_runs{0}, lock_retries{0};
-    std::atomic<std::uint64_t> windows_created{0};
-};
 
 class Engine {
 public:
@@ -38,7 +33,6 @@ public:
     ProgressEngine& progress() { return progress_; }
     Pool<Op>& op_pool() { return op_pool_; }
     Pool<Target>& target_pool() { return target_pool_; }
-    Stats& stats() { return stats_; }
 
     // The one place that decides which transport serves a peer. Returns nullptr (and
     // raise()s) when no transport can reach it.
@@ -51,7 +45,6 @@ private:
     Config cfg_;
     Pool<Op> op_pool_;
     Pool<Target> target_pool_;
-    Stats stats_;
     ProgressEngine progress_;
     std::atomic<int> live_windows_{0};
 };

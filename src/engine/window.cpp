@@ -167,8 +167,14 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             return raise(errs[std::size_t(r)], "%s: window creation failed at rank %d", call, r);
         }
 
-    // CPU atomics are the window's atomicity domain only when every part is mapped here.
+    // CPU atomics are the window's atomicity domain only when every part is mapped here
+    // (allocate windows: all peers are node-local and mapped). The choice is per window,
+    // so every origin takes the same path for a given element.
     w->cpu_atomics_ = flavor == MPI_WIN_FLAVOR_ALLOCATE;
+    w->fast_.resize(std::size_t(w->nprocs_));
+    for (int r = 0; r < w->nprocs_; ++r)
+        w->fast_[std::size_t(r)] = {w->peers_[std::size_t(r)].mapped, w->peers_[std::size_t(r)].size,
+                                    std::uint64_t(w->disp_units_[std::size_t(r)])};
     w->local_size_ = size;
     w->disp_unit_ = disp_unit;
     w->attr_size_ = size;
@@ -177,7 +183,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     Window* self = w.get();
     w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
     eng.live_windows().fetch_add(1);
-    eng.stats().windows_created.fetch_add(1, std::memory_order_relaxed);
+    bump(Stat::windows_created);
     *out = std::move(w);
     return MPI_SUCCESS;
 }
@@ -221,7 +227,7 @@ bool Window::try_acquire(Target* t) {
     else if (t->lock_type == MPI_LOCK_SHARED) ok = lockproto::try_shared(tp, peer(t->rank));
     else ok = lockproto::try_exclusive(tp, peer(0), peer(t->rank));
     if (!ok) {
-        eng_.stats().lock_retries.fetch_add(1, std::memory_order_relaxed);
+        bump(Stat::lock_retries);
         return false;
     }
     t->acquired = !(t->assert_ & MPI_MODE_NOCHECK);
@@ -385,7 +391,7 @@ int Window::ensure_lock_all() {
                 mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
                 return MPI_SUCCESS;
             }
-            eng_.stats().lock_retries.fetch_add(1, std::memory_order_relaxed);
+            bump(Stat::lock_retries);
         }
         backoff(us);
     }
@@ -520,13 +526,15 @@ int Window::validate(const OpRequest& rq, Op* op) const {
                          call, rq.result_count, rt->name, rq.target_count, tt->name);
     }
     if (rq.kind == RmaKind::acc || rq.kind == RmaKind::get_acc || rq.kind == RmaKind::fop) {
-        std::string why;
-        if (int rc = check_accumulate(rq.op, rq.target_type, &why))
-            return raise(rc, "%s: %s", call, why.c_str());
+        if (check_accumulate(rq.op, rq.target_type, nullptr) != MPI_SUCCESS) {
+            std::string why;
+            return raise(check_accumulate(rq.op, rq.target_type, &why), "%s: %s", call, why.c_str());
+        }
     } else if (rq.kind == RmaKind::cas) {
-        std::string why;
-        if (int rc = check_compare_and_swap(rq.target_type, &why))
-            return raise(rc, "%s: %s", call, why.c_str());
+        if (check_compare_and_swap(rq.target_type, nullptr) != MPI_SUCCESS) {
+            std::string why;
+            return raise(check_compare_and_swap(rq.target_type, &why), "%s: %s", call, why.c_str());
+        }
     }
     if (op->count > 0) {
         if (has_origin && !rq.origin && rq.kind != RmaKind::get)
@@ -555,15 +563,8 @@ int Window::validate(const OpRequest& rq, Op* op) const {
 }
 
 void Window::count_op(RmaKind k) {
-    Stats& s = eng_.stats();
-    switch (k) {
-    case RmaKind::put: s.puts.fetch_add(1, std::memory_order_relaxed); break;
-    case RmaKind::get: s.gets.fetch_add(1, std::memory_order_relaxed); break;
-    case RmaKind::acc:
-    case RmaKind::get_acc: s.accs.fetch_add(1, std::memory_order_relaxed); break;
-    case RmaKind::fop: s.fops.fetch_add(1, std::memory_order_relaxed); break;
-    case RmaKind::cas: s.cases.fetch_add(1, std::memory_order_relaxed); break;
-    }
+    static constexpr Stat by_kind[] = {Stat::puts, Stat::gets, Stat::accs, Stat::accs, Stat::fops, Stat::cases};
+    bump(by_kind[int(k)]);
 }
 
 int Window::issue(int rank, const Op& op) {
@@ -574,7 +575,7 @@ Op* Window::alloc_op() {
     while (true) {
         if (Op* op = op_pool_.get()) return op;
         // Both pools are exhausted: force out the queued ops of the fullest target.
-        eng_.stats().gc_runs.fetch_add(1, std::memory_order_relaxed);
+        bump(Stat::gc_runs);
         if (!collect_garbage()) {
             unsigned us = 1;
             backoff(us);  // another thread's ops hold the pool; they drain soon
@@ -622,7 +623,7 @@ int Window::post(const OpRequest& rq) {
     if (m == AccessMode::lock_all_granted) {
         count_op(desc.kind);
         if (desc.count == 0) return MPI_SUCCESS;
-        eng_.stats().direct.fetch_add(1, std::memory_order_relaxed);
+        bump(Stat::direct);
         if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
         return MPI_SUCCESS;
     }
@@ -649,7 +650,7 @@ int Window::post(const OpRequest& rq) {
             ++t->completed;
             sl.unlock();
             if (spare) Pool<Op>::put(spare);
-            eng_.stats().direct.fetch_add(1, std::memory_order_relaxed);
+            bump(Stat::direct);
             if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
             return MPI_SUCCESS;
         }
@@ -664,7 +665,7 @@ int Window::post(const OpRequest& rq) {
         spare->home = home;
         t->push(spare);
         queued_.fetch_add(1, std::memory_order_relaxed);
-        eng_.stats().queued.fetch_add(1, std::memory_order_relaxed);
+        bump(Stat::queued);
         sl.unlock();
         eng_.progress().wake();
         return MPI_SUCCESS;

@@ -25,14 +25,14 @@
 
 #include "engine/bootstrap.hpp"
 #include "engine/engine.hpp"
+#include "engine/stats.hpp"
 #include "ops/issue.hpp"
+#include "ops/reduce.hpp"
 #include "ops/slot_table.hpp"
 #include "progress/progress.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
-
-struct TypeInfo;
 
 enum class AccessMode : int { none, per_target, lock_all_called, lock_all_granted };
 
@@ -76,6 +76,23 @@ public:
 
     // Communication.
     int post(const OpRequest& rq);
+
+    // Fast paths (window_fast.hpp): the common case of a lock_all epoch, a predefined
+    // type, a mapped target and an in-range displacement, in a few dozen instructions.
+    // They return kSlowPath whenever anything is unusual; post() then decides (and
+    // raises the error, if there is one). They never fail on their own.
+    static constexpr int kSlowPath = -1;
+    inline int fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
+                        MPI_Aint disp, int tcount, MPI_Datatype ttype);
+    inline int fast_get(void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
+                        int tcount, MPI_Datatype ttype);
+    inline int fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type, int rank,
+                                 MPI_Aint disp, MPI_Op op);
+    inline int fast_compare_and_swap(const void* origin, const void* compare, void* result,
+                                     MPI_Datatype type, int rank, MPI_Aint disp);
+    inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
+                               MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op);
+    inline int fast_flush(int rank);
 
     // Attributes.
     int rank() const { return rank_; }
@@ -137,6 +154,14 @@ private:
     std::vector<PeerRegion> peers_;
     std::vector<int> disp_units_;
     std::vector<Transport*> tp_;
+    // What the fast paths need of a peer, in one cache-friendly record.
+    struct FastPeer {
+        unsigned char* data;  // mapped window memory, or null (cross-memory attach)
+        std::uint64_t size;
+        std::uint64_t disp_unit;
+    };
+    std::vector<FastPeer> fast_;
+    inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
 
     std::mutex epoch_mu_;
     std::atomic<AccessMode> mode_{AccessMode::none};
@@ -153,3 +178,5 @@ private:
 };
 
 }  // namespace fastrma::detail
+
+#include "engine/window_fast.hpp"

@@ -1,0 +1,32 @@
+// stats.hpp — the engine's counters, cheap enough for the hot path.
+//
+// Each thread counts into its own shard (a relaxed load and store, no locked RMW, no
+// shared cache line), so many threads posting at once do not contend on a counter.
+// Totals sum the shards; a shard outlives its thread so nothing counted is lost.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace fastrma::detail {
+
+enum class Stat : int {
+    puts, gets, accs, fops, cases, direct, queued, gc_runs, lock_retries, windows_created,
+    count_
+};
+
+struct StatShard {
+    std::atomic<std::uint64_t> v[int(Stat::count_)] = {};
+};
+
+StatShard* register_stat_shard();
+
+inline void bump(Stat s, std::uint64_t n = 1) {
+    thread_local StatShard* shard = register_stat_shard();
+    auto& a = shard->v[int(s)];
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+std::uint64_t stat_total(Stat s);
+
+}  // namespace fastrma::detail

@@ -1,0 +1,117 @@
+// window_fast.hpp — the inline fast paths of Window (included at the end of window.hpp).
+//
+// Taken only when: a lock_all epoch is granted (no per-target state to consult), the
+// types are one predefined type without holes, the target's memory is mapped here, and
+// the displacement is in range. Everything else — errors included — goes to post().
+// The checks here are a subset of validate()'s, so a fast path never accepts what the
+// slow path would reject.
+#pragma once
+
+#include <cstring>
+
+namespace fastrma::detail {
+
+inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
+    if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
+    const FastPeer& p = fast_[std::size_t(rank)];
+    const std::uint64_t off = std::uint64_t(disp) * p.disp_unit;  // < 2^63: no overflow
+    if (!p.data || off + bytes > p.size) return nullptr;
+    return p.data + off;
+}
+
+inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
+                            MPI_Aint disp, int tcount, MPI_Datatype ttype) {
+    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
+        otype != ttype || ocount != tcount || ocount <= 0 || !origin)
+        return kSlowPath;
+    const TypeInfo* ti = lookup_type(ttype);
+    if (!ti || ti->size != ti->extent) return kSlowPath;
+    const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
+    unsigned char* dst = fast_target(rank, disp, bytes);
+    if (!dst) return kSlowPath;
+    std::memcpy(dst, origin, bytes);
+    bump(Stat::puts);
+    return MPI_SUCCESS;
+}
+
+inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int rank,
+                            MPI_Aint disp, int tcount, MPI_Datatype ttype) {
+    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
+        otype != ttype || ocount != tcount || ocount <= 0 || !origin)
+        return kSlowPath;
+    const TypeInfo* ti = lookup_type(ttype);
+    if (!ti || ti->size != ti->extent) return kSlowPath;
+    const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
+    const unsigned char* src = fast_target(rank, disp, bytes);
+    if (!src) return kSlowPath;
+    std::memcpy(origin, src, bytes);
+    bump(Stat::gets);
+    return MPI_SUCCESS;
+}
+
+inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type,
+                                     int rank, MPI_Aint disp, MPI_Op op) {
+    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted || !cpu_atomics_ ||
+        !result || (!origin && op != MPI_NO_OP))
+        return kSlowPath;
+    const TypeInfo* ti = lookup_type(type);
+    if (!ti || !ti->native_atomic) return kSlowPath;
+    unsigned char* dst = fast_target(rank, disp, ti->extent);
+    if (!dst) return kSlowPath;
+    // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
+    if (op == MPI_SUM && ti->extent == 8 && (ti->cls == TypeClass::c_integer ||
+        ti->cls == TypeClass::fortran_integer) && !(reinterpret_cast<std::uintptr_t>(dst) & 7)) {
+        std::uint64_t v;
+        std::memcpy(&v, origin, 8);
+        v = __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(dst), v, __ATOMIC_SEQ_CST);
+        std::memcpy(result, &v, 8);
+        bump(Stat::fops);
+        return MPI_SUCCESS;
+    }
+    if (check_accumulate(op, type, nullptr) != MPI_SUCCESS) return kSlowPath;
+    if (!reduce_atomic(op, *ti, dst, origin, 1, result)) return kSlowPath;
+    bump(Stat::fops);
+    return MPI_SUCCESS;
+}
+
+inline int Window::fast_compare_and_swap(const void* origin, const void* compare, void* result,
+                                         MPI_Datatype type, int rank, MPI_Aint disp) {
+    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted || !cpu_atomics_ ||
+        !origin || !compare || !result)
+        return kSlowPath;
+    const TypeInfo* ti = lookup_type(type);
+    if (!ti || !ti->native_atomic) return kSlowPath;
+    unsigned char* dst = fast_target(rank, disp, ti->extent);
+    if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS) return kSlowPath;
+    if (!compare_and_swap_atomic(*ti, dst, origin, compare, result)) return kSlowPath;
+    bump(Stat::cases);
+    return MPI_SUCCESS;
+}
+
+inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
+                                   MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
+    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted || !cpu_atomics_ ||
+        otype != ttype || ocount != tcount || ocount <= 0 || !origin)
+        return kSlowPath;
+    const TypeInfo* ti = lookup_type(ttype);
+    if (!ti || !ti->native_atomic) return kSlowPath;
+    unsigned char* dst = fast_target(rank, disp, std::uint64_t(ocount) * ti->extent);
+    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS) return kSlowPath;
+    if (!reduce_atomic(op, *ti, dst, origin, std::size_t(ocount), nullptr)) return kSlowPath;
+    bump(Stat::accs);
+    return MPI_SUCCESS;
+}
+
+inline int Window::fast_flush(int rank) {
+    // Under a granted lock_all every op to a mapped peer completed when it was issued;
+    // the fence orders it before whatever the caller does next (also loads: a flush
+    // followed by a get of another location must not pass the put, as on TSO it could).
+    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
+        static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
+        return kSlowPath;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return MPI_SUCCESS;
+}
+
+}  // namespace fastrma::detail
