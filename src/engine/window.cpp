@@ -174,7 +174,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     w->fast_.resize(std::size_t(w->nprocs_));
     for (int r = 0; r < w->nprocs_; ++r)
         w->fast_[std::size_t(r)] = {w->peers_[std::size_t(r)].mapped, w->peers_[std::size_t(r)].size,
-                                    std::uint64_t(w->disp_units_[std::size_t(r)])};
+                                    std::uint64_t(w->disp_units_[std::size_t(r)]),
+                                    w->peers_[std::size_t(r)].remote_addr, w->peers_[std::size_t(r)].pid};
     w->local_size_ = size;
     w->disp_unit_ = disp_unit;
     w->attr_size_ = size;

@@ -159,7 +159,10 @@ private:
         unsigned char* data;  // mapped window memory, or null (cross-memory attach)
         std::uint64_t size;
         std::uint64_t disp_unit;
+        std::uint64_t remote_addr;  // for cross-memory attach
+        pid_t pid;
     };
+    inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) const;
     std::vector<FastPeer> fast_;
     inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
 

@@ -7,6 +7,8 @@
 // slow path would reject.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstring>
 
 namespace fastrma::detail {
@@ -20,6 +22,21 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     return p.data + off;
 }
 
+// Cross-memory attach in one syscall for an unmapped peer (create windows): a short
+// transfer of one contiguous piece. Anything partial or failed goes to the slow path,
+// which resumes or raises.
+inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
+                             bool write) const {
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || (std::uint64_t(disp) >> 32))
+        return false;
+    const FastPeer& p = fast_[std::size_t(rank)];
+    const std::uint64_t off = std::uint64_t(disp) * p.disp_unit;
+    if (p.data || off + bytes > p.size || bytes > (1u << 20)) return false;
+    iovec l{local, bytes}, r{reinterpret_cast<void*>(p.remote_addr + off), bytes};
+    ssize_t n = write ? process_vm_writev(p.pid, &l, 1, &r, 1, 0) : process_vm_readv(p.pid, &l, 1, &r, 1, 0);
+    return n == ssize_t(bytes);
+}
+
 inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
                             MPI_Aint disp, int tcount, MPI_Datatype ttype) {
     if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
@@ -29,8 +46,8 @@ inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, 
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     unsigned char* dst = fast_target(rank, disp, bytes);
-    if (!dst) return kSlowPath;
-    std::memcpy(dst, origin, bytes);
+    if (dst) std::memcpy(dst, origin, bytes);
+    else if (!fast_cma(rank, disp, const_cast<void*>(origin), bytes, true)) return kSlowPath;
     bump(Stat::puts);
     return MPI_SUCCESS;
 }
@@ -44,8 +61,8 @@ inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int ra
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     const unsigned char* src = fast_target(rank, disp, bytes);
-    if (!src) return kSlowPath;
-    std::memcpy(origin, src, bytes);
+    if (src) std::memcpy(origin, src, bytes);
+    else if (!fast_cma(rank, disp, origin, bytes, false)) return kSlowPath;
     bump(Stat::gets);
     return MPI_SUCCESS;
 }
