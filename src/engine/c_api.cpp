@@ -140,17 +140,6 @@ bool valid(FRMA_Win win) { return win && win->magic == fastrma_window::kMagic &&
                                     static_cast<void*>(win)));                             \
     } while (0)
 
-OpRequest request(RmaKind kind, const char* call) {
-    OpRequest rq{};
-    rq.kind = kind;
-    rq.call = call;
-    rq.origin_type = MPI_DATATYPE_NULL;
-    rq.result_type = MPI_DATATYPE_NULL;
-    rq.target_type = MPI_DATATYPE_NULL;
-    rq.op = MPI_OP_NULL;
-    return rq;
-}
-
 template <class F>
 int create_window(const char* call, MPI_Comm comm, FRMA_Win* win, F&& make) {
     if (!win) return comm_error(comm, raise(MPI_ERR_ARG, "%s: win is NULL", call));
@@ -293,48 +282,38 @@ int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_data
              int target_rank, MPI_Aint target_disp, int target_count,
              MPI_Datatype target_datatype, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Put");
-    if (int rc = win->w->fast_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype); rc != Window::kSlowPath) return rc;
-    OpRequest rq = request(RmaKind::put, "FRMA_Put");
-    rq.origin = origin_addr;
-    rq.origin_count = origin_count;
-    rq.origin_type = origin_datatype;
-    rq.target_rank = target_rank;
-    rq.target_disp = target_disp;
-    rq.target_count = target_count;
-    rq.target_type = target_datatype;
-    return win_error(win, win->w->post(rq));
+    if (int rc = win->w->fast_put(origin_addr, origin_count, origin_datatype, target_rank,
+                                  target_disp, target_count, target_datatype);
+        rc != Window::kSlowPath)
+        return rc;
+    return win_error(win, win->w->post(OpRequest::make(
+        RmaKind::put, "FRMA_Put", origin_addr, origin_count, origin_datatype, nullptr, 0,
+        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype)));
 }
 
 int FRMA_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
              MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Get");
-    if (int rc = win->w->fast_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype); rc != Window::kSlowPath) return rc;
-    OpRequest rq = request(RmaKind::get, "FRMA_Get");
-    rq.origin = origin_addr;
-    rq.origin_count = origin_count;
-    rq.origin_type = origin_datatype;
-    rq.target_rank = target_rank;
-    rq.target_disp = target_disp;
-    rq.target_count = target_count;
-    rq.target_type = target_datatype;
-    return win_error(win, win->w->post(rq));
+    if (int rc = win->w->fast_get(origin_addr, origin_count, origin_datatype, target_rank,
+                                  target_disp, target_count, target_datatype);
+        rc != Window::kSlowPath)
+        return rc;
+    return win_error(win, win->w->post(OpRequest::make(
+        RmaKind::get, "FRMA_Get", origin_addr, origin_count, origin_datatype, nullptr, 0,
+        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype)));
 }
 
 int FRMA_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
                     int target_rank, MPI_Aint target_disp, int target_count,
                     MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Accumulate");
-    if (int rc = win->w->fast_accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op); rc != Window::kSlowPath) return rc;
-    OpRequest rq = request(RmaKind::acc, "FRMA_Accumulate");
-    rq.origin = origin_addr;
-    rq.origin_count = origin_count;
-    rq.origin_type = origin_datatype;
-    rq.target_rank = target_rank;
-    rq.target_disp = target_disp;
-    rq.target_count = target_count;
-    rq.target_type = target_datatype;
-    rq.op = op;
-    return win_error(win, win->w->post(rq));
+    if (int rc = win->w->fast_accumulate(origin_addr, origin_count, origin_datatype, target_rank,
+                                         target_disp, target_count, target_datatype, op);
+        rc != Window::kSlowPath)
+        return rc;
+    return win_error(win, win->w->post(OpRequest::make(
+        RmaKind::acc, "FRMA_Accumulate", origin_addr, origin_count, origin_datatype, nullptr, 0,
+        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype, op)));
 }
 
 int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
@@ -342,59 +321,35 @@ int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype 
                         int target_rank, MPI_Aint target_disp, int target_count,
                         MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Get_accumulate");
-    OpRequest rq = request(RmaKind::get_acc, "FRMA_Get_accumulate");
-    rq.origin = origin_addr;
-    rq.origin_count = origin_count;
-    rq.origin_type = origin_datatype;
-    rq.result = result_addr;
-    rq.result_count = result_count;
-    rq.result_type = result_datatype;
-    rq.target_rank = target_rank;
-    rq.target_disp = target_disp;
-    rq.target_count = target_count;
-    rq.target_type = target_datatype;
-    rq.op = op;
-    return win_error(win, win->w->post(rq));
+    return win_error(win, win->w->post(OpRequest::make(
+        RmaKind::get_acc, "FRMA_Get_accumulate", origin_addr, origin_count, origin_datatype,
+        result_addr, result_count, result_datatype, target_rank, target_disp, target_count,
+        target_datatype, op)));
 }
 
 int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
                       int target_rank, MPI_Aint target_disp, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Fetch_and_op");
-    if (int rc = win->w->fast_fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op); rc != Window::kSlowPath) return rc;
-    OpRequest rq = request(RmaKind::fop, "FRMA_Fetch_and_op");
-    rq.origin = origin_addr;
-    rq.origin_count = op == MPI_NO_OP ? 0 : 1;
-    rq.origin_type = datatype;
-    rq.result = result_addr;
-    rq.result_count = 1;
-    rq.result_type = datatype;
-    rq.target_rank = target_rank;
-    rq.target_disp = target_disp;
-    rq.target_count = 1;
-    rq.target_type = datatype;
-    rq.op = op;
-    if (op == MPI_NO_OP) { rq.origin_count = 1; }
-    return win_error(win, win->w->post(rq));
+    if (int rc = win->w->fast_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
+                                           target_disp, op);
+        rc != Window::kSlowPath)
+        return rc;
+    return win_error(win, win->w->post(OpRequest::make(
+        RmaKind::fop, "FRMA_Fetch_and_op", origin_addr, 1, datatype, result_addr, 1, datatype,
+        target_rank, target_disp, 1, datatype, op)));
 }
 
 int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr,
                           MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
                           FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Compare_and_swap");
-    if (int rc = win->w->fast_compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp); rc != Window::kSlowPath) return rc;
-    OpRequest rq = request(RmaKind::cas, "FRMA_Compare_and_swap");
-    rq.origin = origin_addr;
-    rq.origin_count = 1;
-    rq.origin_type = datatype;
-    rq.compare = compare_addr;
-    rq.result = result_addr;
-    rq.result_count = 1;
-    rq.result_type = datatype;
-    rq.target_rank = target_rank;
-    rq.target_disp = target_disp;
-    rq.target_count = 1;
-    rq.target_type = datatype;
-    return win_error(win, win->w->post(rq));
+    if (int rc = win->w->fast_compare_and_swap(origin_addr, compare_addr, result_addr, datatype,
+                                               target_rank, target_disp);
+        rc != Window::kSlowPath)
+        return rc;
+    return win_error(win, win->w->post(OpRequest::make(
+        RmaKind::cas, "FRMA_Compare_and_swap", origin_addr, 1, datatype, result_addr, 1,
+        datatype, target_rank, target_disp, 1, datatype, MPI_OP_NULL, compare_addr)));
 }
 
 namespace {

@@ -22,11 +22,6 @@
 namespace fastrma::detail {
 
 namespace {
-std::uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
-}
 
 // What every member tells the others at creation.
 struct PeerInfo {
@@ -501,8 +496,10 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     op->result = rq.result;
     op->compare = rq.compare;
 
+    // MPI ignores the origin buffer of MPI_NO_OP (get_accumulate and fetch_and_op).
     const bool has_origin = !(rq.kind == RmaKind::get ||
-                              (rq.kind == RmaKind::get_acc && rq.op == MPI_NO_OP));
+                              ((rq.kind == RmaKind::get_acc || rq.kind == RmaKind::fop) &&
+                               rq.op == MPI_NO_OP));
     const bool has_result = rq.kind == RmaKind::get || rq.kind == RmaKind::get_acc ||
                             rq.kind == RmaKind::fop || rq.kind == RmaKind::cas;
     if (rq.kind == RmaKind::get) {

@@ -52,6 +52,17 @@ struct OpRequest {
     int target_count;
     MPI_Datatype target_type;
     MPI_Op op;
+
+    // Every operation is this form with some fields unused (MPI_DATATYPE_NULL, 0, null).
+    static OpRequest make(RmaKind kind, const char* call, const void* origin, int origin_count,
+                          MPI_Datatype origin_type, void* result, int result_count,
+                          MPI_Datatype result_type, int target_rank, MPI_Aint target_disp,
+                          int target_count, MPI_Datatype target_type, MPI_Op op = MPI_OP_NULL,
+                          const void* compare = nullptr) {
+        return OpRequest{kind, call, origin, origin_count, origin_type, result, result_count,
+                         result_type, compare, target_rank, target_disp, target_count,
+                         target_type, op};
+    }
 };
 
 class Window {
@@ -93,6 +104,8 @@ public:
     inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
                                MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op);
     inline int fast_flush(int rank);
+    inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank,
+                             MPI_Aint disp, int tcount, MPI_Datatype ttype);
 
     // Attributes.
     int rank() const { return rank_; }

@@ -37,34 +37,32 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     return n == ssize_t(bytes);
 }
 
-inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
-                            MPI_Aint disp, int tcount, MPI_Datatype ttype) {
+inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype,
+                                 int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype) {
     if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
         otype != ttype || ocount != tcount || ocount <= 0 || !origin)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
-    unsigned char* dst = fast_target(rank, disp, bytes);
-    if (dst) std::memcpy(dst, origin, bytes);
-    else if (!fast_cma(rank, disp, const_cast<void*>(origin), bytes, true)) return kSlowPath;
-    bump(Stat::puts);
+    if (unsigned char* remote = fast_target(rank, disp, bytes)) {
+        if (is_put) std::memcpy(remote, origin, bytes);
+        else std::memcpy(origin, remote, bytes);
+    } else if (!fast_cma(rank, disp, origin, bytes, is_put)) {
+        return kSlowPath;
+    }
+    bump(is_put ? Stat::puts : Stat::gets);
     return MPI_SUCCESS;
+}
+
+inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
+                            MPI_Aint disp, int tcount, MPI_Datatype ttype) {
+    return fast_transfer(true, const_cast<void*>(origin), ocount, otype, rank, disp, tcount, ttype);
 }
 
 inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int rank,
                             MPI_Aint disp, int tcount, MPI_Datatype ttype) {
-    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
-        otype != ttype || ocount != tcount || ocount <= 0 || !origin)
-        return kSlowPath;
-    const TypeInfo* ti = lookup_type(ttype);
-    if (!ti || ti->size != ti->extent) return kSlowPath;
-    const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
-    const unsigned char* src = fast_target(rank, disp, bytes);
-    if (src) std::memcpy(origin, src, bytes);
-    else if (!fast_cma(rank, disp, origin, bytes, false)) return kSlowPath;
-    bump(Stat::gets);
-    return MPI_SUCCESS;
+    return fast_transfer(false, origin, ocount, otype, rank, disp, tcount, ttype);
 }
 
 inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type,

@@ -14,11 +14,6 @@
 namespace fastrma::detail {
 
 namespace {
-std::uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
-}
 void futex_wait(std::atomic<std::uint32_t>* w, std::uint32_t expected, long timeout_ns) {
     timespec ts{timeout_ns / 1000000000L, timeout_ns % 1000000000L};
     syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT_PRIVATE, expected,

@@ -12,6 +12,8 @@
 // pollers until every one reports idle.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -24,6 +26,13 @@
 namespace fastrma::detail {
 
 enum class Poll : std::uint8_t { idle, waiting, busy };
+
+// Monotonic time in nanoseconds (back-off deadlines).
+inline std::uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
+}
 
 class ProgressEngine {
 public:

@@ -143,9 +143,16 @@ TEST_P(Passive, SingleRankWindowOnSelf) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
     EXPECT_EQ(*w.at<long>(1), 42);  // a lock on self is granted: load/store allowed
     ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &got, MPI_LONG, 0, 8, MPI_SUM, w.win));
+    long seen = 0, seen2 = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &seen, MPI_LONG, 0, 8, MPI_NO_OP, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
     EXPECT_EQ(got, 42);
+    EXPECT_EQ(seen, 43);
     EXPECT_EQ(*w.at<long>(1), 43);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));  // the lock_all fast path too
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &seen2, MPI_LONG, 0, 8, MPI_NO_OP, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    EXPECT_EQ(seen2, 43);
 }
 
 TEST_P(Passive, AttributesDescribeTheWindow) {

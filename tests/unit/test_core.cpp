@@ -180,21 +180,7 @@ void run_ranks(int n, Fn&& fn) {
 
 OpRequest rma(RmaKind kind, const void* origin, void* result, int target, MPI_Aint disp,
               MPI_Datatype type, MPI_Op op = MPI_OP_NULL) {
-    OpRequest rq{};
-    rq.kind = kind;
-    rq.call = "test";
-    rq.origin = origin;
-    rq.origin_count = 1;
-    rq.origin_type = type;
-    rq.result = result;
-    rq.result_count = 1;
-    rq.result_type = type;
-    rq.target_rank = target;
-    rq.target_disp = disp;
-    rq.target_count = 1;
-    rq.target_type = type;
-    rq.op = op;
-    return rq;
+    return OpRequest::make(kind, "test", origin, 1, type, result, 1, type, target, disp, 1, type, op);
 }
 
 TEST(LockProtocolAsThreads, ExclusiveRmwLosesNoUpdateAndLockAllExcludes) {
