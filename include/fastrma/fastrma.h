@@ -46,9 +46,42 @@ int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm
                       void* baseptr, FRMA_Win* win);
 int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                     FRMA_Win* win);
+int FRMA_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                             void* baseptr, FRMA_Win* win);
+int FRMA_Win_shared_query(FRMA_Win win, int rank, MPI_Aint* size, int* disp_unit,
+                          void* baseptr);
+int FRMA_Win_create_dynamic(MPI_Info info, MPI_Comm comm, FRMA_Win* win);
+int FRMA_Win_attach(FRMA_Win win, void* base, MPI_Aint size);
+int FRMA_Win_detach(FRMA_Win win, const void* base);
 int FRMA_Win_free(FRMA_Win* win);
+
+/* ---- window management ---- */
 int FRMA_Win_get_attr(FRMA_Win win, int win_keyval, void* attribute_val, int* flag);
+int FRMA_Win_set_attr(FRMA_Win win, int win_keyval, void* attribute_val);
+int FRMA_Win_delete_attr(FRMA_Win win, int win_keyval);
+/* Keyvals for FRMA windows. The copy function is never called (windows are not copied). */
+typedef int FRMA_Win_copy_attr_function(FRMA_Win oldwin, int win_keyval, void* extra_state,
+                                        void* attribute_val_in, void* attribute_val_out,
+                                        int* flag);
+typedef int FRMA_Win_delete_attr_function(FRMA_Win win, int win_keyval, void* attribute_val,
+                                          void* extra_state);
+int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn,
+                           FRMA_Win_delete_attr_function* delete_fn, int* win_keyval,
+                           void* extra_state);
+int FRMA_Win_free_keyval(int* win_keyval);
 int FRMA_Win_get_group(FRMA_Win win, MPI_Group* group);
+int FRMA_Win_set_name(FRMA_Win win, const char* win_name);
+int FRMA_Win_get_name(FRMA_Win win, char* win_name, int* resultlen);
+int FRMA_Win_set_info(FRMA_Win win, MPI_Info info);
+int FRMA_Win_get_info(FRMA_Win win, MPI_Info* info_used);
+
+/* ---- active-target synchronization ---- */
+int FRMA_Win_fence(int assert_, FRMA_Win win);
+int FRMA_Win_post(MPI_Group group, int assert_, FRMA_Win win);
+int FRMA_Win_start(MPI_Group group, int assert_, FRMA_Win win);
+int FRMA_Win_complete(FRMA_Win win);
+int FRMA_Win_wait(FRMA_Win win);
+int FRMA_Win_test(FRMA_Win win, int* flag);
 
 /* ---- passive-target synchronization ---- */
 int FRMA_Win_lock(int lock_type, int rank, int assert_, FRMA_Win win);
@@ -81,6 +114,26 @@ int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype d
 int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr,
                           void* result_addr, MPI_Datatype datatype, int target_rank,
                           MPI_Aint target_disp, FRMA_Win win);
+
+/* ---- request-based operations (passive-target epochs only) ----
+ * The requests are ordinary MPI requests (generalized requests of the host MPI): complete
+ * them with MPI_Wait / MPI_Test / MPI_Waitall. fastrma completes them itself (locally, as
+ * MPI-3.1 specifies), also when the progress thread is off. */
+int FRMA_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+              int target_rank, MPI_Aint target_disp, int target_count,
+              MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request);
+int FRMA_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+              int target_rank, MPI_Aint target_disp, int target_count,
+              MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request);
+int FRMA_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                     int target_rank, MPI_Aint target_disp, int target_count,
+                     MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win,
+                     MPI_Request* request);
+int FRMA_Rget_accumulate(const void* origin_addr, int origin_count,
+                         MPI_Datatype origin_datatype, void* result_addr, int result_count,
+                         MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                         int target_count, MPI_Datatype target_datatype, MPI_Op op,
+                         FRMA_Win win, MPI_Request* request);
 
 /* ---- error handling ---- */
 int FRMA_Win_create_errhandler(FRMA_Win_errhandler_function* fn, MPI_Errhandler* errhandler);

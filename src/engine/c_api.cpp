@@ -8,6 +8,7 @@
 #include <fastrma/fastrma.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -18,14 +19,9 @@
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
 #include "engine/window.hpp"
+#include "engine/c_api_internal.hpp"
 
 using namespace fastrma::detail;
-
-struct fastrma_window {
-    static constexpr std::uint64_t kMagic = 0x66726d6177696e21ull;  // "frmawin!"
-    std::uint64_t magic = kMagic;
-    std::unique_ptr<Window> w;
-};
 
 namespace {
 
@@ -85,7 +81,65 @@ Engine* engine(int* rc) {
     return g_engine.load();
 }
 
-bool is_fatal(MPI_Errhandler eh) { return eh == MPI_ERRORS_ARE_FATAL; }
+
+// Info keys MPI defines for windows; unknown keys are ignored, as MPI allows.
+void parse_info(MPI_Info info, Window::Info* out) {
+    if (info == MPI_INFO_NULL) return;
+    auto get = [&](const char* key, std::string* v) {
+        char buf[MPI_MAX_INFO_VAL + 1];
+        int flag = 0;
+        MPI_Info_get(info, key, MPI_MAX_INFO_VAL, buf, &flag);
+        if (flag) *v = buf;
+        return flag != 0;
+    };
+    std::string v;
+    if (get("no_locks", &v)) out->no_locks = v == "true";
+    if (get("accumulate_ordering", &v)) out->accumulate_ordering = v;
+    if (get("accumulate_ops", &v)) out->accumulate_ops = v;
+    if (get("same_size", &v)) out->same_size = v == "true";
+    if (get("same_disp_unit", &v)) out->same_disp_unit = v == "true";
+    if (get("alloc_shared_noncontig", &v)) out->alloc_shared_noncontig = v == "true";
+}
+
+int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
+                  const std::function<int(Engine&, std::unique_ptr<Bootstrap>, std::unique_ptr<Window>*)>& make) {
+    if (!win) return comm_error(comm, raise(MPI_ERR_ARG, "%s: win is NULL", call));
+    *win = FRMA_WIN_NULL;
+    int rc = MPI_SUCCESS;
+    Engine* e = engine(&rc);
+    if (!e) return comm_error(comm, rc);
+    if (comm == MPI_COMM_NULL) return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is MPI_COMM_NULL", call));
+    auto bs = std::make_unique<MpiBootstrap>(comm);
+    if (bs->error()) return comm_error(comm, raise(MPI_ERR_COMM, "%s: cannot duplicate the communicator", call));
+    MPI_Group group = MPI_GROUP_NULL;
+    MPI_Comm_group(bs->comm(), &group);
+    std::unique_ptr<Window> w;
+    rc = make(*e, std::move(bs), &w);
+    if (rc) {
+        MPI_Group_free(&group);
+        return comm_error(comm, rc);
+    }
+    const bool noncontig = w->info.alloc_shared_noncontig;
+    parse_info(info, &w->info);
+    w->info.alloc_shared_noncontig = noncontig;  // what was done, not what was asked
+    auto* h = new fastrma_window;
+    h->w = std::move(w);
+    h->group = group;
+    *win = h;
+    return MPI_SUCCESS;
+}
+
+bool info_flag(MPI_Info info, const char* key) {
+    Window::Info i;
+    parse_info(info, &i);
+    return std::string(key) == "alloc_shared_noncontig" && i.alloc_shared_noncontig;
+}
+
+}  // namespace
+
+namespace fastrma::detail {
+
+static bool is_fatal(MPI_Errhandler eh) { return eh == MPI_ERRORS_ARE_FATAL; }
 
 // An error without a usable window: MPI routes it to the communicator's handler.
 int comm_error(MPI_Comm comm, int rc) {
@@ -132,34 +186,7 @@ int win_error(FRMA_Win win, int rc) {
 
 bool valid(FRMA_Win win) { return win && win->magic == fastrma_window::kMagic && win->w; }
 
-#define FRMA_CHECK_WIN(win, call)                                                          \
-    do {                                                                                   \
-        if (!valid(win))                                                                   \
-            return comm_error(MPI_COMM_WORLD,                                              \
-                              raise(MPI_ERR_WIN, "%s: invalid window handle %p", call,     \
-                                    static_cast<void*>(win)));                             \
-    } while (0)
-
-template <class F>
-int create_window(const char* call, MPI_Comm comm, FRMA_Win* win, F&& make) {
-    if (!win) return comm_error(comm, raise(MPI_ERR_ARG, "%s: win is NULL", call));
-    *win = FRMA_WIN_NULL;
-    int rc = MPI_SUCCESS;
-    Engine* e = engine(&rc);
-    if (!e) return comm_error(comm, rc);
-    if (comm == MPI_COMM_NULL) return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is MPI_COMM_NULL", call));
-    auto bs = std::make_unique<MpiBootstrap>(comm);
-    if (bs->error()) return comm_error(comm, raise(MPI_ERR_COMM, "%s: cannot duplicate the communicator", call));
-    std::unique_ptr<Window> w;
-    rc = make(*e, std::move(bs), &w);
-    if (rc) return comm_error(comm, rc);
-    auto* h = new fastrma_window;
-    h->w = std::move(w);
-    *win = h;
-    return MPI_SUCCESS;
-}
-
-}  // namespace
+}  // namespace fastrma::detail
 
 extern "C" {
 
@@ -186,17 +213,33 @@ int FRMA_Print_stats(void) {
     return MPI_SUCCESS;
 }
 
-int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info, MPI_Comm comm, void* baseptr,
+int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
                       FRMA_Win* win) {
     if (!baseptr) return comm_error(comm, raise(MPI_ERR_ARG, "FRMA_Win_allocate: baseptr is NULL"));
-    return create_window("FRMA_Win_allocate", comm, win, [&](Engine& e, auto bs, auto* w) {
+    return create_window("FRMA_Win_allocate", comm, info, win, [&](Engine& e, auto bs, auto* w) {
         return Window::allocate(e, std::move(bs), size, disp_unit, static_cast<void**>(baseptr), w);
     });
 }
 
-int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info, MPI_Comm comm,
+int FRMA_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                             void* baseptr, FRMA_Win* win) {
+    if (!baseptr) return comm_error(comm, raise(MPI_ERR_ARG, "FRMA_Win_allocate_shared: baseptr is NULL"));
+    const bool noncontig = info_flag(info, "alloc_shared_noncontig");
+    return create_window("FRMA_Win_allocate_shared", comm, info, win, [&](Engine& e, auto bs, auto* w) {
+        return Window::allocate_shared(e, std::move(bs), size, disp_unit, noncontig,
+                                       static_cast<void**>(baseptr), w);
+    });
+}
+
+int FRMA_Win_create_dynamic(MPI_Info info, MPI_Comm comm, FRMA_Win* win) {
+    return create_window("FRMA_Win_create_dynamic", comm, info, win, [&](Engine& e, auto bs, auto* w) {
+        return Window::create_dynamic(e, std::move(bs), w);
+    });
+}
+
+int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                     FRMA_Win* win) {
-    return create_window("FRMA_Win_create", comm, win, [&](Engine& e, auto bs, auto* w) {
+    return create_window("FRMA_Win_create", comm, info, win, [&](Engine& e, auto bs, auto* w) {
         return Window::create(e, std::move(bs), base, size, disp_unit, w);
     });
 }
@@ -205,6 +248,8 @@ int FRMA_Win_free(FRMA_Win* win) {
     if (!win) return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_free: win is NULL"));
     FRMA_CHECK_WIN(*win, "FRMA_Win_free");
     if (int rc = (*win)->w->free_collective()) return win_error(*win, rc);
+    delete_all_attributes(*win);
+    if ((*win)->group != MPI_GROUP_NULL) MPI_Group_free(&(*win)->group);
     (*win)->magic = 0;
     (*win)->w.reset();
     delete *win;
@@ -224,10 +269,8 @@ int FRMA_Win_get_attr(FRMA_Win win, int keyval, void* attribute_val, int* flag) 
     else if (keyval == MPI_WIN_DISP_UNIT) *out = &w.attr_disp_unit_;
     else if (keyval == MPI_WIN_CREATE_FLAVOR) *out = &w.attr_flavor_;
     else if (keyval == MPI_WIN_MODEL) *out = &w.attr_model_;
-    else {
-        *flag = 0;
-        return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_get_attr: keyval %d is not a window attribute fastrma knows", keyval));
-    }
+    else if (!user_attribute(win, keyval, out, flag))
+        return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_get_attr: keyval %d was not created with FRMA_Win_create_keyval", keyval));
     return MPI_SUCCESS;
 }
 
@@ -405,8 +448,6 @@ int FRMA_Win_call_errhandler(FRMA_Win win, int errorcode) {
 }
 
 }  // extern "C"
-
-#include "engine/c_api_internal.hpp"
 
 namespace fastrma::detail {
 Window* window_of(FRMA_Win win) { return valid(win) ? win->w.get() : nullptr; }

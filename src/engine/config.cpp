@@ -20,6 +20,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_WIN_TARGET_POOL", "64", "Targets in each window's own pool."},
         {"FASTRMA_SLOTS", "64", "Slots of each window's slot table (rank r lives in slot r % n)."},
         {"FASTRMA_ACC_STRIPES", "16", "Accumulate-lock stripes per window part (create windows, non-native types)."},
+        {"FASTRMA_DYN_REGIONS", "4096", "Regions one process can attach to one dynamic window (16 bytes each in its state segment)."},
         {"FASTRMA_SHM_METHOD", "auto", "How node peers map a segment: pidfd (memfd + pidfd_getfd), shm_open (named, 0600, unlinked once mapped), auto (pidfd, else shm_open)."},
         {"FASTRMA_TRANSPORT", "auto", "Transport for peers: auto or shm (am arrives with issue 4)."},
         {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
@@ -59,6 +60,7 @@ Config Config::from_env() {
     c.win_target_pool = std::size_t(env_long("FASTRMA_WIN_TARGET_POOL", 64, 1, 1L << 30));
     c.slots = std::size_t(env_long("FASTRMA_SLOTS", 64, 1, 1L << 20));
     c.acc_stripes = int(env_long("FASTRMA_ACC_STRIPES", 16, 1, 32));
+    c.dyn_regions = std::size_t(env_long("FASTRMA_DYN_REGIONS", 4096, 1, 1L << 24));
     if (const char* m = env("FASTRMA_SHM_METHOD")) {
         if (!std::strcmp(m, "pidfd")) c.shm_method = ShmMethod::pidfd;
         else if (!std::strcmp(m, "shm_open")) c.shm_method = ShmMethod::shm_open;

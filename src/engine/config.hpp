@@ -21,6 +21,7 @@ struct Config {
     std::size_t win_target_pool = 64;// FASTRMA_WIN_TARGET_POOL (per window)
     std::size_t slots = 64;          // FASTRMA_SLOTS
     int acc_stripes = 16;            // FASTRMA_ACC_STRIPES
+    std::size_t dyn_regions = 4096;  // FASTRMA_DYN_REGIONS
     ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD
     std::string transport = "auto";  // FASTRMA_TRANSPORT
     bool stats = false;              // FASTRMA_STATS

@@ -14,7 +14,9 @@ int raise(int cls, const char* fmt, ...) {
     va_start(ap, fmt);
     std::vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    t_last = std::string(error_class_name(cls)) + ": " + buf;
+    t_last.assign(error_class_name(cls));  // (not operator+: GCC 12 warns falsely)
+    t_last.append(": ");
+    t_last.append(buf);
     return cls;
 }
 
@@ -44,6 +46,7 @@ const char* error_class_name(int cls) {
     case MPI_ERR_RMA_FLAVOR: return "MPI_ERR_RMA_FLAVOR";
     case MPI_ERR_UNSUPPORTED_OPERATION: return "MPI_ERR_UNSUPPORTED_OPERATION";
     case MPI_ERR_KEYVAL: return "MPI_ERR_KEYVAL";
+    case MPI_ERR_GROUP: return "MPI_ERR_GROUP";
     case MPI_ERR_OTHER: return "MPI_ERR_OTHER";
     case MPI_ERR_INTERN: return "MPI_ERR_INTERN";
     default: return "MPI_ERR_UNKNOWN";

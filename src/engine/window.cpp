@@ -23,21 +23,15 @@ namespace fastrma::detail {
 
 namespace {
 
-// What every member tells the others at creation.
-struct PeerInfo {
-    int err;
-    int disp_unit;
-    std::uint64_t size;
-    std::uint64_t base;  // the data's address in the owner's address space
-    SegmentExport seg;
-};
-
 const char* mode_name(AccessMode m) {
     switch (m) {
     case AccessMode::none: return "no epoch";
     case AccessMode::per_target: return "a lock epoch";
     case AccessMode::lock_all_called:
     case AccessMode::lock_all_granted: return "a lock_all epoch";
+    case AccessMode::fence_called:
+    case AccessMode::fence_active: return "a fence epoch";
+    case AccessMode::pscw: return "a start (PSCW) epoch";
     }
     return "?";
 }
@@ -56,84 +50,143 @@ Window::~Window() {
 
 int Window::allocate(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit,
                      void** baseptr, std::unique_ptr<Window>* out) {
-    int rc = build(eng, std::move(bs), MPI_WIN_FLAVOR_ALLOCATE, nullptr, size, disp_unit, out);
+    int rc = build(eng, std::move(bs), MPI_WIN_FLAVOR_ALLOCATE, nullptr, size, disp_unit, false, out);
     if (rc == MPI_SUCCESS && baseptr) *baseptr = (*out)->base_;
     return rc;
 }
 
 int Window::create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_Aint size,
                    int disp_unit, std::unique_ptr<Window>* out) {
-    return build(eng, std::move(bs), MPI_WIN_FLAVOR_CREATE, base, size, disp_unit, out);
+    return build(eng, std::move(bs), MPI_WIN_FLAVOR_CREATE, base, size, disp_unit, false, out);
 }
 
+int Window::allocate_shared(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size,
+                            int disp_unit, bool noncontig, void** baseptr,
+                            std::unique_ptr<Window>* out) {
+    int rc = build(eng, std::move(bs), MPI_WIN_FLAVOR_SHARED, nullptr, size, disp_unit, noncontig, out);
+    if (rc == MPI_SUCCESS && baseptr) *baseptr = (*out)->base_;
+    return rc;
+}
+
+int Window::create_dynamic(Engine& eng, std::unique_ptr<Bootstrap> bs, std::unique_ptr<Window>* out) {
+    return build(eng, std::move(bs), MPI_WIN_FLAVOR_DYNAMIC, nullptr, 0, 1, false, out);
+}
+
+namespace {
+const char* create_call(int flavor) {
+    switch (flavor) {
+    case MPI_WIN_FLAVOR_ALLOCATE: return "FRMA_Win_allocate";
+    case MPI_WIN_FLAVOR_SHARED: return "FRMA_Win_allocate_shared";
+    case MPI_WIN_FLAVOR_DYNAMIC: return "FRMA_Win_create_dynamic";
+    default: return "FRMA_Win_create";
+    }
+}
+std::size_t page_round(std::size_t n) {
+    const std::size_t pg = std::size_t(sysconf(_SC_PAGESIZE));
+    return (n + pg - 1) / pg * pg;
+}
+
+// Every member learns every other's verdict; a failure anywhere fails the call everywhere
+// (with the local message where the failure was local), so nobody is left waiting.
+int agree(Bootstrap& b, int err, const std::string& msg, const char* call) {
+    std::vector<int> errs(std::size_t(b.size()));
+    b.allgather(&err, sizeof err, errs.data());
+    if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
+    for (int r = 0; r < b.size(); ++r)
+        if (errs[std::size_t(r)])
+            return raise(errs[std::size_t(r)], "%s: window creation failed at rank %d", call, r);
+    return MPI_SUCCESS;
+}
+}  // namespace
+
 int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
-                  MPI_Aint size, int disp_unit, std::unique_ptr<Window>* out) {
+                  MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out) {
     out->reset();
-    const char* call = flavor == MPI_WIN_FLAVOR_ALLOCATE ? "FRMA_Win_allocate" : "FRMA_Win_create";
+    const char* call = create_call(flavor);
     std::unique_ptr<Window> w(new Window(eng, std::move(bs)));
     Bootstrap& b = *w->bs_;
-    w->rank_ = b.rank();
-    w->nprocs_ = b.size();
+    const int n = b.size(), me = b.rank();
+    w->rank_ = me;
+    w->nprocs_ = n;
     w->flavor_ = flavor;
     w->topo_ = discover_topology(b);
+    const bool is_shared = flavor == MPI_WIN_FLAVOR_SHARED;
+    const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
 
-    // Local checks first; their verdict travels with the first exchange so that a bad
-    // argument on one rank fails the call on every rank instead of hanging the others.
+    // 1. Local checks, and the sizes everyone needs before segments exist.
     int err = MPI_SUCCESS;
-    std::string msg;
     if (size < 0) err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(size));
     else if (disp_unit <= 0)
         err = raise(MPI_ERR_DISP, "%s: disp_unit %d must be positive", call, disp_unit);
     else if (flavor == MPI_WIN_FLAVOR_CREATE && size > 0 && !user_base)
         err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(size));
-    w->tp_.resize(std::size_t(w->nprocs_));
-    if (!err)
-        for (int r = 0; r < w->nprocs_ && !err; ++r)
-            if (!(w->tp_[std::size_t(r)] = eng.select_transport(w->topo_, r)))
-                err = MPI_ERR_UNSUPPORTED_OPERATION;
-    if (!err) {
-        std::size_t seg = kStateBytes + (flavor == MPI_WIN_FLAVOR_ALLOCATE ? std::size_t(size) : 0);
-        err = w->own_.create(seg, eng.config().shm_method);
-    }
-    if (!err && eng.config().fault == "kill_after_segment" && w->rank_ == w->nprocs_ - 1 &&
-        w->nprocs_ > 1)
+    else if (is_shared && !w->topo_.all_local())
+        err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans %s nodes; shared windows need one",
+                    call, "several");
+    w->tp_.resize(std::size_t(n));
+    for (int r = 0; r < n && !err; ++r)
+        if (!(w->tp_[std::size_t(r)] = eng.select_transport(w->topo_, r)))
+            err = MPI_ERR_UNSUPPORTED_OPERATION;
+    std::string msg = err ? last_error_message() : std::string();
+    struct Sizes { int err; int disp_unit; std::uint64_t size; };
+    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size)};
+    std::vector<Sizes> sizes(static_cast<std::size_t>(n));
+    b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
+    for (int r = 0; r < n; ++r)
+        if (sizes[std::size_t(r)].err) {
+            if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
+            return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
+        }
+
+    // 2. My segment: the state area (+ my data, + for a contiguous shared window the
+    // whole node's data at the node's first rank).
+    w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
+    w->dyn_word0_ = dyn_table_word0(n);
+    const std::size_t state_bytes = page_round(
+        8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
+    const bool contiguous = is_shared && !noncontig;
+    const int leader = w->topo_.local_ranks.empty() ? me : w->topo_.local_ranks[0];
+    std::vector<std::uint64_t> offset(static_cast<std::size_t>(n), 0);  // contiguous shared: start of each part
+    std::uint64_t total = 0;
+    for (int r = 0; r < n; ++r) { offset[std::size_t(r)] = total; total += sizes[std::size_t(r)].size; }
+    std::size_t data_bytes = 0;
+    if (flavor == MPI_WIN_FLAVOR_ALLOCATE || (is_shared && noncontig)) data_bytes = std::size_t(size);
+    else if (contiguous && me == leader) data_bytes = std::size_t(total);
+    err = w->own_.create(state_bytes + data_bytes, eng.config().shm_method);
+    if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
     if (err) msg = last_error_message();
 
+    struct PeerInfo { int err; std::uint64_t base; SegmentExport seg; };
     PeerInfo mine{};
     mine.err = err;
-    mine.disp_unit = disp_unit;
-    mine.size = std::uint64_t(size < 0 ? 0 : size);
     if (!err) {
-        w->base_ = flavor == MPI_WIN_FLAVOR_ALLOCATE ? w->own_.data() + kStateBytes : user_base;
-        if (size == 0 && flavor == MPI_WIN_FLAVOR_CREATE) w->base_ = user_base;
+        if (flavor == MPI_WIN_FLAVOR_CREATE) w->base_ = user_base;
+        else if (data_bytes && !contiguous) w->base_ = w->own_.data() + state_bytes;
         mine.base = reinterpret_cast<std::uint64_t>(w->base_);
         mine.seg = w->own_.export_info();
     }
-    std::vector<PeerInfo> all(std::size_t(w->nprocs_));
+    std::vector<PeerInfo> all(static_cast<std::size_t>(n));
     b.allgather(&mine, sizeof mine, all.data());
-    int first_bad = -1;
-    for (int r = 0; r < w->nprocs_; ++r)
-        if (all[std::size_t(r)].err && first_bad < 0) first_bad = r;
-    if (first_bad >= 0) {
-        if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
-        return raise(all[std::size_t(first_bad)].err, "%s: window creation failed at rank %d",
-                     call, first_bad);
-    }
+    for (int r = 0; r < n; ++r)
+        if (all[std::size_t(r)].err) {
+            if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
+            return raise(all[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
+        }
 
-    // Map every node peer's segment; probe cross-memory attach for create windows.
-    w->mapped_.resize(std::size_t(w->nprocs_));
-    w->peers_.resize(std::size_t(w->nprocs_));
-    w->disp_units_.resize(std::size_t(w->nprocs_));
-    for (int r = 0; r < w->nprocs_ && !err; ++r) {
+    // 3. Map every node peer's segment; probe cross-memory attach where it will be used.
+    w->mapped_.resize(std::size_t(n));
+    w->peers_.resize(std::size_t(n));
+    w->disp_units_.resize(std::size_t(n));
+    for (int r = 0; r < n && !err; ++r) {
         const PeerInfo& pi = all[std::size_t(r)];
         PeerRegion& pr = w->peers_[std::size_t(r)];
-        w->disp_units_[std::size_t(r)] = pi.disp_unit;
-        pr.size = pi.size;
+        w->disp_units_[std::size_t(r)] = sizes[std::size_t(r)].disp_unit;
+        pr.size = is_dynamic ? ~0ull : sizes[std::size_t(r)].size;
         pr.pid = pi.seg.pid;
         pr.remote_addr = pi.base;
         unsigned char* seg = nullptr;
-        if (r == w->rank_) {
+        if (r == me) {
             seg = w->own_.data();
         } else {
             err = w->mapped_[std::size_t(r)].map_peer(pi.seg);
@@ -141,9 +194,11 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             seg = w->mapped_[std::size_t(r)].data();
         }
         pr.state = reinterpret_cast<std::uint64_t*>(seg);
-        if (flavor == MPI_WIN_FLAVOR_ALLOCATE) pr.mapped = seg + kStateBytes;
-        else if (r == w->rank_) pr.mapped = static_cast<unsigned char*>(user_base);
-        else if (pi.size > 0) {
+        if (flavor == MPI_WIN_FLAVOR_ALLOCATE || (is_shared && noncontig)) {
+            pr.mapped = seg + state_bytes;
+        } else if (r == me && flavor == MPI_WIN_FLAVOR_CREATE) {
+            pr.mapped = static_cast<unsigned char*>(user_base);
+        } else if (flavor == MPI_WIN_FLAVOR_CREATE && pi.seg.pid != getpid() && pr.size > 0) {
             if (int e = ShmTransport::probe_cma(pi.seg.pid, pi.base); e != 0)
                 err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
                             "%s: cross-memory attach to rank %d (pid %d) refused: %s; create "
@@ -151,29 +206,39 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
                             call, r, int(pi.seg.pid), std::strerror(e));
         }
     }
-    if (err) msg = last_error_message();
-    // Second exchange: everyone has mapped (so the names can go) and agrees on success.
-    std::vector<int> errs(std::size_t(w->nprocs_));
-    b.allgather(&err, sizeof err, errs.data());
-    w->own_.seal();
-    for (int r = 0; r < w->nprocs_; ++r)
-        if (errs[std::size_t(r)]) {
-            if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
-            return raise(errs[std::size_t(r)], "%s: window creation failed at rank %d", call, r);
+    if (!err && contiguous) {
+        // Everyone's data lives in the leader's segment, one part after another.
+        unsigned char* node_data = reinterpret_cast<unsigned char*>(w->peers_[std::size_t(leader)].state) + state_bytes;
+        for (int r = 0; r < n; ++r) {
+            w->peers_[std::size_t(r)].mapped = node_data + offset[std::size_t(r)];
+            w->peers_[std::size_t(r)].remote_addr = 0;
         }
+        w->base_ = node_data + offset[std::size_t(me)];
+    }
+    if (is_dynamic)
+        for (int r = 0; r < n; ++r) w->peers_[std::size_t(r)].remote_addr = 0;  // disp = address
+    if (err) msg = last_error_message();
+    // Everyone has mapped (so the names can go) and agrees on success.
+    err = agree(b, err, msg, call);
+    w->own_.seal();
+    if (err) return err;
 
     // CPU atomics are the window's atomicity domain only when every part is mapped here
-    // (allocate windows: all peers are node-local and mapped). The choice is per window,
-    // so every origin takes the same path for a given element.
-    w->cpu_atomics_ = flavor == MPI_WIN_FLAVOR_ALLOCATE;
-    w->fast_.resize(std::size_t(w->nprocs_));
-    for (int r = 0; r < w->nprocs_; ++r)
-        w->fast_[std::size_t(r)] = {w->peers_[std::size_t(r)].mapped, w->peers_[std::size_t(r)].size,
-                                    std::uint64_t(w->disp_units_[std::size_t(r)]),
-                                    w->peers_[std::size_t(r)].remote_addr, w->peers_[std::size_t(r)].pid};
-    w->local_size_ = size;
+    // (allocate and shared windows: all peers are node-local and mapped). The choice is per
+    // window, so every origin takes the same path for a given element.
+    w->cpu_atomics_ = flavor == MPI_WIN_FLAVOR_ALLOCATE || is_shared;
+    w->fast_.resize(std::size_t(n));
+    for (int r = 0; r < n; ++r) {
+        const PeerRegion& pr = w->peers_[std::size_t(r)];
+        w->fast_[std::size_t(r)] = {pr.mapped, is_dynamic ? 0 : pr.size,
+                                    std::uint64_t(w->disp_units_[std::size_t(r)]), pr.remote_addr, pr.pid};
+    }
+    w->in_start_group_.assign(std::size_t(n), 0);
+    if (is_dynamic) w->dyn_cache_.resize(std::size_t(n));
+    w->info.alloc_shared_noncontig = is_shared && noncontig;
+    w->local_size_ = is_dynamic ? 0 : size;
     w->disp_unit_ = disp_unit;
-    w->attr_size_ = size;
+    w->attr_size_ = w->local_size_;
     w->attr_disp_unit_ = disp_unit;
     w->attr_flavor_ = flavor;
     Window* self = w.get();
@@ -187,9 +252,11 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 int Window::free_collective() {
     {
         std::lock_guard lk(epoch_mu_);
-        if (mode_.load() != AccessMode::none)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_free: %s is still open on this window",
-                         mode_name(mode_.load()));
+        AccessMode m = mode_.load();
+        if (m != AccessMode::none && m != AccessMode::fence_called)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_free: %s is still open on this window", mode_name(m));
+        if (exposed_)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_free: a PSCW exposure epoch is still open");
     }
     // Every member has closed its epochs; after the barrier nobody touches our memory.
     bs_->barrier();
@@ -265,8 +332,10 @@ int Window::lock(int lock_type, int rank, int assert_) {
     {
         std::lock_guard lk(epoch_mu_);
         AccessMode m = mode_.load();
-        if (m != AccessMode::none && m != AccessMode::per_target)
+        if (m != AccessMode::none && m != AccessMode::per_target && m != AccessMode::fence_called)
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d: %s is open on this window", rank, mode_name(m));
+        if (info.no_locks)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: the window was created with info no_locks=true");
         Slot& s = slots_.slot_of(rank);
         std::lock_guard sl(s.mu);
         if (slots_.find(rank))
@@ -355,8 +424,10 @@ int Window::lock_all(int assert_) {
         return raise(MPI_ERR_ASSERT, "FRMA_Win_lock_all: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
     std::lock_guard lk(epoch_mu_);
     AccessMode m = mode_.load();
-    if (m != AccessMode::none)
+    if (m != AccessMode::none && m != AccessMode::fence_called)
         return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: %s is already open on this window", mode_name(m));
+    if (info.no_locks)
+        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: the window was created with info no_locks=true");
     lock_all_assert_ = assert_;
     if (assert_ & MPI_MODE_NOCHECK) {
         lock_all_acquired_ = false;
@@ -421,7 +492,7 @@ int Window::flush(int rank, bool local) {
         return ensure_lock_all();
     case AccessMode::per_target:
         return wait_target(rank, local ? SyncFlag::flush_local : SyncFlag::flush, false);
-    case AccessMode::none: break;
+    default: break;
     }
     return raise(MPI_ERR_RMA_SYNC, "%s: rank %d: no passive-target epoch is open", call, rank);
 }
@@ -449,7 +520,7 @@ int Window::flush_all(bool local) {
         }
         return rc;
     }
-    case AccessMode::none: break;
+    default: break;
     }
     return raise(MPI_ERR_RMA_SYNC, "%s: no passive-target epoch is open", call);
 }
@@ -607,26 +678,77 @@ bool Window::collect_garbage() {
     }
 }
 
-int Window::post(const OpRequest& rq) {
+// Which epoch lets this op go to rank? Completes a pending lock_all and turns a fresh
+// fence epoch into an active one. On success *m is the mode to issue under.
+int Window::check_epoch_for_op(const char* call, int r, AccessMode* m) {
+    *m = mode_.load(std::memory_order_acquire);
+    if (*m == AccessMode::lock_all_called) {
+        if (ensure_lock_all() == MPI_SUCCESS) *m = AccessMode::lock_all_granted;
+        else *m = mode_.load(std::memory_order_acquire);
+    }
+    if (*m == AccessMode::fence_called) {
+        AccessMode expected = AccessMode::fence_called;
+        mode_.compare_exchange_strong(expected, AccessMode::fence_active);
+        *m = mode_.load(std::memory_order_acquire);
+    }
+    switch (*m) {
+    case AccessMode::lock_all_granted:
+    case AccessMode::fence_active:
+    case AccessMode::per_target:
+        return MPI_SUCCESS;
+    case AccessMode::pscw:
+        if (in_start_group_[std::size_t(r)]) return MPI_SUCCESS;
+        return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not in the group of this process's FRMA_Win_start", call, r);
+    default:
+        return raise(MPI_ERR_RMA_SYNC, "%s: no access epoch is open to rank %d (lock, lock_all, fence or start first)", call, r);
+    }
+}
+
+// Dynamic windows: the displacement is an address that must lie in one region the target
+// has attached. The peer's table is re-read whenever its version moved, so a region that
+// was detached (and whose memory may be reused) is never written.
+int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uint64_t bytes) {
+    if (bytes == 0) return MPI_SUCCESS;
+    const std::uint64_t* table = peer(r).state + dyn_word0_;
+    std::lock_guard lk(dyn_mu_);
+    RegionCache& c = dyn_cache_[std::size_t(r)];
+    for (;;) {
+        std::uint64_t v1 = __atomic_load_n(&table[0], __ATOMIC_ACQUIRE);
+        if (v1 == c.version) break;
+        if (v1 & 1) { sched_yield(); continue; }  // the owner is changing it
+        std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), dyn_capacity_);
+        c.regions.resize(count);
+        for (std::uint64_t i = 0; i < count; ++i)
+            c.regions[i] = {__atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
+                            __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&table[0], __ATOMIC_ACQUIRE) == v1) c.version = v1;
+    }
+    for (const Region& g : c.regions)
+        if (addr >= g.base && addr + bytes <= g.base + g.size) return MPI_SUCCESS;
+    return raise(MPI_ERR_RMA_RANGE, "%s: address %#llx + %llu bytes is not inside a region rank %d has attached",
+                 call, static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), r);
+}
+
+int Window::post(const OpRequest& rq, bool complete_now) {
     if (int rc = check_target_rank(rq.call, rq.target_rank)) return rc;
     if (rq.target_rank == MPI_PROC_NULL) return MPI_SUCCESS;
     Op desc;
     if (int rc = validate(rq, &desc)) return rc;
     const int r = rq.target_rank;
-    AccessMode m = mode_.load(std::memory_order_acquire);
-    if (m == AccessMode::lock_all_called) {
-        if (ensure_lock_all() == MPI_SUCCESS) m = AccessMode::lock_all_granted;
-        else m = mode_.load(std::memory_order_acquire);
-    }
-    if (m == AccessMode::lock_all_granted) {
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC)
+        if (int rc = dynamic_offset(rq.call, r, desc.offset, span_bytes(*desc.type, desc.count))) return rc;
+    AccessMode m;
+    if (int rc = check_epoch_for_op(rq.call, r, &m)) return rc;
+    if (complete_now && m != AccessMode::per_target && m != AccessMode::lock_all_granted)
+        return raise(MPI_ERR_RMA_SYNC, "%s: request-based operations need a passive-target epoch (lock or lock_all)", rq.call);
+    if (m != AccessMode::per_target) {
         count_op(desc.kind);
         if (desc.count == 0) return MPI_SUCCESS;
         bump(Stat::direct);
         if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
         return MPI_SUCCESS;
     }
-    if (m != AccessMode::per_target)
-        return raise(MPI_ERR_RMA_SYNC, "%s: no access epoch is open to rank %d (lock it or lock_all first)", rq.call, r);
 
     Slot& s = slots_.slot_of(r);
     Op* spare = nullptr;
@@ -637,13 +759,14 @@ int Window::post(const OpRequest& rq) {
             if (spare) Pool<Op>::put(spare);
             return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", rq.call, r);
         }
-        count_op(desc.kind);
         if (desc.count == 0) {
+            count_op(desc.kind);
             if (spare) Pool<Op>::put(spare);
             return MPI_SUCCESS;
         }
         if (!t->head && (t->state == AccessState::lock_granted || try_acquire(t))) {
             // Fast path: granted, nothing queued before us: issue from this thread.
+            count_op(desc.kind);
             ++t->issued;
             ++t->completed;
             sl.unlock();
@@ -652,12 +775,23 @@ int Window::post(const OpRequest& rq) {
             if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
             return MPI_SUCCESS;
         }
+        if (complete_now) {
+            // A request must be complete when we hand it out: get the lock and issue
+            // the queue ahead of us now, then come back to the fast path above.
+            sl.unlock();
+            if (int rc = wait_target(r, SyncFlag::flush_local, false)) {
+                if (spare) Pool<Op>::put(spare);
+                return rc;
+            }
+            continue;
+        }
         if (!spare) {
             // Queue it; allocation may have to collect garbage, never under a slot mutex.
             sl.unlock();
             spare = alloc_op();
             continue;
         }
+        count_op(desc.kind);
         void* home = spare->home;
         *spare = desc;
         spare->home = home;
@@ -668,6 +802,199 @@ int Window::post(const OpRequest& rq) {
         eng_.progress().wake();
         return MPI_SUCCESS;
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Active target: fence and post/start/complete/wait.
+
+int Window::fence(int assert_) {
+    constexpr int kAllowed = MPI_MODE_NOSTORE | MPI_MODE_NOPUT | MPI_MODE_NOPRECEDE | MPI_MODE_NOSUCCEED;
+    if (assert_ & ~kAllowed)
+        return raise(MPI_ERR_ASSERT, "FRMA_Win_fence: assert %#x has bits other than NOSTORE, NOPUT, NOPRECEDE, NOSUCCEED", assert_);
+    {
+        std::lock_guard lk(epoch_mu_);
+        AccessMode m = mode_.load();
+        if (m != AccessMode::none && m != AccessMode::fence_called && m != AccessMode::fence_active)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_fence: %s is open on this window", mode_name(m));
+        if (exposed_)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_fence: a PSCW exposure epoch (FRMA_Win_post) is open; call FRMA_Win_wait first");
+        if (m == AccessMode::fence_active && (assert_ & MPI_MODE_NOPRECEDE))
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_fence: MPI_MODE_NOPRECEDE, but this process issued operations since the last fence");
+    }
+    // Complete what this process issued (on shared memory: complete already; order it),
+    // then the barrier: after it, every process's operations of the closing epoch are
+    // complete at their targets, and local stores before the fence are visible to all.
+    for (int r = 0; r < nprocs_; ++r) tp_[std::size_t(r)]->flush(peer(r));
+    bs_->barrier();
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    std::lock_guard lk(epoch_mu_);
+    mode_.store((assert_ & MPI_MODE_NOSUCCEED) ? AccessMode::none : AccessMode::fence_called,
+                std::memory_order_release);
+    return MPI_SUCCESS;
+}
+
+namespace {
+int check_group(const char* call, const std::vector<int>& group, int nprocs) {
+    for (int g : group)
+        if (g < 0 || g >= nprocs)
+            return raise(MPI_ERR_GROUP, "%s: the group holds a process (%d) that is not in the window's group", call, g);
+    return MPI_SUCCESS;
+}
+}  // namespace
+
+int Window::expose(const std::vector<int>& group, int assert_) {
+    constexpr int kAllowed = MPI_MODE_NOCHECK | MPI_MODE_NOSTORE | MPI_MODE_NOPUT;
+    if (assert_ & ~kAllowed)
+        return raise(MPI_ERR_ASSERT, "FRMA_Win_post: assert %#x has bits other than NOCHECK, NOSTORE, NOPUT", assert_);
+    if (int rc = check_group("FRMA_Win_post", group, nprocs_)) return rc;
+    {
+        std::lock_guard lk(epoch_mu_);
+        if (exposed_)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_post: an exposure epoch is already open (FRMA_Win_wait/test first)");
+        if (mode_.load() == AccessMode::fence_active)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_post: a fence epoch with operations is open");
+        exposed_ = true;
+        expose_expected_ = group.size();
+        if (mode_.load() == AccessMode::fence_called) mode_.store(AccessMode::none);
+    }
+    // Local stores before the post must be visible to the origins that start after it.
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!(assert_ & MPI_MODE_NOCHECK))
+        for (int g : group)
+            tp_[std::size_t(g)]->atomic8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64,
+                                         AtomicOp::fetch_or, 1ull << (rank_ % 64));
+    return MPI_SUCCESS;
+}
+
+int Window::start(const std::vector<int>& group, int assert_) {
+    constexpr int kAllowed = MPI_MODE_NOCHECK;
+    if (assert_ & ~kAllowed)
+        return raise(MPI_ERR_ASSERT, "FRMA_Win_start: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
+    if (int rc = check_group("FRMA_Win_start", group, nprocs_)) return rc;
+    {
+        std::lock_guard lk(epoch_mu_);
+        AccessMode m = mode_.load();
+        if (m != AccessMode::none && m != AccessMode::fence_called)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_start: %s is open on this window", mode_name(m));
+        start_group_ = group;
+        for (int g : group) in_start_group_[std::size_t(g)] = 1;
+        mode_.store(AccessMode::pscw, std::memory_order_release);
+    }
+    if (assert_ & MPI_MODE_NOCHECK) return MPI_SUCCESS;
+    // Wait until every target of the group has posted; consume exactly one post of each,
+    // so an early post for a later epoch stays for that epoch.
+    for (int g : group) {
+        const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
+        const std::uint64_t bit = 1ull << (g % 64);
+        unsigned us = 0;
+        while (!(__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit)) backoff(us);
+        __atomic_fetch_and(my_word(w), ~bit, __ATOMIC_ACQ_REL);
+    }
+    return MPI_SUCCESS;
+}
+
+int Window::complete() {
+    std::vector<int> group;
+    {
+        std::lock_guard lk(epoch_mu_);
+        if (mode_.load() != AccessMode::pscw)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_complete: no FRMA_Win_start epoch is open");
+        group.swap(start_group_);
+        for (int g : group) in_start_group_[std::size_t(g)] = 0;
+        mode_.store(AccessMode::none, std::memory_order_release);
+    }
+    for (int g : group) {
+        tp_[std::size_t(g)]->flush(peer(g));  // remote completion before the signal
+        tp_[std::size_t(g)]->atomic8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
+    }
+    return MPI_SUCCESS;
+}
+
+int Window::test_exposure(bool* done) {
+    std::lock_guard lk(epoch_mu_);
+    if (!exposed_) return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_wait/test: no FRMA_Win_post epoch is open");
+    // Completes are counted, never matched by rank: an origin can complete epoch k+1
+    // only after our post k+1, which comes after this wait, so counts cannot mix.
+    std::uint64_t got = __atomic_load_n(my_word(kPscwComplete), __ATOMIC_ACQUIRE);
+    *done = got - completes_seen_ >= expose_expected_;
+    if (*done) {
+        completes_seen_ += expose_expected_;
+        exposed_ = false;
+    }
+    return MPI_SUCCESS;
+}
+
+int Window::wait_exposure() {
+    unsigned us = 0;
+    for (;;) {
+        bool done = false;
+        if (int rc = test_exposure(&done)) return rc;
+        if (done) return MPI_SUCCESS;
+        backoff(us);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared and dynamic windows.
+
+int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) const {
+    if (flavor_ != MPI_WIN_FLAVOR_SHARED)
+        return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_shared_query: the window is not of flavor shared");
+    if (rank == MPI_PROC_NULL) {  // the first process with a non-empty part
+        rank = 0;
+        for (int r = 0; r < nprocs_; ++r)
+            if (peer(r).size) { rank = r; break; }
+    } else if (rank < 0 || rank >= nprocs_) {
+        return raise(MPI_ERR_RANK, "FRMA_Win_shared_query: rank %d is outside the window's group of %d", rank, nprocs_);
+    }
+    *size = MPI_Aint(peer(rank).size);
+    *disp_unit = disp_units_[std::size_t(rank)];
+    *base = peer(rank).mapped;
+    return MPI_SUCCESS;
+}
+
+int Window::attach(void* base, MPI_Aint size) {
+    if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC)
+        return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_attach: the window was not created with FRMA_Win_create_dynamic");
+    if (size < 0) return raise(MPI_ERR_SIZE, "FRMA_Win_attach: size %ld is negative", long(size));
+    if (!base && size > 0) return raise(MPI_ERR_ARG, "FRMA_Win_attach: base is NULL");
+    std::lock_guard lk(epoch_mu_);
+    std::uint64_t* table = my_word(dyn_word0_);
+    std::uint64_t count = table[1];
+    const std::uint64_t b = reinterpret_cast<std::uint64_t>(base), e = b + std::uint64_t(size);
+    for (std::uint64_t i = 0; i < count; ++i) {
+        std::uint64_t rb = table[kDynHeaderWords + 2 * i], re = rb + table[kDynHeaderWords + 2 * i + 1];
+        if (b < re && rb < e)
+            return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_attach: [%#llx, +%ld) overlaps an attached region",
+                         static_cast<unsigned long long>(b), long(size));
+    }
+    if (count >= dyn_capacity_)
+        return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_attach: %zu regions are attached already (FASTRMA_DYN_REGIONS)", dyn_capacity_);
+    __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);  // odd: changing
+    __atomic_store_n(&table[kDynHeaderWords + 2 * count], b, __ATOMIC_RELAXED);
+    __atomic_store_n(&table[kDynHeaderWords + 2 * count + 1], std::uint64_t(size), __ATOMIC_RELAXED);
+    __atomic_store_n(&table[1], count + 1, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);  // even: stable
+    return MPI_SUCCESS;
+}
+
+int Window::detach(const void* base) {
+    if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC)
+        return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_detach: the window was not created with FRMA_Win_create_dynamic");
+    std::lock_guard lk(epoch_mu_);
+    std::uint64_t* table = my_word(dyn_word0_);
+    std::uint64_t count = table[1];
+    const std::uint64_t b = reinterpret_cast<std::uint64_t>(base);
+    for (std::uint64_t i = 0; i < count; ++i) {
+        if (table[kDynHeaderWords + 2 * i] != b) continue;
+        __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&table[kDynHeaderWords + 2 * i], table[kDynHeaderWords + 2 * (count - 1)], __ATOMIC_RELAXED);
+        __atomic_store_n(&table[kDynHeaderWords + 2 * i + 1], table[kDynHeaderWords + 2 * (count - 1) + 1], __ATOMIC_RELAXED);
+        __atomic_store_n(&table[1], count - 1, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
+        return MPI_SUCCESS;
+    }
+    return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_detach: %p is not the base of an attached region", base);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -34,7 +34,11 @@
 
 namespace fastrma::detail {
 
-enum class AccessMode : int { none, per_target, lock_all_called, lock_all_granted };
+// fence_called: a fence opened a possible epoch and no op has been issued since (a lock or
+// start may still follow); fence_active: ops were issued, the next sync must be a fence.
+enum class AccessMode : int {
+    none, per_target, lock_all_called, lock_all_granted, fence_called, fence_active, pscw
+};
 
 // One posted operation as the API layer describes it, before validation.
 struct OpRequest {
@@ -74,7 +78,38 @@ public:
                         void** baseptr, std::unique_ptr<Window>* out);
     static int create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_Aint size,
                       int disp_unit, std::unique_ptr<Window>* out);
+    // noncontig: alloc_shared_noncontig (each part its own segment); otherwise the parts
+    // are consecutive in one segment of the node.
+    static int allocate_shared(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size,
+                               int disp_unit, bool noncontig, void** baseptr,
+                               std::unique_ptr<Window>* out);
+    static int create_dynamic(Engine& eng, std::unique_ptr<Bootstrap> bs,
+                              std::unique_ptr<Window>* out);
     int free_collective();  // MPI_Win_free: checks no epoch is open, barrier, release
+
+    int shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) const;
+    int attach(void* base, MPI_Aint size);
+    int detach(const void* base);
+
+    // Active-target synchronization. Groups are given as window ranks.
+    int fence(int assert_);
+    int expose(const std::vector<int>& group, int assert_);  // MPI_Win_post
+    int start(const std::vector<int>& group, int assert_);
+    int complete();
+    int wait_exposure();
+    int test_exposure(bool* done);
+
+    // MPI-defined info keys and their effect.
+    struct Info {
+        bool no_locks = false;
+        std::string accumulate_ordering = "rar,raw,war,waw";
+        std::string accumulate_ops = "same_op_no_op";
+        bool same_size = false;
+        bool same_disp_unit = false;
+        bool alloc_shared_noncontig = false;
+    };
+    Info info;
+    std::string name;
 
     // Passive-target synchronization.
     int lock(int lock_type, int rank, int assert_);
@@ -85,8 +120,9 @@ public:
     int flush_all(bool local);
     int sync();
 
-    // Communication.
-    int post(const OpRequest& rq);
+    // Communication. complete_now: the op must be complete locally when this returns
+    // (request-based operations), so it is never left queued.
+    int post(const OpRequest& rq, bool complete_now = false);
 
     // Fast paths (window_fast.hpp): the common case of a lock_all epoch, a predefined
     // type, a mapped target and an in-range displacement, in a few dozen instructions.
@@ -104,6 +140,7 @@ public:
     inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
                                MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op);
     inline int fast_flush(int rank);
+    inline bool direct_mode() const;
     inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank,
                              MPI_Aint disp, int tcount, MPI_Datatype ttype);
 
@@ -130,7 +167,10 @@ public:
 private:
     Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
     static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
-                     MPI_Aint size, int disp_unit, std::unique_ptr<Window>* out);
+                     MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
+    int check_epoch_for_op(const char* call, int rank, AccessMode* m);
+    int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
+    std::uint64_t* my_word(std::size_t w) const { return peers_[std::size_t(rank_)].state + w; }
 
     const PeerRegion& peer(int r) const { return peers_[std::size_t(r)]; }
     IssueContext ctx(int r) const {
@@ -184,6 +224,21 @@ private:
     int n_locks_ = 0;          // per-target locks held (epoch_mu_)
     int lock_all_assert_ = 0;
     bool lock_all_acquired_ = false;
+
+    // PSCW: the access side's group, the exposure side's bookkeeping (epoch_mu_).
+    std::vector<char> in_start_group_;
+    std::vector<int> start_group_;
+    bool exposed_ = false;
+    std::uint64_t expose_expected_ = 0, completes_seen_ = 0;
+
+    // Dynamic windows: my attached regions live in my state segment (seqlock); origins
+    // keep a copy of each peer's table and revalidate its version on every access.
+    struct Region { std::uint64_t base, size; };
+    struct RegionCache { std::uint64_t version = ~0ull; std::vector<Region> regions; };
+    std::mutex dyn_mu_;
+    std::vector<RegionCache> dyn_cache_;
+    std::size_t dyn_capacity_ = 0;
+    std::size_t dyn_word0_ = 0;
 
     SlotTable slots_;
     Pool<Op> op_pool_;

@@ -13,6 +13,13 @@
 
 namespace fastrma::detail {
 
+// Epochs in which an op goes straight to its target: a granted lock_all, or a fence epoch
+// that already has operations (the first op after a fence takes the slow path once).
+inline bool Window::direct_mode() const {
+    AccessMode m = mode_.load(std::memory_order_acquire);
+    return m == AccessMode::lock_all_granted || m == AccessMode::fence_active;
+}
+
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
@@ -39,7 +46,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
 
 inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype,
                                  int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype) {
-    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
+    if (!direct_mode() ||
         otype != ttype || ocount != tcount || ocount <= 0 || !origin)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
@@ -67,7 +74,7 @@ inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int ra
 
 inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type,
                                      int rank, MPI_Aint disp, MPI_Op op) {
-    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted || !cpu_atomics_ ||
+    if (!direct_mode() || !cpu_atomics_ ||
         !result || (!origin && op != MPI_NO_OP))
         return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
@@ -92,7 +99,7 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
 
 inline int Window::fast_compare_and_swap(const void* origin, const void* compare, void* result,
                                          MPI_Datatype type, int rank, MPI_Aint disp) {
-    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted || !cpu_atomics_ ||
+    if (!direct_mode() || !cpu_atomics_ ||
         !origin || !compare || !result)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
@@ -106,7 +113,7 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
 
 inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
                                    MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
-    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted || !cpu_atomics_ ||
+    if (!direct_mode() || !cpu_atomics_ ||
         otype != ttype || ocount != tcount || ocount <= 0 || !origin)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
@@ -124,7 +131,7 @@ inline int Window::fast_flush(int rank) {
     // followed by a get of another location must not pass the put, as on TSO it could).
     if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
         static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
-        return kSlowPath;
+        return kSlowPath;  // flush outside lock_all: per-target state, or an error
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return MPI_SUCCESS;
 }

@@ -9,12 +9,23 @@
 namespace fastrma::detail {
 
 constexpr std::size_t kWordsPerLine = 8;
-constexpr std::size_t kStateBytes = 4096;  // one page, before the window data
+constexpr std::size_t kStateBytes = 4096;  // the fixed words: one page
+
+// After the fixed page come, in this order (word offsets from the segment start):
+//   the PSCW post bitmap: bit r set = rank r has posted to me and I have not started yet
+//     (ceil(p / 64) words; at most one outstanding post per pair, so a bit suffices);
+//   dynamic windows only: the region table, kDynHeaderWords + 2 words per region.
+// The window data of allocate windows follows the whole state area, page-aligned.
+constexpr std::size_t kPostBitmap0 = kStateBytes / 8;
+inline std::size_t post_bitmap_words(int nprocs) { return (std::size_t(nprocs) + 63) / 64; }
+inline std::size_t dyn_table_word0(int nprocs) { return kPostBitmap0 + post_bitmap_words(nprocs); }
+constexpr std::size_t kDynHeaderWords = 2;  // [0] version (seqlock: odd while changing), [1] count
 
 enum StateWord : std::size_t {
     kLockLocal = 0 * kWordsPerLine,   // exclusive bit + shared count (every process)
     kLockGlobal = 1 * kWordsPerLine,  // lock_all holders << 32 | exclusive holders (master)
-    kAccStripe0 = 2 * kWordsPerLine,  // accumulate-lock stripes, one line each
+    kPscwComplete = 2 * kWordsPerLine,  // completes received (monotone counter)
+    kAccStripe0 = 3 * kWordsPerLine,  // accumulate-lock stripes, one line each
 };
 constexpr int kMaxAccStripes = 32;
 static_assert((kAccStripe0 + kMaxAccStripes * kWordsPerLine) * 8 <= kStateBytes);

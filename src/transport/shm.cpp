@@ -81,6 +81,7 @@ std::uint64_t ShmTransport::atomic8(const PeerRegion& peer, std::size_t word, At
     case AtomicOp::fetch_add: return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
     case AtomicOp::swap: return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
     case AtomicOp::load: return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    case AtomicOp::fetch_or: return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
     case AtomicOp::compare_swap:
         __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE);

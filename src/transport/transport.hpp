@@ -19,7 +19,9 @@ namespace fastrma::detail {
 
 enum class Post : std::uint8_t { done, posted, retry, error };
 
-enum class AtomicOp : std::uint8_t { fetch_add, compare_swap, swap, load };
+// fetch_or has no plain IB verb (masked atomics are an extension): a verbs transport
+// would do it with a compare-swap loop.
+enum class AtomicOp : std::uint8_t { fetch_add, compare_swap, swap, load, fetch_or };
 
 // How this process reaches one peer's part of a window.
 struct PeerRegion {

@@ -1,0 +1,178 @@
+// c_api_manage.cpp — window management entry points: names, info, user attributes and
+// their keyvals. Keyval numbers come from the host MPI (MPI_Win_create_keyval), so they
+// never collide with MPI_WIN_BASE and friends; the callbacks and values live here.
+#include <fastrma/fastrma.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "engine/c_api_internal.hpp"
+#include "engine/errors.hpp"
+#include "engine/window.hpp"
+
+using namespace fastrma::detail;
+
+namespace {
+
+struct Keyval {
+    FRMA_Win_copy_attr_function* copy_fn;
+    FRMA_Win_delete_attr_function* delete_fn;
+    void* extra;
+};
+std::mutex g_kv_mu;
+std::map<int, Keyval>& keyvals() {
+    static auto* m = new std::map<int, Keyval>;
+    return *m;
+}
+
+bool predefined(int keyval) {
+    return keyval == MPI_WIN_BASE || keyval == MPI_WIN_SIZE || keyval == MPI_WIN_DISP_UNIT ||
+           keyval == MPI_WIN_CREATE_FLAVOR || keyval == MPI_WIN_MODEL;
+}
+
+// Calls the delete callback of (win, keyval) if set; returns its code.
+int run_delete(FRMA_Win win, int keyval, void* value) {
+    Keyval kv{};
+    {
+        std::lock_guard lk(g_kv_mu);
+        auto it = keyvals().find(keyval);
+        if (it == keyvals().end()) return MPI_SUCCESS;
+        kv = it->second;
+    }
+    return kv.delete_fn ? kv.delete_fn(win, keyval, value, kv.extra) : MPI_SUCCESS;
+}
+
+const char* bool_str(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+namespace fastrma::detail {
+
+void delete_all_attributes(FRMA_Win win) {
+    auto attrs = win->attrs;
+    win->attrs.clear();
+    for (auto& [k, v] : attrs) run_delete(win, k, v);
+}
+
+bool user_attribute(FRMA_Win win, int keyval, void** value, int* flag) {
+    {
+        std::lock_guard lk(g_kv_mu);
+        if (!keyvals().count(keyval)) return false;
+    }
+    auto it = win->attrs.find(keyval);
+    *flag = it != win->attrs.end();
+    if (*flag) *value = it->second;
+    return true;
+}
+
+}  // namespace fastrma::detail
+
+extern "C" {
+
+int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn,
+                           FRMA_Win_delete_attr_function* delete_fn, int* win_keyval,
+                           void* extra_state) {
+    if (!win_keyval)
+        return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_create_keyval: win_keyval is NULL"));
+    int rc = MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, win_keyval, nullptr);
+    if (rc) return comm_error(MPI_COMM_WORLD, raise(rc, "FRMA_Win_create_keyval: the host MPI refused a keyval"));
+    std::lock_guard lk(g_kv_mu);
+    keyvals()[*win_keyval] = {copy_fn, delete_fn, extra_state};
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_free_keyval(int* win_keyval) {
+    if (!win_keyval)
+        return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_free_keyval: win_keyval is NULL"));
+    {
+        std::lock_guard lk(g_kv_mu);
+        if (!keyvals().erase(*win_keyval))
+            return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_KEYVAL, "FRMA_Win_free_keyval: keyval %d was not created with FRMA_Win_create_keyval", *win_keyval));
+    }
+    // Attributes still set with it keep their values until deleted or their window is
+    // freed (MPI: freeing a keyval does not delete its attributes) — their delete callback
+    // is gone with the keyval, so it will not run.
+    MPI_Win_free_keyval(win_keyval);
+    *win_keyval = MPI_KEYVAL_INVALID;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_set_attr(FRMA_Win win, int keyval, void* attribute_val) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_set_attr");
+    if (predefined(keyval))
+        return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_set_attr: keyval %d is a predefined, read-only attribute", keyval));
+    {
+        std::lock_guard lk(g_kv_mu);
+        if (!keyvals().count(keyval))
+            return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_set_attr: keyval %d was not created with FRMA_Win_create_keyval", keyval));
+    }
+    auto it = win->attrs.find(keyval);
+    if (it != win->attrs.end())
+        if (int rc = run_delete(win, keyval, it->second))
+            return win_error(win, raise(rc, "FRMA_Win_set_attr: the delete callback of keyval %d failed", keyval));
+    win->attrs[keyval] = attribute_val;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_delete_attr(FRMA_Win win, int keyval) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_delete_attr");
+    auto it = win->attrs.find(keyval);
+    if (it == win->attrs.end())
+        return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_delete_attr: no attribute is set for keyval %d", keyval));
+    void* v = it->second;
+    if (int rc = run_delete(win, keyval, v))
+        return win_error(win, raise(rc, "FRMA_Win_delete_attr: the delete callback of keyval %d failed", keyval));
+    win->attrs.erase(keyval);
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_set_name(FRMA_Win win, const char* win_name) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_set_name");
+    if (!win_name) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_set_name: win_name is NULL"));
+    win->w->name.assign(win_name, strnlen(win_name, MPI_MAX_OBJECT_NAME - 1));
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_get_name(FRMA_Win win, char* win_name, int* resultlen) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_get_name");
+    if (!win_name || !resultlen) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_name: NULL argument"));
+    const std::string& n = win->w->name;
+    std::memcpy(win_name, n.c_str(), n.size() + 1);
+    *resultlen = int(n.size());
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_set_info(FRMA_Win win, MPI_Info info) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_set_info");
+    // Hints may change during a window's life except the layout chosen at creation.
+    Window::Info i = win->w->info;
+    if (info != MPI_INFO_NULL) {
+        char buf[MPI_MAX_INFO_VAL + 1];
+        int flag = 0;
+        MPI_Info_get(info, "accumulate_ordering", MPI_MAX_INFO_VAL, buf, &flag);
+        if (flag) i.accumulate_ordering = buf;
+        MPI_Info_get(info, "accumulate_ops", MPI_MAX_INFO_VAL, buf, &flag);
+        if (flag) i.accumulate_ops = buf;
+        MPI_Info_get(info, "no_locks", MPI_MAX_INFO_VAL, buf, &flag);
+        if (flag) i.no_locks = std::strcmp(buf, "true") == 0;
+    }
+    win->w->info = i;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Win_get_info(FRMA_Win win, MPI_Info* info_used) {
+    FRMA_CHECK_WIN(win, "FRMA_Win_get_info");
+    if (!info_used) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_info: info_used is NULL"));
+    const Window::Info& i = win->w->info;
+    MPI_Info_create(info_used);
+    MPI_Info_set(*info_used, "no_locks", bool_str(i.no_locks));
+    MPI_Info_set(*info_used, "accumulate_ordering", i.accumulate_ordering.c_str());
+    MPI_Info_set(*info_used, "accumulate_ops", i.accumulate_ops.c_str());
+    MPI_Info_set(*info_used, "same_size", bool_str(i.same_size));
+    MPI_Info_set(*info_used, "same_disp_unit", bool_str(i.same_disp_unit));
+    MPI_Info_set(*info_used, "alloc_shared_noncontig", bool_str(i.alloc_shared_noncontig));
+    return MPI_SUCCESS;
+}
+
+}  // extern "C"

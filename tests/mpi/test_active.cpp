@@ -1,0 +1,403 @@
+// test_active.cpp — the rest of MPI-3.1 chapter 11 through the C API: fence (with its
+// assertions), post/start/complete/wait/test (with early posts for a later epoch),
+// allocate_shared + shared_query (contiguous and noncontig), dynamic windows (attach,
+// detach, thousands of regions, stale regions never written), request-based operations
+// completed by the host MPI's MPI_Wait*, names, info, user attributes, and MPI_ERR_RMA_SYNC
+// for each illegal transition the caller can detect.
+#include <fastrma/fastrma.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+
+struct Alloc {
+    FRMA_Win win = FRMA_WIN_NULL;
+    std::int64_t* base = nullptr;
+    explicit Alloc(std::size_t n, MPI_Info info = MPI_INFO_NULL) {
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(n * 8), 8, info, MPI_COMM_WORLD, &base, &win));
+        std::memset(base, 0, n * 8);
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    ~Alloc() { if (win != FRMA_WIN_NULL) { EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win)); } }
+};
+
+MPI_Group group_of(const std::vector<int>& ranks) {
+    MPI_Group world, g;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, int(ranks.size()), ranks.data(), &g);
+    MPI_Group_free(&world);
+    return g;
+}
+
+// ---- fence ------------------------------------------------------------------------------
+
+TEST(Fence, RingOfPutsGetsAndAccumulatesAcrossEpochs) {
+    const int me = world_rank(), n = world_size();
+    Alloc w(8);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOPRECEDE, w.win));
+    for (int epoch = 1; epoch <= 5; ++epoch) {
+        std::int64_t v = 100 * epoch + me;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, (me + 1) % n, 0, 1, MPI_INT64_T, w.win));
+        std::int64_t one = 1;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+        EXPECT_EQ(w.base[0], 100 * epoch + (me + n - 1) % n) << "epoch " << epoch;
+        if (me == 0) { EXPECT_EQ(w.base[1], std::int64_t(epoch) * n); }
+        std::int64_t got = -1;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, (me + 1) % n, 0, 1, MPI_INT64_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSTORE | MPI_MODE_NOPUT, w.win));
+        EXPECT_EQ(got, 100 * epoch + me);
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+    std::int64_t v = 1;
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, w.win)) << "after NOSUCCEED";
+}
+
+TEST(Fence, LocalStoresBeforeAFenceAreSeenByGetsAfterIt) {
+    const int me = world_rank(), n = world_size();
+    Alloc w(4);
+    w.base[2] = 7000 + me;  // a plain store
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+    std::int64_t got = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, (me + 1) % n, 2, 1, MPI_INT64_T, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+    EXPECT_EQ(got, 7000 + (me + 1) % n);
+}
+
+TEST(Fence, MisuseIsDetected) {
+    Alloc w(4);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+    std::int64_t v = 1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 0, 3, 1, MPI_INT64_T, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win)) << "lock inside an active fence epoch";
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock_all(0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_flush(0, w.win)) << "flush needs a passive epoch";
+    MPI_Group g = group_of({0});
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_start(g, 0, w.win));
+    MPI_Group_free(&g);
+    MPI_Request rq;
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Rput(&v, 1, MPI_INT64_T, 0, 3, 1, MPI_INT64_T, w.win, &rq))
+        << "request-based op outside a passive epoch";
+    EXPECT_EQ(rq, MPI_REQUEST_NULL);
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_fence(MPI_MODE_NOPRECEDE, w.win)) << "NOPRECEDE after ops";
+    EXPECT_EQ(MPI_ERR_ASSERT, FRMA_Win_fence(MPI_MODE_NOCHECK, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+    // A fence with no operation after it does not stop a lock epoch.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// ---- PSCW -------------------------------------------------------------------------------
+
+TEST(Pscw, EveryoneExposesToEveryoneAndStartsOnAll) {
+    const int me = world_rank(), n = world_size();
+    Alloc w{static_cast<std::size_t>(n)};
+    std::vector<int> all(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) all[std::size_t(r)] = r;
+    MPI_Group g = group_of(all);
+    for (int epoch = 1; epoch <= 4; ++epoch) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(g, 0, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(g, 0, w.win));
+        for (int t = 0; t < n; ++t) {
+            std::int64_t v = 1000 * epoch + me;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, me, 1, MPI_INT64_T, w.win));
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win));
+        for (int o = 0; o < n; ++o) EXPECT_EQ(w.base[o], 1000 * epoch + o) << "epoch " << epoch;
+    }
+    MPI_Group_free(&g);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(Pscw, EarlyPostForALaterEpochDoesNotMatchTheCurrentOne) {
+    // Rank 0 is the origin of two epochs: first to {1}, then to {2}. Rank 2 posts at once
+    // (early, for the second epoch); rank 1 posts only after a delay. The first start must
+    // still wait for rank 1 — rank 2's post is not rank 1's — and must not hand rank 2 a
+    // put before its epoch: rank 2 checks nothing arrived while it only expected epoch 2.
+    const int me = world_rank(), n = world_size();
+    ASSERT_GE(n, 3) << "needs 3 ranks (ctest filters it out of smaller runs)";
+    Alloc w(4);
+    if (me == 0) {
+        MPI_Group g1 = group_of({1}), g2 = group_of({2});
+        auto t0 = std::chrono::steady_clock::now();
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(g1, 0, w.win));
+        auto waited = std::chrono::steady_clock::now() - t0;
+        EXPECT_GE(waited, std::chrono::milliseconds(150)) << "start matched a post of another rank";
+        std::int64_t v = 11;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(g2, 0, w.win));
+        v = 22;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 2, 0, 1, MPI_INT64_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
+        MPI_Group_free(&g1);
+        MPI_Group_free(&g2);
+    } else if (me == 1 || me == 2) {
+        MPI_Group g0 = group_of({0});
+        if (me == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(g0, 0, w.win));
+        int flag = 0;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_test(w.win, &flag));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win));
+        EXPECT_EQ(w.base[0], me == 1 ? 11 : 22);
+        MPI_Group_free(&g0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(Pscw, NocheckAndMisuse) {
+    const int me = world_rank(), n = world_size();
+    Alloc w(2);
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_complete(w.win)) << "complete without start";
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_wait(w.win)) << "wait without post";
+    int flag;
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_test(w.win, &flag));
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    MPI_Group gr = group_of({right}), gl = group_of({left});
+    // NOCHECK on both sides: the application synchronised itself (the barrier).
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(gl, MPI_MODE_NOCHECK, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_post(gl, 0, w.win)) << "post twice";
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(gr, MPI_MODE_NOCHECK, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock(MPI_LOCK_SHARED, right, 0, w.win)) << "lock inside start";
+    std::int64_t v = 5 + me;
+    if (n > 2) { EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT64_T, (me + 2) % n, 0, 1, MPI_INT64_T, w.win)) << "not in the start group"; }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, right, 1, 1, MPI_INT64_T, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win));
+    EXPECT_EQ(w.base[1], 5 + left);
+    MPI_Group_free(&gr);
+    MPI_Group_free(&gl);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// ---- shared windows -----------------------------------------------------------------------
+
+void check_shared(bool noncontig) {
+    const int me = world_rank(), n = world_size();
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", noncontig ? "true" : "false");
+    FRMA_Win win;
+    std::int64_t* base = nullptr;
+    const int count = 3 + me;  // different sizes per rank
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(MPI_Aint(count * 8), 8, info, MPI_COMM_WORLD, &base, &win));
+    MPI_Info_free(&info);
+    for (int i = 0; i < count; ++i) base[i] = 100 * me + i;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(win));
+    std::int64_t* prev_end = nullptr;
+    for (int r = 0; r < n; ++r) {
+        MPI_Aint sz;
+        int du;
+        std::int64_t* p = nullptr;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, r, &sz, &du, &p));
+        EXPECT_EQ(sz, (3 + r) * 8);
+        EXPECT_EQ(du, 8);
+        for (int i = 0; i < 3 + r; ++i) EXPECT_EQ(p[i], 100 * r + i) << "load from rank " << r;
+        if (!noncontig && prev_end) { EXPECT_EQ(p, prev_end) << "contiguous by default"; }
+        prev_end = p + 3 + r;
+    }
+    // Stores by load/store through the queried pointer are seen by RMA gets.
+    MPI_Aint sz;
+    int du;
+    std::int64_t* right = nullptr;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, (me + 1) % n, &sz, &du, &right));
+    MPI_Barrier(MPI_COMM_WORLD);
+    right[2] = -me;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(win));
+    std::int64_t got = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, me, 2, 1, MPI_INT64_T, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(me, win));
+    EXPECT_EQ(got, -((me + n - 1) % n));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    MPI_Info used;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_info(win, &used));
+    char val[64];
+    int flag = 0;
+    MPI_Info_get(used, "alloc_shared_noncontig", 63, val, &flag);
+    EXPECT_TRUE(flag);
+    EXPECT_EQ(std::string(val), noncontig ? "true" : "false");
+    MPI_Info_free(&used);
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
+TEST(Shared, ContiguousPartsByLoadStoreAndRma) { check_shared(false); }
+TEST(Shared, NoncontigPartsByLoadStoreAndRma) { check_shared(true); }
+
+TEST(Shared, QueryOnOtherFlavorsFails) {
+    Alloc w(1);
+    MPI_Aint sz;
+    int du;
+    void* p;
+    EXPECT_EQ(MPI_ERR_RMA_FLAVOR, FRMA_Win_shared_query(w.win, 0, &sz, &du, &p));
+}
+
+// ---- dynamic windows ------------------------------------------------------------------------
+
+TEST(Dynamic, AttachManyRegionsPutGetAccumulateAndDetach) {
+    const int me = world_rank(), n = world_size();
+    FRMA_Win win;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    const int nreg = 2000;
+    std::vector<std::vector<std::int64_t>> regions(nreg, std::vector<std::int64_t>(4, 0));
+    for (auto& r : regions) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, r.data(), 32));
+    EXPECT_EQ(MPI_ERR_RMA_ATTACH, FRMA_Win_attach(win, regions[5].data() + 1, 8)) << "overlap";
+    // Exchange the addresses of my last region.
+    MPI_Aint mine, addrs[64];
+    MPI_Get_address(regions[nreg - 1].data(), &mine);
+    MPI_Allgather(&mine, 1, MPI_AINT, addrs, 1, MPI_AINT, MPI_COMM_WORLD);
+    const int right = (me + 1) % n;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    std::int64_t v = 50 + me, one = 1, got = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, right, addrs[right], 1, MPI_INT64_T, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 0, addrs[0] + 8, 1, MPI_INT64_T, MPI_SUM, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, right, addrs[right], 1, MPI_INT64_T, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, win));
+    EXPECT_EQ(got, 50 + me);
+    // Outside any region: an error, nothing written.
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT64_T, right, addrs[right] + 32, 1, MPI_INT64_T, win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 2, MPI_INT64_T, right, addrs[right] + 24, 2, MPI_INT64_T, win)) << "straddles the end";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_EQ(regions[nreg - 1][0], 50 + (me + n - 1) % n);
+    if (me == 0) { EXPECT_EQ(regions[nreg - 1][1], n); }
+    // Detach: the origins' cached copy of my table must not let a write through.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, regions[nreg - 1].data()));
+    EXPECT_EQ(MPI_ERR_RMA_ATTACH, FRMA_Win_detach(win, regions[nreg - 1].data())) << "detach twice";
+    regions[nreg - 1].assign(4, 777);  // "reused" memory
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT64_T, right, addrs[right], 1, MPI_INT64_T, win))
+        << "a detached region was written through a stale cache";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_EQ(regions[nreg - 1][0], 777);
+    for (int i = 0; i < nreg - 1; ++i) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, regions[i].data()));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
+// ---- request-based operations ------------------------------------------------------------
+
+TEST(Requests, CompletedByTheHostMpisWaitFunctions) {
+    const int me = world_rank(), n = world_size();
+    Alloc w(16);
+    const int right = (me + 1) % n;
+    for (int mode = 0; mode < 2; ++mode) {
+        if (mode == 0) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win)); }
+        else ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, w.win));
+        MPI_Request rq[4];
+        std::int64_t v[2] = {10 + me, 20 + me}, got[2] = {0, 0}, one = 1, old = -1;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Rput(v, 2, MPI_INT64_T, right, 4 * mode, 2, MPI_INT64_T, w.win, &rq[0]));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Raccumulate(&one, 1, MPI_INT64_T, right, 10, 1, MPI_INT64_T, MPI_SUM, w.win, &rq[1]));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Rget_accumulate(&one, 1, MPI_INT64_T, &old, 1, MPI_INT64_T, right, 11, 1, MPI_INT64_T, MPI_SUM, w.win, &rq[2]));
+        ASSERT_EQ(MPI_SUCCESS, MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Rget(got, 2, MPI_INT64_T, right, 4 * mode, 2, MPI_INT64_T, w.win, &rq[3]));
+        int flag = 0;
+        ASSERT_EQ(MPI_SUCCESS, MPI_Test(&rq[3], &flag, MPI_STATUS_IGNORE));
+        EXPECT_TRUE(flag) << "request-based get not complete";
+        EXPECT_EQ(got[0], 10 + me);
+        EXPECT_EQ(got[1], 20 + me);
+        EXPECT_EQ(old, mode);
+        if (mode == 0) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win)); }
+        else ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, w.win));
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    EXPECT_EQ(w.base[10], 2);
+}
+
+// ---- names, info, attributes ---------------------------------------------------------------
+
+int g_deleted = 0;
+int count_delete(FRMA_Win, int, void* v, void* extra) {
+    g_deleted += *static_cast<int*>(extra) + (v != nullptr);
+    return MPI_SUCCESS;
+}
+
+TEST(Management, NameInfoAndUserAttributes) {
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "no_locks", "true");
+    MPI_Info_set(info, "accumulate_ordering", "none");
+    MPI_Info_set(info, "accumulate_ops", "same_op");
+    {
+        Alloc w(2, info);
+        char name[MPI_MAX_OBJECT_NAME];
+        int len = -1;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_name(w.win, name, &len));
+        EXPECT_EQ(len, 0);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_name(w.win, "halo window"));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_name(w.win, name, &len));
+        EXPECT_EQ(std::string(name), "halo window");
+        MPI_Info used;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_info(w.win, &used));
+        char val[64];
+        int flag = 0;
+        MPI_Info_get(used, "no_locks", 63, val, &flag);
+        EXPECT_EQ(std::string(val), "true");
+        MPI_Info_get(used, "accumulate_ordering", 63, val, &flag);
+        EXPECT_EQ(std::string(val), "none");
+        MPI_Info_get(used, "accumulate_ops", 63, val, &flag);
+        EXPECT_EQ(std::string(val), "same_op");
+        MPI_Info_free(&used);
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win)) << "no_locks=true";
+        // set_info can lift it.
+        MPI_Info again;
+        MPI_Info_create(&again);
+        MPI_Info_set(again, "no_locks", "false");
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_info(w.win, again));
+        MPI_Info_free(&again);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+
+        int extra = 10, kv = MPI_KEYVAL_INVALID;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_keyval(nullptr, count_delete, &kv, &extra));
+        EXPECT_NE(kv, MPI_WIN_BASE);
+        int payload = 42;
+        void* out = nullptr;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, kv, &out, &flag));
+        EXPECT_FALSE(flag);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_attr(w.win, kv, &payload));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, kv, &out, &flag));
+        EXPECT_TRUE(flag);
+        EXPECT_EQ(out, &payload);
+        g_deleted = 0;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_attr(w.win, kv, &payload));  // replaces: deletes the old
+        EXPECT_EQ(g_deleted, 11);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_delete_attr(w.win, kv));
+        EXPECT_EQ(g_deleted, 22);
+        EXPECT_EQ(MPI_ERR_KEYVAL, FRMA_Win_delete_attr(w.win, kv));
+        EXPECT_EQ(MPI_ERR_KEYVAL, FRMA_Win_set_attr(w.win, MPI_WIN_BASE, &payload)) << "predefined is read-only";
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_attr(w.win, kv, nullptr));
+        g_deleted = 0;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&w.win));  // runs the delete callback
+        EXPECT_EQ(g_deleted, 10);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&kv));
+        EXPECT_EQ(kv, MPI_KEYVAL_INVALID);
+    }
+    MPI_Info_free(&info);
+}
+
+}  // namespace
