@@ -1,0 +1,234 @@
+// test_matrix.cpp — the conformance matrix: every window flavor × every synchronization
+// mode × every operation, with contiguous and derived datatypes, checked value by value;
+// and 4 threads per rank posting into one epoch (lock_all and fence).
+//
+// Each rank works on its right neighbour (ring), so with 1 rank everything targets self.
+// Window: kWords int64 words per rank, disp_unit 1 (byte displacements), so the same
+// arithmetic serves dynamic windows (displacement = address).
+#include <fastrma/fastrma.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+
+enum class Flavor { allocate, create, shared, dynamic };
+enum class Sync { fence, pscw, lock, lock_all };
+const char* name(Flavor f) {
+    switch (f) {
+    case Flavor::allocate: return "allocate";
+    case Flavor::create: return "create";
+    case Flavor::shared: return "shared";
+    case Flavor::dynamic: return "dynamic";
+    }
+    return "?";
+}
+const char* name(Sync s) {
+    switch (s) {
+    case Sync::fence: return "fence";
+    case Sync::pscw: return "pscw";
+    case Sync::lock: return "lock";
+    case Sync::lock_all: return "lock_all";
+    }
+    return "?";
+}
+
+constexpr int kWords = 256;
+
+struct MatrixWin {
+    FRMA_Win win = FRMA_WIN_NULL;
+    std::int64_t* mem = nullptr;
+    std::vector<std::int64_t> user;
+    std::vector<MPI_Aint> disp0;  // byte displacement of word 0 at each rank
+
+    explicit MatrixWin(Flavor f) {
+        const int n = world_size();
+        disp0.assign(std::size_t(n), 0);
+        const MPI_Aint bytes = kWords * 8;
+        switch (f) {
+        case Flavor::allocate:
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+            break;
+        case Flavor::shared:
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+            break;
+        case Flavor::create:
+            user.assign(kWords, 0);
+            mem = user.data();
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+            break;
+        case Flavor::dynamic: {
+            user.assign(kWords, 0);
+            mem = user.data();
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem, bytes));
+            MPI_Aint mine;
+            MPI_Get_address(mem, &mine);
+            MPI_Allgather(&mine, 1, MPI_AINT, disp0.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+            break;
+        }
+        }
+        std::memset(mem, 0, kWords * 8);
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    ~MatrixWin() {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (!user.empty() && disp0.size() && win != FRMA_WIN_NULL) {
+            int* flavor = nullptr;
+            int flag = 0;
+            FRMA_Win_get_attr(win, MPI_WIN_CREATE_FLAVOR, &flavor, &flag);
+            if (flag && *flavor == MPI_WIN_FLAVOR_DYNAMIC) FRMA_Win_detach(win, mem);
+        }
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    MPI_Aint disp(int rank, int word) const { return disp0[std::size_t(rank)] + 8 * word; }
+};
+
+MPI_Group group_of(int rank) {
+    MPI_Group world, g;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &rank, &g);
+    MPI_Group_free(&world);
+    return g;
+}
+
+// Opens an access epoch to `right` (and exposure to `left` where the mode needs it).
+void open_epoch(Sync s, FRMA_Win win, int left, int right) {
+    switch (s) {
+    case Sync::fence: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win)); break;
+    case Sync::pscw: {
+        MPI_Group gl = group_of(left), gr = group_of(right);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(gl, 0, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(gr, 0, win));
+        MPI_Group_free(&gl);
+        MPI_Group_free(&gr);
+        break;
+    }
+    case Sync::lock: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win)); break;
+    case Sync::lock_all: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win)); break;
+    }
+}
+
+// Closes it; afterwards (and after the barrier) every op of the epoch is visible.
+void close_epoch(Sync s, FRMA_Win win, int right) {
+    switch (s) {
+    case Sync::fence: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win)); break;
+    case Sync::pscw:
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(win));
+        break;
+    case Sync::lock: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, win)); break;
+    case Sync::lock_all: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win)); break;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+class Matrix : public ::testing::TestWithParam<std::tuple<Flavor, Sync>> {};
+
+TEST_P(Matrix, EveryOperationLandsWhereTheStandardSays) {
+    const auto [flavor, sync] = GetParam();
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    MatrixWin w(flavor);
+
+    // Words 0..15 of every rank hold a pattern the neighbours read.
+    for (int i = 0; i < 16; ++i) w.mem[i] = 1000 * me + i;
+    w.mem[20] = 5;           // accumulate target
+    w.mem[21] = 7;           // get_accumulate target
+    w.mem[22] = 100;         // fetch_and_op target
+    w.mem[23] = 0;           // compare_and_swap target
+    double d = 1.5;
+    std::memcpy(&w.mem[24], &d, 8);  // double accumulate target
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    // Epoch 1: put, get, accumulate (int64 SUM, double PROD, MAX), get_accumulate,
+    // fetch_and_op, compare_and_swap, and derived types (strided put and get).
+    open_epoch(sync, w.win, left, right);
+    std::int64_t src[8], got[16] = {0}, one = 3, old_ga = -1, old_fop = -1, cas_old = -1;
+    for (int i = 0; i < 8; ++i) src[i] = 50000 + 100 * me + i;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src, 8, MPI_INT64_T, right, w.disp(right, 32), 8, MPI_INT64_T, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got, 16, MPI_INT64_T, right, w.disp(right, 0), 16, MPI_INT64_T, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, right, w.disp(right, 20), 1, MPI_INT64_T, MPI_SUM, w.win));
+    double two = 2.0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&two, 1, MPI_DOUBLE, right, w.disp(right, 24), 1, MPI_DOUBLE, MPI_PROD, w.win));
+    std::int64_t big = 1 << 20;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&big, 1, MPI_INT64_T, right, w.disp(right, 25), 1, MPI_INT64_T, MPI_MAX, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&one, 1, MPI_INT64_T, &old_ga, 1, MPI_INT64_T, right, w.disp(right, 21), 1, MPI_INT64_T, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old_fop, MPI_INT64_T, right, w.disp(right, 22), MPI_SUM, w.win));
+    std::int64_t cmp = 0, desired = 1 + me;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Compare_and_swap(&desired, &cmp, &cas_old, MPI_INT64_T, right, w.disp(right, 23), w.win));
+    close_epoch(sync, w.win, right);
+
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(got[i], 1000 * right + i) << "get word " << i;
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(w.mem[32 + i], 50000 + 100 * left + i) << "put word " << i;
+    EXPECT_EQ(w.mem[20], 5 + 3);
+    EXPECT_EQ(old_ga, 7);
+    EXPECT_EQ(w.mem[21], 7 + 3);
+    EXPECT_EQ(old_fop, 100);
+    EXPECT_EQ(w.mem[22], 103);
+    EXPECT_EQ(cas_old, 0);
+    EXPECT_EQ(w.mem[23], 1 + left);
+    double dd;
+    std::memcpy(&dd, &w.mem[24], 8);
+    EXPECT_EQ(dd, 3.0);
+    EXPECT_EQ(w.mem[25], 1 << 20);
+    for (int i = 40; i < kWords; ++i) ASSERT_EQ(w.mem[i], 0) << "stray write at word " << i;
+
+    // Epoch 2: read back what epoch 1 wrote at the neighbour, from the origin side.
+    open_epoch(sync, w.win, left, right);
+    std::int64_t back[8] = {0};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back, 8, MPI_INT64_T, right, w.disp(right, 32), 8, MPI_INT64_T, w.win));
+    std::int64_t noop = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &noop, MPI_INT64_T, right, w.disp(right, 22), MPI_NO_OP, w.win));
+    close_epoch(sync, w.win, right);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(back[i], src[i]);
+    EXPECT_EQ(noop, 103);
+}
+
+TEST_P(Matrix, FourThreadsPostIntoOneEpoch) {
+    // Threads share one epoch of the calling process; every thread targets `right`, which
+    // every sync mode has opened.
+    const auto [flavor, sync] = GetParam();
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    MatrixWin w(flavor);
+    open_epoch(sync, w.win, left, right);
+    std::atomic<int> errors{0};
+    std::vector<std::thread> ts;
+    for (int th = 0; th < 4; ++th)
+        ts.emplace_back([&, th] {
+            for (int i = 0; i < 32; ++i) {
+                std::int64_t v = (std::int64_t(me) << 32) | (th << 8) | i;
+                errors += FRMA_Put(&v, 1, MPI_INT64_T, right, w.disp(right, th * 32 + i), 1, MPI_INT64_T, w.win) != MPI_SUCCESS;
+                std::int64_t one = 1, old;
+                errors += FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, right, w.disp(right, 200), MPI_SUM, w.win) != MPI_SUCCESS;
+            }
+        });
+    for (auto& t : ts) t.join();
+    ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
+    close_epoch(sync, w.win, right);
+    for (int th = 0; th < 4; ++th)
+        for (int i = 0; i < 32; ++i) ASSERT_EQ(w.mem[th * 32 + i], (std::int64_t(left) << 32) | (th << 8) | i);
+    EXPECT_EQ(w.mem[200], 4 * 32);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllModes, Matrix,
+    ::testing::Combine(::testing::Values(Flavor::allocate, Flavor::create, Flavor::shared, Flavor::dynamic),
+                       ::testing::Values(Sync::fence, Sync::pscw, Sync::lock, Sync::lock_all)),
+    [](const auto& info) {
+        return std::string(name(std::get<0>(info.param))) + "_" + name(std::get<1>(info.param));
+    });
+
+}  // namespace
