@@ -48,23 +48,23 @@ NodeTopology discover_topology(Bootstrap& bs) {
 }
 
 MpiBootstrap::MpiBootstrap(MPI_Comm comm) {
-    err_ = MPI_Comm_dup(comm, &comm_);
+    err_ = PMPI_Comm_dup(comm, &comm_);
     if (err_ != MPI_SUCCESS) { comm_ = MPI_COMM_NULL; return; }
-    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
+    PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    PMPI_Comm_rank(comm_, &rank_);
+    PMPI_Comm_size(comm_, &size_);
 }
 
 MpiBootstrap::~MpiBootstrap() {
     int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+    PMPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_NULL && !finalized) PMPI_Comm_free(&comm_);
 }
 
 void MpiBootstrap::allgather(const void* in, std::size_t bytes, void* out) {
-    MPI_Allgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_);
+    PMPI_Allgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, comm_);
 }
 
-void MpiBootstrap::barrier() { MPI_Barrier(comm_); }
+void MpiBootstrap::barrier() { PMPI_Barrier(comm_); }
 
 }  // namespace fastrma::detail

@@ -47,14 +47,14 @@ int on_self_delete(MPI_Comm, int, void*, void*) {
 int init_locked() {
     if (g_engine.load()) return MPI_SUCCESS;
     int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
+    PMPI_Initialized(&init);
+    PMPI_Finalized(&fin);
     if (!init || fin)
         return raise(MPI_ERR_OTHER, "fastrma needs an initialised MPI (call MPI_Init first; not after MPI_Finalize)");
     g_engine.store(new Engine(Config::from_env(), local_index_from_env()));
     if (g_keyval == MPI_KEYVAL_INVALID) {
-        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_self_delete, &g_keyval, nullptr);
-        MPI_Comm_set_attr(MPI_COMM_SELF, g_keyval, nullptr);
+        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_self_delete, &g_keyval, nullptr);
+        PMPI_Comm_set_attr(MPI_COMM_SELF, g_keyval, nullptr);
     }
     return MPI_SUCCESS;
 }
@@ -88,7 +88,7 @@ void parse_info(MPI_Info info, Window::Info* out) {
     auto get = [&](const char* key, std::string* v) {
         char buf[MPI_MAX_INFO_VAL + 1];
         int flag = 0;
-        MPI_Info_get(info, key, MPI_MAX_INFO_VAL, buf, &flag);
+        PMPI_Info_get(info, key, MPI_MAX_INFO_VAL, buf, &flag);
         if (flag) *v = buf;
         return flag != 0;
     };
@@ -112,11 +112,11 @@ int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
     auto bs = std::make_unique<MpiBootstrap>(comm);
     if (bs->error()) return comm_error(comm, raise(MPI_ERR_COMM, "%s: cannot duplicate the communicator", call));
     MPI_Group group = MPI_GROUP_NULL;
-    MPI_Comm_group(bs->comm(), &group);
+    PMPI_Comm_group(bs->comm(), &group);
     std::unique_ptr<Window> w;
     rc = make(*e, std::move(bs), &w);
     if (rc) {
-        MPI_Group_free(&group);
+        PMPI_Group_free(&group);
         return comm_error(comm, rc);
     }
     const bool noncontig = w->info.alloc_shared_noncontig;
@@ -146,17 +146,17 @@ int comm_error(MPI_Comm comm, int rc) {
     if (rc == MPI_SUCCESS) return rc;
     if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
     MPI_Errhandler eh = MPI_ERRORS_ARE_FATAL;
-    MPI_Comm_get_errhandler(comm, &eh);
+    PMPI_Comm_get_errhandler(comm, &eh);
     bool fatal = is_fatal(eh);
-    if (eh != MPI_ERRORS_ARE_FATAL && eh != MPI_ERRORS_RETURN) MPI_Errhandler_free(&eh);
+    if (eh != MPI_ERRORS_ARE_FATAL && eh != MPI_ERRORS_RETURN) PMPI_Errhandler_free(&eh);
     if (fatal) {
         int r = -1;
-        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+        PMPI_Comm_rank(MPI_COMM_WORLD, &r);
         std::fprintf(stderr, "fastrma: rank %d: %s\n", r, last_error_message().c_str());
         std::fflush(stderr);
-        MPI_Abort(comm, rc);
+        PMPI_Abort(comm, rc);
     }
-    if (eh != MPI_ERRORS_RETURN) MPI_Comm_call_errhandler(comm, rc);
+    if (eh != MPI_ERRORS_RETURN) PMPI_Comm_call_errhandler(comm, rc);
     return rc;
 }
 
@@ -167,7 +167,7 @@ int win_error(FRMA_Win win, int rc) {
     if (is_fatal(eh)) {
         std::fprintf(stderr, "fastrma: rank %d: %s\n", win->w->rank(), last_error_message().c_str());
         std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, rc);
+        PMPI_Abort(MPI_COMM_WORLD, rc);
         return rc;
     }
     FRMA_Win_errhandler_function* fn = nullptr;
@@ -249,7 +249,7 @@ int FRMA_Win_free(FRMA_Win* win) {
     FRMA_CHECK_WIN(*win, "FRMA_Win_free");
     if (int rc = (*win)->w->free_collective()) return win_error(*win, rc);
     delete_all_attributes(*win);
-    if ((*win)->group != MPI_GROUP_NULL) MPI_Group_free(&(*win)->group);
+    if ((*win)->group != MPI_GROUP_NULL) PMPI_Group_free(&(*win)->group);
     (*win)->magic = 0;
     (*win)->w.reset();
     delete *win;
@@ -279,7 +279,7 @@ int FRMA_Win_get_group(FRMA_Win win, MPI_Group* group) {
     if (!group) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_group: group is NULL"));
     auto* bs = dynamic_cast<MpiBootstrap*>(&win->w->bootstrap());
     if (!bs) return win_error(win, raise(MPI_ERR_WIN, "FRMA_Win_get_group: window has no MPI group"));
-    return win_error(win, MPI_Comm_group(bs->comm(), group));
+    return win_error(win, PMPI_Comm_group(bs->comm(), group));
 }
 
 int FRMA_Win_lock(int lock_type, int rank, int assert_, FRMA_Win win) {
@@ -404,7 +404,7 @@ int FRMA_Win_create_errhandler(FRMA_Win_errhandler_function* fn, MPI_Errhandler*
         return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_create_errhandler: NULL argument"));
     // A real host handle, so that the application holds an ordinary MPI_Errhandler; the
     // function it stands for is kept here.
-    int rc = MPI_Win_create_errhandler(placeholder_handler, errhandler);
+    int rc = PMPI_Win_create_errhandler(placeholder_handler, errhandler);
     if (rc) return comm_error(MPI_COMM_WORLD, raise(rc, "FRMA_Win_create_errhandler: the host MPI refused"));
     std::lock_guard lk(g_mu);
     g_handlers[*errhandler] = fn;
@@ -417,7 +417,7 @@ int FRMA_Errhandler_free(MPI_Errhandler* errhandler) {
         std::lock_guard lk(g_mu);
         g_handlers.erase(*errhandler);
     }
-    return MPI_Errhandler_free(errhandler);
+    return PMPI_Errhandler_free(errhandler);
 }
 
 int FRMA_Win_set_errhandler(FRMA_Win win, MPI_Errhandler errhandler) {

@@ -22,11 +22,11 @@ namespace {
 int to_window_ranks(FRMA_Win win, MPI_Group group, const char* call, std::vector<int>* out) {
     if (group == MPI_GROUP_NULL) return raise(MPI_ERR_GROUP, "%s: group is MPI_GROUP_NULL", call);
     int n = 0;
-    MPI_Group_size(group, &n);
+    PMPI_Group_size(group, &n);
     std::vector<int> in(static_cast<std::size_t>(n));
     std::iota(in.begin(), in.end(), 0);
     out->assign(static_cast<std::size_t>(n), MPI_UNDEFINED);
-    if (n && MPI_Group_translate_ranks(group, n, in.data(), win->group, out->data()) != MPI_SUCCESS)
+    if (n && PMPI_Group_translate_ranks(group, n, in.data(), win->group, out->data()) != MPI_SUCCESS)
         return raise(MPI_ERR_GROUP, "%s: cannot translate the group to the window's group", call);
     for (int i = 0; i < n; ++i)
         if ((*out)[std::size_t(i)] == MPI_UNDEFINED)
@@ -35,8 +35,8 @@ int to_window_ranks(FRMA_Win win, MPI_Group group, const char* call, std::vector
 }
 
 int query_fn(void*, MPI_Status* status) {
-    MPI_Status_set_elements(status, MPI_BYTE, 0);
-    MPI_Status_set_cancelled(status, 0);
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
     return MPI_SUCCESS;
@@ -50,8 +50,8 @@ int finish_request(FRMA_Win win, int rc, MPI_Request* request) {
         *request = MPI_REQUEST_NULL;
         return win_error(win, rc);
     }
-    int e = MPI_Grequest_start(query_fn, free_fn, cancel_fn, nullptr, request);
-    if (e == MPI_SUCCESS) e = MPI_Grequest_complete(*request);
+    int e = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, nullptr, request);
+    if (e == MPI_SUCCESS) e = PMPI_Grequest_complete(*request);
     if (e) return win_error(win, raise(e, "request-based operation: the host MPI refused a generalized request"));
     return MPI_SUCCESS;
 }

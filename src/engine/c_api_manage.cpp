@@ -75,7 +75,7 @@ int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn,
                            void* extra_state) {
     if (!win_keyval)
         return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_create_keyval: win_keyval is NULL"));
-    int rc = MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, win_keyval, nullptr);
+    int rc = PMPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, win_keyval, nullptr);
     if (rc) return comm_error(MPI_COMM_WORLD, raise(rc, "FRMA_Win_create_keyval: the host MPI refused a keyval"));
     std::lock_guard lk(g_kv_mu);
     keyvals()[*win_keyval] = {copy_fn, delete_fn, extra_state};
@@ -93,7 +93,7 @@ int FRMA_Win_free_keyval(int* win_keyval) {
     // Attributes still set with it keep their values until deleted or their window is
     // freed (MPI: freeing a keyval does not delete its attributes) — their delete callback
     // is gone with the keyval, so it will not run.
-    MPI_Win_free_keyval(win_keyval);
+    PMPI_Win_free_keyval(win_keyval);
     *win_keyval = MPI_KEYVAL_INVALID;
     return MPI_SUCCESS;
 }
@@ -150,11 +150,11 @@ int FRMA_Win_set_info(FRMA_Win win, MPI_Info info) {
     if (info != MPI_INFO_NULL) {
         char buf[MPI_MAX_INFO_VAL + 1];
         int flag = 0;
-        MPI_Info_get(info, "accumulate_ordering", MPI_MAX_INFO_VAL, buf, &flag);
+        PMPI_Info_get(info, "accumulate_ordering", MPI_MAX_INFO_VAL, buf, &flag);
         if (flag) i.accumulate_ordering = buf;
-        MPI_Info_get(info, "accumulate_ops", MPI_MAX_INFO_VAL, buf, &flag);
+        PMPI_Info_get(info, "accumulate_ops", MPI_MAX_INFO_VAL, buf, &flag);
         if (flag) i.accumulate_ops = buf;
-        MPI_Info_get(info, "no_locks", MPI_MAX_INFO_VAL, buf, &flag);
+        PMPI_Info_get(info, "no_locks", MPI_MAX_INFO_VAL, buf, &flag);
         if (flag) i.no_locks = std::strcmp(buf, "true") == 0;
     }
     win->w->info = i;
@@ -165,13 +165,13 @@ int FRMA_Win_get_info(FRMA_Win win, MPI_Info* info_used) {
     FRMA_CHECK_WIN(win, "FRMA_Win_get_info");
     if (!info_used) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_info: info_used is NULL"));
     const Window::Info& i = win->w->info;
-    MPI_Info_create(info_used);
-    MPI_Info_set(*info_used, "no_locks", bool_str(i.no_locks));
-    MPI_Info_set(*info_used, "accumulate_ordering", i.accumulate_ordering.c_str());
-    MPI_Info_set(*info_used, "accumulate_ops", i.accumulate_ops.c_str());
-    MPI_Info_set(*info_used, "same_size", bool_str(i.same_size));
-    MPI_Info_set(*info_used, "same_disp_unit", bool_str(i.same_disp_unit));
-    MPI_Info_set(*info_used, "alloc_shared_noncontig", bool_str(i.alloc_shared_noncontig));
+    PMPI_Info_create(info_used);
+    PMPI_Info_set(*info_used, "no_locks", bool_str(i.no_locks));
+    PMPI_Info_set(*info_used, "accumulate_ordering", i.accumulate_ordering.c_str());
+    PMPI_Info_set(*info_used, "accumulate_ops", i.accumulate_ops.c_str());
+    PMPI_Info_set(*info_used, "same_size", bool_str(i.same_size));
+    PMPI_Info_set(*info_used, "same_disp_unit", bool_str(i.same_disp_unit));
+    PMPI_Info_set(*info_used, "alloc_shared_noncontig", bool_str(i.alloc_shared_noncontig));
     return MPI_SUCCESS;
 }
 
