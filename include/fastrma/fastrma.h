@@ -41,6 +41,12 @@ const char* FRMA_Last_error_message(void);
 /* Print the engine's statistics counters to stderr (also at finalize when FASTRMA_STATS=1). */
 int FRMA_Print_stats(void);
 
+/* ---- memory ----
+ * Memory from FRMA_Alloc_mem lives in a shared segment: a create window over it is reached
+ * by node peers with load/store and CPU atomics, like an allocate window. */
+int FRMA_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr);
+int FRMA_Free_mem(void* base);
+
 /* ---- windows ---- */
 int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                       void* baseptr, FRMA_Win* win);

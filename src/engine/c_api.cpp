@@ -19,6 +19,7 @@
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
 #include "engine/window.hpp"
+#include "transport/shm_arena.hpp"
 #include "engine/c_api_internal.hpp"
 
 using namespace fastrma::detail;
@@ -211,6 +212,21 @@ const char* FRMA_Last_error_message(void) { return last_error_message().c_str();
 int FRMA_Print_stats(void) {
     if (Engine* e = g_engine.load()) std::fprintf(stderr, "%s", e->stats_report().c_str());
     return MPI_SUCCESS;
+}
+
+int FRMA_Alloc_mem(MPI_Aint size, MPI_Info, void* baseptr) {
+    if (!baseptr) return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Alloc_mem: baseptr is NULL"));
+    if (size < 0) return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_SIZE, "FRMA_Alloc_mem: size %ld is negative", long(size)));
+    int rc = MPI_SUCCESS;
+    void* p = arena_alloc(std::size_t(size), &rc);
+    if (!p) return comm_error(MPI_COMM_WORLD, rc);
+    *static_cast<void**>(baseptr) = p;
+    return MPI_SUCCESS;
+}
+
+int FRMA_Free_mem(void* base) {
+    if (!base) return MPI_SUCCESS;
+    return comm_error(MPI_COMM_WORLD, arena_free(base));
 }
 
 int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,

@@ -18,6 +18,7 @@
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "transport/shm.hpp"
+#include "transport/shm_arena.hpp"
 
 namespace fastrma::detail {
 
@@ -157,9 +158,18 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
     if (err) msg = last_error_message();
 
-    struct PeerInfo { int err; std::uint64_t base; SegmentExport seg; };
+    // arena: a create window over FRMA_Alloc_mem memory: peers map that segment too.
+    struct PeerInfo { int err; int arena; std::uint64_t base; std::uint64_t arena_off; SegmentExport seg, arena_seg; };
     PeerInfo mine{};
     mine.err = err;
+    if (!err && flavor == MPI_WIN_FLAVOR_CREATE && size > 0) {
+        ArenaHit hit;
+        if (arena_lookup(user_base, std::size_t(size), &hit)) {
+            mine.arena = 1;
+            mine.arena_seg = hit.seg;
+            mine.arena_off = hit.offset;
+        }
+    }
     if (!err) {
         if (flavor == MPI_WIN_FLAVOR_CREATE) w->base_ = user_base;
         else if (data_bytes && !contiguous) w->base_ = w->own_.data() + state_bytes;
@@ -176,6 +186,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 
     // 3. Map every node peer's segment; probe cross-memory attach where it will be used.
     w->mapped_.resize(std::size_t(n));
+    w->arena_maps_.resize(std::size_t(n));
     w->peers_.resize(std::size_t(n));
     w->disp_units_.resize(std::size_t(n));
     for (int r = 0; r < n && !err; ++r) {
@@ -198,6 +209,10 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             pr.mapped = seg + state_bytes;
         } else if (r == me && flavor == MPI_WIN_FLAVOR_CREATE) {
             pr.mapped = static_cast<unsigned char*>(user_base);
+        } else if (pi.arena) {
+            err = w->arena_maps_[std::size_t(r)].map_peer(pi.arena_seg);
+            if (err) break;
+            pr.mapped = w->arena_maps_[std::size_t(r)].data() + pi.arena_off;
         } else if (flavor == MPI_WIN_FLAVOR_CREATE && pi.seg.pid != getpid() && pr.size > 0) {
             if (int e = ShmTransport::probe_cma(pi.seg.pid, pi.base); e != 0)
                 err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
@@ -227,6 +242,12 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // (allocate and shared windows: all peers are node-local and mapped). The choice is per
     // window, so every origin takes the same path for a given element.
     w->cpu_atomics_ = flavor == MPI_WIN_FLAVOR_ALLOCATE || is_shared;
+    if (flavor == MPI_WIN_FLAVOR_CREATE) {  // every part in FRMA_Alloc_mem memory (or empty)
+        bool every = true;
+        for (int r = 0; r < n; ++r)
+            every = every && (sizes[std::size_t(r)].size == 0 || w->peers_[std::size_t(r)].mapped);
+        w->cpu_atomics_ = every;
+    }
     w->fast_.resize(std::size_t(n));
     for (int r = 0; r < n; ++r) {
         const PeerRegion& pr = w->peers_[std::size_t(r)];

@@ -160,6 +160,10 @@ public:
 
     MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;
 
+    // How peers are reached (tests, statistics).
+    bool peer_mapped(int r) const { return peers_[std::size_t(r)].mapped != nullptr; }
+    bool cpu_atomics() const { return cpu_atomics_; }
+
     // Pools (for tests and statistics).
     Pool<Op>& op_pool() { return op_pool_; }
     std::size_t queued_ops() const { return queued_.load(); }
@@ -204,6 +208,7 @@ private:
 
     ShmSegment own_;                   // my state page (+ data for allocate)
     std::vector<ShmSegment> mapped_;   // node peers' segments
+    std::vector<ShmSegment> arena_maps_;  // peers' FRMA_Alloc_mem segments (create windows)
     std::vector<PeerRegion> peers_;
     std::vector<int> disp_units_;
     std::vector<Transport*> tp_;

@@ -25,8 +25,11 @@ namespace {
 int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-enum class Flavor { allocate, create };
-const char* flavor_name(Flavor f) { return f == Flavor::allocate ? "allocate" : "create"; }
+// create_allocmem: FRMA_Win_create over FRMA_Alloc_mem memory (the ARMCI-MPI pattern).
+enum class Flavor { allocate, create, create_allocmem };
+const char* flavor_name(Flavor f) {
+    return f == Flavor::allocate ? "allocate" : f == Flavor::create ? "create" : "create_allocmem";
+}
 
 // A window of `bytes` per rank, zero-filled, of the given flavor.
 struct TestWin {
@@ -38,10 +41,21 @@ struct TestWin {
     TestWin(Flavor f, std::size_t n, int disp_unit = 1, MPI_Comm comm = MPI_COMM_WORLD) : bytes(n) {
         if (f == Flavor::allocate) {
             EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(n), disp_unit, MPI_INFO_NULL, comm, &base, &win));
-        } else {
+        } else if (f == Flavor::create) {
             user.assign(n + 64, 0xEE);  // 64 guard bytes past the window
             base = user.data();
             EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create(base, MPI_Aint(n), disp_unit, MPI_INFO_NULL, comm, &win));
+        } else {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Alloc_mem(MPI_Aint(n + 64), MPI_INFO_NULL, &allocmem));
+            base = static_cast<unsigned char*>(allocmem);
+            std::memset(base + n, 0xEE, 64);
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create(base, MPI_Aint(n), disp_unit, MPI_INFO_NULL, comm, &win));
+            // The point of FRMA_Alloc_mem: every part is mapped, CPU atomics are the domain.
+            auto* impl = fastrma::detail::window_of(win);
+            int size = 0;
+            MPI_Comm_size(comm, &size);
+            for (int r = 0; r < size && n > 0; ++r) { EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r; }
+            if (n > 0) { EXPECT_TRUE(impl->cpu_atomics()); }
         }
         if (n) std::memset(base, 0, n);
         FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
@@ -49,7 +63,9 @@ struct TestWin {
     }
     ~TestWin() {
         if (win != FRMA_WIN_NULL) { EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win)); }
+        if (allocmem) { EXPECT_EQ(MPI_SUCCESS, FRMA_Free_mem(allocmem)); }
     }
+    void* allocmem = nullptr;  // create_allocmem flavor
     template <class T> T* at(std::size_t i) { return reinterpret_cast<T*>(base) + i; }
 };
 
@@ -169,6 +185,11 @@ TEST_P(Passive, AttributesDescribeTheWindow) {
     EXPECT_EQ(*du, 4);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, MPI_WIN_CREATE_FLAVOR, &flavor, &flag));
     EXPECT_EQ(*flavor, GetParam() == Flavor::allocate ? MPI_WIN_FLAVOR_ALLOCATE : MPI_WIN_FLAVOR_CREATE);
+    // User memory of other processes is reached by cross-memory attach: no CPU atomics
+    // (with one rank the only part is the caller's own, which is mapped).
+    if (GetParam() == Flavor::create && world_size() > 1) {
+        EXPECT_FALSE(fastrma::detail::window_of(w.win)->cpu_atomics());
+    }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, MPI_WIN_MODEL, &model, &flag));
     EXPECT_EQ(*model, MPI_WIN_UNIFIED);
     MPI_Group g;
@@ -479,8 +500,8 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
     if (me == 0) {
         for (std::size_t i = 0; i < 64; ++i) ASSERT_EQ(w.base[i], 0) << "a rejected op wrote byte " << i;
     }
-    if (GetParam() == Flavor::create) {
-        for (std::size_t i = 64; i < 128; ++i) ASSERT_EQ(w.user[i], 0xEE) << "guard byte " << i;
+    if (GetParam() != Flavor::allocate) {
+        for (std::size_t i = 64; i < 128; ++i) ASSERT_EQ(w.base[i], 0xEE) << "guard byte " << i;
     }
     MPI_Barrier(MPI_COMM_WORLD);
     // Still usable.
@@ -573,7 +594,7 @@ TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create),
+INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
                          [](const auto& info) { return std::string(flavor_name(info.param)); });
 
 }  // namespace
