@@ -15,6 +15,7 @@
 
 #include "engine/errors.hpp"
 #include "epochs/lock_protocol.hpp"
+#include "ops/layout.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "transport/shm.hpp"
@@ -562,13 +563,10 @@ int Window::check_target_rank(const char* call, int rank) const {
 }
 
 namespace {
-int type_of(const char* call, const char* what, MPI_Datatype t, const TypeInfo** out) {
-    *out = lookup_type(t);
-    if (!*out) {
-        if (t == MPI_DATATYPE_NULL)
-            return raise(MPI_ERR_TYPE, "%s: %s datatype is MPI_DATATYPE_NULL", call, what);
-        return raise(MPI_ERR_TYPE, "%s: %s datatype is not a predefined type (derived datatypes arrive with the semantics issue)", call, what);
-    }
+int layout_of(const char* call, const char* what, MPI_Datatype t, std::shared_ptr<const Layout>* out) {
+    std::string why;
+    if (get_layout(t, out, &why) != MPI_SUCCESS)
+        return raise(MPI_ERR_TYPE, "%s: %s datatype: %s", call, what, why.c_str());
     return MPI_SUCCESS;
 }
 }  // namespace
@@ -578,58 +576,70 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     if (rq.origin_count < 0 || rq.target_count < 0 || rq.result_count < 0)
         return raise(MPI_ERR_COUNT, "%s: negative count (origin %d, target %d, result %d)", call,
                      rq.origin_count, rq.target_count, rq.result_count);
-    const TypeInfo* tt = nullptr;
-    if (int rc = type_of(call, "target", rq.target_type, &tt)) return rc;
     op->kind = rq.kind;
-    op->type = tt;
     op->op = rq.op;
-    op->count = std::size_t(rq.target_count);
     op->origin = rq.origin;
     op->result = rq.result;
     op->compare = rq.compare;
+    op->ocount = std::uint64_t(rq.origin_count);
+    op->rcount = std::uint64_t(rq.result_count);
+    op->tcount = std::uint64_t(rq.target_count);
+    if (int rc = layout_of(call, "target", rq.target_type, &op->tlay)) return rc;
+    const Layout& tl = *op->tlay;
+    std::string why;
 
-    // MPI ignores the origin buffer of MPI_NO_OP (get_accumulate and fetch_and_op).
-    const bool has_origin = !(rq.kind == RmaKind::get ||
-                              ((rq.kind == RmaKind::get_acc || rq.kind == RmaKind::fop) &&
-                               rq.op == MPI_NO_OP));
-    const bool has_result = rq.kind == RmaKind::get || rq.kind == RmaKind::get_acc ||
-                            rq.kind == RmaKind::fop || rq.kind == RmaKind::cas;
-    if (rq.kind == RmaKind::get) {
-        const TypeInfo* ot = nullptr;
-        if (int rc = type_of(call, "origin", rq.origin_type, &ot)) return rc;
-        if (ot != tt || rq.origin_count != rq.target_count)
-            return raise(MPI_ERR_TYPE, "%s: origin (%d x %s) and target (%d x %s) type signatures differ",
-                         call, rq.origin_count, ot->name, rq.target_count, tt->name);
-        op->result = const_cast<void*>(rq.origin);
-    } else if (has_origin) {
-        const TypeInfo* ot = nullptr;
-        if (int rc = type_of(call, "origin", rq.origin_type, &ot)) return rc;
-        if (ot != tt || rq.origin_count != rq.target_count)
-            return raise(MPI_ERR_TYPE, "%s: origin (%d x %s) and target (%d x %s) type signatures differ",
-                         call, rq.origin_count, ot->name, rq.target_count, tt->name);
-    }
-    if (has_result && rq.kind == RmaKind::get_acc) {
-        const TypeInfo* rt = nullptr;
-        if (int rc = type_of(call, "result", rq.result_type, &rt)) return rc;
-        if (rt != tt || rq.result_count != rq.target_count)
-            return raise(MPI_ERR_TYPE, "%s: result (%d x %s) and target (%d x %s) type signatures differ",
-                         call, rq.result_count, rt->name, rq.target_count, tt->name);
-    }
-    if (rq.kind == RmaKind::acc || rq.kind == RmaKind::get_acc || rq.kind == RmaKind::fop) {
-        if (check_accumulate(rq.op, rq.target_type, nullptr) != MPI_SUCCESS) {
-            std::string why;
-            return raise(check_accumulate(rq.op, rq.target_type, &why), "%s: %s", call, why.c_str());
+    switch (rq.kind) {
+    case RmaKind::put:
+    case RmaKind::get:
+        if (int rc = layout_of(call, "origin", rq.origin_type, &op->olay)) return rc;
+        if (check_signature(*op->olay, op->ocount, tl, op->tcount, &why) != MPI_SUCCESS)
+            return raise(MPI_ERR_TYPE, "%s: %s", call, why.c_str());
+        // Where each side is built from one basic type, the types must be the same (type
+        // signatures match); MPI_BYTE is accepted against anything, as codes rely on it.
+        if (const TypeInfo *ob = op->olay->basic(), *tb = tl.basic();
+            ob && tb && ob != tb && ob->type != MPI_BYTE && tb->type != MPI_BYTE)
+            return raise(MPI_ERR_TYPE, "%s: origin (%s) and target (%s) type signatures differ",
+                         call, ob->name, tb->name);
+        if (rq.kind == RmaKind::get) op->result = const_cast<void*>(rq.origin);
+        break;
+    case RmaKind::acc:
+    case RmaKind::get_acc:
+    case RmaKind::fop: {
+        const bool noop = rq.op == MPI_NO_OP && rq.kind != RmaKind::acc;
+        if (rq.kind != RmaKind::acc) {
+            if (int rc = layout_of(call, "result", rq.result_type, &op->rlay)) return rc;
+            if (int rc = check_accumulate_layouts(rq.op, *op->rlay, op->rcount, tl, op->tcount, &why))
+                return raise(rc, "%s: result and target: %s", call, why.c_str());
         }
-    } else if (rq.kind == RmaKind::cas) {
-        if (check_compare_and_swap(rq.target_type, nullptr) != MPI_SUCCESS) {
-            std::string why;
-            return raise(check_compare_and_swap(rq.target_type, &why), "%s: %s", call, why.c_str());
+        if (noop) {  // MPI ignores the origin arguments of MPI_NO_OP
+            op->olay = op->rlay;
+            op->ocount = op->rcount;
+            op->origin = nullptr;
+        } else {
+            if (int rc = layout_of(call, "origin", rq.origin_type, &op->olay)) return rc;
+            if (int rc = check_accumulate_layouts(rq.op, *op->olay, op->ocount, tl, op->tcount, &why))
+                return raise(rc, "%s: %s", call, why.c_str());
         }
+        op->type = tl.basic();
+        break;
     }
-    if (op->count > 0) {
-        if (has_origin && !rq.origin && rq.kind != RmaKind::get)
-            return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
-        if (has_result && !op->result)
+    case RmaKind::cas: {
+        const TypeInfo* ti = lookup_type(rq.target_type);
+        if (!ti || check_compare_and_swap(rq.target_type, nullptr) != MPI_SUCCESS) {
+            check_compare_and_swap(rq.target_type, &why);
+            return raise(MPI_ERR_TYPE, "%s: %s", call, why.c_str());
+        }
+        op->type = ti;
+        op->olay = op->rlay = op->tlay;
+        break;
+    }
+    }
+    op->bytes = tl.size() * op->tcount;
+    if (op->bytes > 0) {
+        const bool has_origin = op->origin != nullptr || rq.kind == RmaKind::get ||
+                                (op->op == MPI_NO_OP && rq.kind != RmaKind::acc);
+        if (!has_origin) return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
+        if (rq.kind != RmaKind::put && rq.kind != RmaKind::acc && !op->result)
             return raise(MPI_ERR_ARG, "%s: result buffer is NULL", call);
         if (rq.kind == RmaKind::cas && !rq.compare)
             return raise(MPI_ERR_ARG, "%s: compare buffer is NULL", call);
@@ -638,16 +648,18 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     // Displacement: nothing may be written outside the target's part of the window.
     const PeerRegion& pr = peer(rq.target_rank);
     const int du = disp_units_[std::size_t(rq.target_rank)];
-    if (rq.target_disp < 0)
+    if (rq.target_disp < 0 && flavor_ != MPI_WIN_FLAVOR_DYNAMIC)
         return raise(MPI_ERR_RMA_RANGE, "%s: target_disp %ld is negative", call, long(rq.target_disp));
-    __int128 off = __int128(rq.target_disp) * du;
-    __int128 end = off + __int128(span_bytes(*tt, op->count));
-    if (op->count > 0 && end > __int128(pr.size))
+    auto [lo, hi] = footprint(tl, op->tcount);
+    op->lo = lo;
+    op->hi = hi;
+    const __int128 off = __int128(rq.target_disp) * du;
+    if (op->bytes > 0 && (off + lo < 0 || off + hi > __int128(pr.size)))
         return raise(MPI_ERR_RMA_RANGE,
-                     "%s: target_disp %ld x disp_unit %d + %zu x %s (%llu bytes) exceeds rank %d's window of %llu bytes",
-                     call, long(rq.target_disp), du, op->count, tt->name,
-                     static_cast<unsigned long long>(span_bytes(*tt, op->count)), rq.target_rank,
-                     static_cast<unsigned long long>(pr.size));
+                     "%s: target_disp %ld x disp_unit %d + %llu x %s touches bytes [%lld, %lld), outside rank %d's window of %llu bytes",
+                     call, long(rq.target_disp), du, static_cast<unsigned long long>(op->tcount),
+                     tl.description(), static_cast<long long>(off + lo), static_cast<long long>(off + hi),
+                     rq.target_rank, static_cast<unsigned long long>(pr.size));
     op->offset = std::uint64_t(off);
     return MPI_SUCCESS;
 }
@@ -758,14 +770,15 @@ int Window::post(const OpRequest& rq, bool complete_now) {
     if (int rc = validate(rq, &desc)) return rc;
     const int r = rq.target_rank;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC)
-        if (int rc = dynamic_offset(rq.call, r, desc.offset, span_bytes(*desc.type, desc.count))) return rc;
+        if (desc.bytes > 0)
+            if (int rc = dynamic_offset(rq.call, r, desc.offset + std::uint64_t(desc.lo), std::uint64_t(desc.hi - desc.lo))) return rc;
     AccessMode m;
     if (int rc = check_epoch_for_op(rq.call, r, &m)) return rc;
     if (complete_now && m != AccessMode::per_target && m != AccessMode::lock_all_granted)
         return raise(MPI_ERR_RMA_SYNC, "%s: request-based operations need a passive-target epoch (lock or lock_all)", rq.call);
     if (m != AccessMode::per_target) {
         count_op(desc.kind);
-        if (desc.count == 0) return MPI_SUCCESS;
+        if (desc.bytes == 0) return MPI_SUCCESS;
         bump(Stat::direct);
         if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
         return MPI_SUCCESS;
@@ -780,7 +793,7 @@ int Window::post(const OpRequest& rq, bool complete_now) {
             if (spare) Pool<Op>::put(spare);
             return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", rq.call, r);
         }
-        if (desc.count == 0) {
+        if (desc.bytes == 0) {
             count_op(desc.kind);
             if (spare) Pool<Op>::put(spare);
             return MPI_SUCCESS;

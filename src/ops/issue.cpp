@@ -8,51 +8,24 @@
 #include <vector>
 
 #include "engine/errors.hpp"
+#include "ops/layout.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 
 namespace fastrma::detail {
 
-std::uint64_t span_bytes(const TypeInfo& ti, std::size_t count) {
-    if (count == 0) return 0;
-    std::uint64_t last = ti.cls == TypeClass::pair ? ti.index_offset + ti.index_size : ti.size;
-    return std::uint64_t(count - 1) * ti.extent + last;
-}
-
 namespace {
 
-// Splits count elements into chunks that cover only data bytes and hands them to fn in
-// bounded batches (no allocation proportional to count).
-template <class Fn>
-Post for_each_chunk(const TypeInfo& ti, void* local, std::uint64_t offset, std::size_t count,
-                    Fn&& fn) {
-    if (count == 0) return Post::done;
-    auto* base = static_cast<unsigned char*>(local);
-    if (ti.cls != TypeClass::pair || ti.size == ti.extent) {
-        Chunk c{base, offset, std::size_t(span_bytes(ti, count))};
-        return fn(&c, std::size_t(1));
-    }
-    constexpr std::size_t kBatch = 256;  // chunks per batch, two per element
-    Chunk chunks[kBatch];
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-        std::size_t e = i * ti.extent;
-        chunks[n++] = {base + e, offset + e, ti.value_size};
-        chunks[n++] = {base + e + ti.index_offset, offset + e + ti.index_offset, ti.index_size};
-        if (n == kBatch) {
-            if (Post p = fn(chunks, n); p != Post::done) return p;
-            n = 0;
-        }
-    }
-    return n ? fn(chunks, n) : Post::done;
-}
-
-int transfer(const IssueContext& ctx, bool is_put, const TypeInfo& ti, void* local,
-             std::uint64_t offset, std::size_t count) {
-    Post p = for_each_chunk(ti, local, offset, count, [&](const Chunk* c, std::size_t n) {
-        return is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n);
-    });
-    return p == Post::done ? MPI_SUCCESS : MPI_ERR_OTHER;
+// put/get: chunks contiguous on both sides, in bounded batches (no copy of the data, no
+// allocation proportional to it: large derived-type transfers are pipelined).
+int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
+    void* local = is_put ? const_cast<void*>(op.origin) : op.result;
+    bool ok = zip_chunks(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
+                         [&](const Chunk* c, std::size_t n) {
+                             Post p = is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n);
+                             return p == Post::done;
+                         });
+    return ok ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
 // ---- acc_locked: the target's striped accumulate lock ----
@@ -89,64 +62,107 @@ private:
     std::uint64_t mask_ = 0;
 };
 
-int acc_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti) {
-    const std::uint64_t bytes = std::uint64_t(op.count) * ti.extent;
-    StripeGuard guard(ctx, op.offset, bytes);
+// One run of n basic elements at target offset toff: origin elements at src (null for
+// MPI_NO_OP), old values to res (may be null). Caller holds the stripes covering it.
+int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti, const void* src,
+                      void* res, std::uint64_t toff, std::uint64_t n, std::vector<unsigned char>& tmp) {
     if (ctx.peer.mapped) {  // in place
-        unsigned char* dst = ctx.peer.mapped + op.offset;
-        if (op.kind == RmaKind::cas) compare_and_swap(ti, dst, op.origin, op.compare, op.result);
-        else reduce(op.op, ti, dst, op.origin, op.count, op.result);
+        reduce(op.op, ti, ctx.peer.mapped + toff, src, n, res);
         return MPI_SUCCESS;
     }
-    // Through the transport, pipelined in bounded pieces of whole elements.
-    const std::size_t per = std::max<std::size_t>(1, (64 * 1024) / ti.extent);
-    std::vector<unsigned char> tmp(std::min(op.count, per) * ti.extent);
-    for (std::size_t done = 0; done < op.count; done += per) {
-        std::size_t n = std::min(per, op.count - done);
-        std::uint64_t off = op.offset + done * ti.extent;
-        if (int rc = transfer(ctx, false, ti, tmp.data(), off, n)) return rc;
-        auto* res = op.result ? static_cast<unsigned char*>(op.result) + done * ti.extent : nullptr;
-        if (op.kind == RmaKind::cas) {
-            compare_and_swap(ti, tmp.data(), op.origin, op.compare, res);
-        } else {
-            auto* src = op.origin ? static_cast<const unsigned char*>(op.origin) + done * ti.extent
-                                  : nullptr;
-            if (op.op == MPI_NO_OP) {
-                if (res) std::memcpy(res, tmp.data(), n * ti.extent);
-                continue;
-            }
-            reduce(op.op, ti, tmp.data(), src, n, res);
-        }
-        if (int rc = transfer(ctx, true, ti, tmp.data(), off, n)) return rc;
-    }
+    // Through the transport: get the run, combine, put it back. Only data bytes move
+    // (pair types keep their holes: the chunk list of a pair run skips them).
+    const std::uint64_t bytes = n * ti.extent;
+    tmp.resize(bytes);
+    const Layout& el = predefined_layout(ti);
+    auto move = [&](bool put) {
+        return zip_chunks(el, n, tmp.data(), el, n, toff, [&](const Chunk* c, std::size_t k) {
+            return (put ? ctx.tp.put(ctx.peer, c, k) : ctx.tp.get(ctx.peer, c, k)) == Post::done;
+        });
+    };
+    if (!move(false)) return MPI_ERR_OTHER;
+    reduce(op.op, ti, tmp.data(), src, n, res);
+    if (op.op != MPI_NO_OP && !move(true)) return MPI_ERR_OTHER;
     return MPI_SUCCESS;
 }
 
-// ---- acc_native: CPU atomics on mapped memory ----
+// Accumulate, get_accumulate, fetch_and_op: element-wise atomic per basic element.
+int accumulate(const IssueContext& ctx, const Op& op) {
+    const TypeInfo& ti = *op.type;
+    const bool native = ctx.cpu_atomics && ctx.peer.mapped && ti.native_atomic;
+    // Runs are bounded so that the locked path's bounce buffer stays small.
+    const std::uint64_t max_run = std::max<std::uint64_t>(1, (64 * 1024) / ti.extent);
+    std::vector<unsigned char> tmp;
+    int rc = MPI_SUCCESS;
+    auto run = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
+        if (native && reduce_atomic(op.op, ti, ctx.peer.mapped + toff, src, n, res)) return true;
+        // Not natively atomic here (type, or a misaligned address: the same for every
+        // origin, so CPU atomics and the lock never meet on one element).
+        std::unique_ptr<StripeGuard> g;
+        if (native) g = std::make_unique<StripeGuard>(ctx, toff, n * ti.extent);
+        rc = reduce_run_locked(ctx, op, ti, src, res, toff, n, tmp);
+        return rc == MPI_SUCCESS;
+    };
+    // The locked path holds the stripes of the whole footprint for the whole op, so a
+    // multi-element accumulate is not interleaved element by element with another.
+    std::unique_ptr<StripeGuard> whole;
+    if (!native)
+        whole = std::make_unique<StripeGuard>(ctx, op.offset + std::uint64_t(op.lo), std::uint64_t(op.hi - op.lo));
+    const bool has_result = op.kind != RmaKind::acc;
+    bool ok;
+    if (op.op == MPI_NO_OP) {  // read only: (result, target)
+        ok = zip_elements(*op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+                          [&](const void* res, std::uint64_t toff, std::uint64_t n) {
+                              return run(nullptr, const_cast<void*>(res), toff, n);
+                          }, max_run);
+    } else if (has_result) {
+        ok = zip_elements(*op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result,
+                          *op.tlay, op.tcount, op.offset,
+                          [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
+                              return run(src, res, toff, n);
+                          }, max_run);
+    } else {
+        ok = zip_elements(*op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
+                          [&](const void* src, std::uint64_t toff, std::uint64_t n) {
+                              return run(src, nullptr, toff, n);
+                          }, max_run);
+    }
+    if (rc) return rc;
+    return ok ? MPI_SUCCESS : raise(MPI_ERR_INTERN, "accumulate: layouts do not share a basic type");
+}
 
-bool acc_native(const IssueContext& ctx, const Op& op, const TypeInfo& ti) {
-    if (!ctx.cpu_atomics || !ctx.peer.mapped || !ti.native_atomic) return false;
-    unsigned char* dst = ctx.peer.mapped + op.offset;
-    if (op.kind == RmaKind::cas)
-        return compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result);
-    return reduce_atomic(op.op, ti, dst, op.origin, op.count, op.result);
+int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
+    const TypeInfo& ti = *op.type;
+    unsigned char* dst = ctx.peer.mapped ? ctx.peer.mapped + op.offset : nullptr;
+    if (ctx.cpu_atomics && dst && ti.native_atomic &&
+        compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))
+        return MPI_SUCCESS;
+    StripeGuard g(ctx, op.offset, ti.extent);
+    if (dst) {
+        compare_and_swap(ti, dst, op.origin, op.compare, op.result);
+        return MPI_SUCCESS;
+    }
+    unsigned char tmp[kMaxTypeExtent];
+    Chunk c{tmp, op.offset, ti.size};
+    if (ctx.tp.get(ctx.peer, &c, 1) != Post::done) return MPI_ERR_OTHER;
+    unsigned char before[kMaxTypeExtent];
+    std::memcpy(before, tmp, ti.size);
+    compare_and_swap(ti, tmp, op.origin, op.compare, op.result);
+    if (std::memcmp(before, tmp, ti.size) != 0 && ctx.tp.put(ctx.peer, &c, 1) != Post::done)
+        return MPI_ERR_OTHER;
+    return MPI_SUCCESS;
 }
 
 }  // namespace
 
 int issue_op(const IssueContext& ctx, const Op& op) {
-    const TypeInfo& ti = *op.type;
     switch (op.kind) {
-    case RmaKind::put:
-        return transfer(ctx, true, ti, const_cast<void*>(op.origin), op.offset, op.count);
-    case RmaKind::get:
-        return transfer(ctx, false, ti, op.result, op.offset, op.count);
+    case RmaKind::put: return transfer(ctx, op, true);
+    case RmaKind::get: return transfer(ctx, op, false);
     case RmaKind::acc:
     case RmaKind::get_acc:
-    case RmaKind::fop:
-    case RmaKind::cas:
-        if (acc_native(ctx, op, ti)) return MPI_SUCCESS;
-        return acc_locked(ctx, op, ti);
+    case RmaKind::fop: return accumulate(ctx, op);
+    case RmaKind::cas: return compare_and_swap_op(ctx, op);
     }
     return MPI_ERR_INTERN;
 }

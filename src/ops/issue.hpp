@@ -2,8 +2,9 @@
 //
 // The choice between a native operation and its fallback lives here, one level above the
 // transports (STYLE.md §1):
-//   put/get        -> transport put/get of the element's data bytes (pair types have holes
-//                     that MPI does not let us write);
+//   put/get        -> transport put/get of chunks contiguous on both sides, zipped from the
+//                     origin and target layouts (derived types, and pair types whose holes
+//                     MPI does not let us write), in bounded batches;
 //   accumulates    -> CPU atomics on mapped memory when the window's atomicity domain is
 //                     the CPU and the type has lock-free native atomics (acc_native), else
 //                     lock-get-op-put under the target's striped accumulate lock
@@ -29,8 +30,5 @@ struct IssueContext {
 // Performs op at its target. Returns an MPI error class; on shared memory the op has
 // completed remotely when this returns.
 int issue_op(const IssueContext& ctx, const Op& op);
-
-// Bytes from the first to the last data byte of count elements (what must fit the window).
-std::uint64_t span_bytes(const TypeInfo& ti, std::size_t count);
 
 }  // namespace fastrma::detail

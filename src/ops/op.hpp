@@ -10,18 +10,25 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace fastrma::detail {
 
 struct TypeInfo;
+class Layout;
 
 enum class RmaKind : std::uint8_t { put, get, acc, get_acc, fop, cas };
 
+// Layouts are shared_ptrs: MPI lets the user free a datatype while the op is in flight.
+// For MPI_NO_OP the origin layout is the result's (get_accumulate, fetch_and_op).
 struct Op {
     RmaKind kind = RmaKind::put;
-    const TypeInfo* type = nullptr;  // element type (predefined)
+    const TypeInfo* type = nullptr;  // the basic element type (accumulates), else may be null
     MPI_Op op = MPI_OP_NULL;
-    std::size_t count = 0;           // elements
+    std::shared_ptr<const Layout> olay, rlay, tlay;  // origin, result, target
+    std::uint64_t ocount = 0, rcount = 0, tcount = 0;
+    std::uint64_t bytes = 0;         // data bytes at the target
+    std::int64_t lo = 0, hi = 0;     // footprint at the target, relative to offset
     const void* origin = nullptr;
     void* result = nullptr;
     const void* compare = nullptr;

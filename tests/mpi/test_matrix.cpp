@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -194,6 +195,69 @@ TEST_P(Matrix, EveryOperationLandsWhereTheStandardSays) {
     close_epoch(sync, w.win, right);
     for (int i = 0; i < 8; ++i) EXPECT_EQ(back[i], src[i]);
     EXPECT_EQ(noop, 103);
+
+    // Epoch 3: derived datatypes on origin and target, for every operation kind.
+    MPI_Datatype every_other, idx3, pair_vec, mixed;
+    MPI_Type_vector(4, 1, 2, MPI_INT64_T, &every_other);  // 4 words, stride 2
+    MPI_Type_commit(&every_other);
+    const int blens[3] = {1, 2, 1}, displs[3] = {0, 3, 7};
+    MPI_Type_indexed(3, blens, displs, MPI_INT64_T, &idx3);  // words 0, 3, 4, 7
+    MPI_Type_commit(&idx3);
+    MPI_Type_vector(2, 2, 3, MPI_INT64_T, &pair_vec);  // words 0,1, 3,4
+    MPI_Type_commit(&pair_vec);
+    {
+        struct S { std::int32_t i; double d; };
+        int bl[2] = {1, 1};
+        MPI_Aint dp[2] = {offsetof(S, i), offsetof(S, d)};
+        MPI_Datatype ty[2] = {MPI_INT32_T, MPI_DOUBLE};
+        MPI_Type_create_struct(2, bl, dp, ty, &mixed);
+        MPI_Type_commit(&mixed);
+    }
+    open_epoch(sync, w.win, left, right);
+    std::int64_t four[4] = {9000 + me, 9001 + me, 9002 + me, 9003 + me};
+    // contiguous origin -> strided target (words 48, 50, 52, 54)
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(four, 4, MPI_INT64_T, right, w.disp(right, 48), 1, every_other, w.win)) << FRMA_Last_error_message();
+    // strided origin (from a local array) <- indexed target (words 0, 3, 4, 7 of the pattern)
+    std::int64_t strided[8];
+    for (auto& x : strided) x = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(strided, 1, every_other, right, w.disp(right, 0), 1, idx3, w.win));
+    // accumulate SUM through a derived target type (words 60,61, 63,64)
+    std::int64_t ones[4] = {1, 2, 3, 4};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones, 4, MPI_INT64_T, right, w.disp(right, 60), 1, pair_vec, MPI_SUM, w.win));
+    // get_accumulate with derived origin, result and target (words 70.. every other)
+    std::int64_t gsrc[8] = {5, 0, 6, 0, 7, 0, 8, 0}, gres[4] = {-1, -1, -1, -1};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(gsrc, 1, every_other, gres, 4, MPI_INT64_T, right, w.disp(right, 70), 1, every_other, MPI_REPLACE, w.win));
+    // a struct of two basic types: put only (accumulates need one basic type)
+    struct S { std::int32_t i; double d; } sv{me, 0.25 * me};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&sv, 1, mixed, right, w.disp(right, 80), 1, mixed, w.win));
+    EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(&sv, 1, mixed, right, w.disp(right, 80), 1, mixed, MPI_SUM, w.win))
+        << "accumulate on a type of two basic types";
+    MPI_Type_free(&every_other);  // freed while the ops may still be in flight (MPI allows it)
+    MPI_Type_free(&idx3);
+    MPI_Type_free(&pair_vec);
+    MPI_Type_free(&mixed);
+    close_epoch(sync, w.win, right);
+    for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(w.mem[48 + 2 * k], 9000 + left + k) << "vector put " << k;
+        EXPECT_EQ(w.mem[49 + 2 * k], 0) << "vector put hole " << k;
+    }
+    const int picked[4] = {0, 3, 4, 7};
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(strided[2 * k], 1000 * right + picked[k]) << "indexed get " << k;
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(strided[2 * k + 1], -1) << "get wrote a hole";
+    EXPECT_EQ(w.mem[60], 1);
+    EXPECT_EQ(w.mem[61], 2);
+    EXPECT_EQ(w.mem[62], 0);
+    EXPECT_EQ(w.mem[63], 3);
+    EXPECT_EQ(w.mem[64], 4);
+    for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(gres[k], 0) << "get_accumulate old value " << k;
+        EXPECT_EQ(w.mem[70 + 2 * k], 5 + k) << "get_accumulate REPLACE " << k;
+        EXPECT_EQ(w.mem[71 + 2 * k], 0);
+    }
+    S got_s;
+    std::memcpy(&got_s, &w.mem[80], sizeof got_s);
+    EXPECT_EQ(got_s.i, left);
+    EXPECT_EQ(got_s.d, 0.25 * left);
 }
 
 TEST_P(Matrix, FourThreadsPostIntoOneEpoch) {

@@ -45,12 +45,12 @@ TEST(Pool, BoundedWithParentFallbackAndRecycling) {
     EXPECT_EQ(global.live(), 3u);
     EXPECT_EQ(got[0]->home, &local);
     EXPECT_EQ(got[4]->home, &global);
-    got[4]->count = 99;
+    got[4]->tcount = 99;
     Pool<Op>::put(got[4]);  // back to its own pool, reset
     EXPECT_EQ(global.live(), 2u);
     Op* again = local.get();
     ASSERT_EQ(again, got[4]);
-    EXPECT_EQ(again->count, 0u);
+    EXPECT_EQ(again->tcount, 0u);
     EXPECT_EQ(again->home, &global);
     for (Op* op : got) Pool<Op>::put(op);
     EXPECT_EQ(local.live() + global.live(), 0u);
@@ -88,9 +88,9 @@ TEST(Target, SyncFlagOnlyRisesAndQueueIsFifo) {
     t.raise_sync(SyncFlag::unlock);
     EXPECT_EQ(t.sync, SyncFlag::unlock);
     Op o[3];
-    for (int i = 0; i < 3; ++i) { o[i].count = std::size_t(i); t.push(&o[i]); }
+    for (int i = 0; i < 3; ++i) { o[i].tcount = std::uint64_t(i); t.push(&o[i]); }
     EXPECT_EQ(t.npending, 3u);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(t.pop()->count, std::size_t(i));
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(t.pop()->tcount, std::uint64_t(i));
     EXPECT_EQ(t.pop(), nullptr);
     EXPECT_EQ(t.tail, nullptr);
 }
