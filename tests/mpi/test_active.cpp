@@ -328,6 +328,46 @@ TEST(Requests, CompletedByTheHostMpisWaitFunctions) {
     EXPECT_EQ(w.base[10], 2);
 }
 
+// ---- derived types freed while their op is still queued ------------------------------------
+
+TEST(DerivedTypes, FreedRightAfterTheCallWhileTheOpWaitsForItsLock) {
+    // Rank 0 holds an exclusive lock on itself; the last rank's lock on rank 0 is not
+    // granted yet, so its put (through a fresh vector type) is queued. The type is freed at
+    // once, as MPI allows; the op must still land correctly once the lock comes.
+    const int me = world_rank(), n = world_size();
+    ASSERT_GE(n, 2);
+    Alloc w(16);
+    const int last = n - 1;
+    if (me == 0) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+        MPI_Send(nullptr, 0, MPI_BYTE, last, 3, MPI_COMM_WORLD);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+    } else if (me == last) {
+        MPI_Recv(nullptr, 0, MPI_BYTE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Datatype vec;
+        MPI_Type_vector(3, 1, 4, MPI_INT64_T, &vec);
+        MPI_Type_commit(&vec);
+        std::int64_t v[3] = {71, 72, 73};
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(v, 3, MPI_INT64_T, 0, 1, 1, vec, w.win));
+        MPI_Type_free(&vec);
+        MPI_Datatype junk;  // reuse the freed handle's memory, if the MPI does
+        MPI_Type_contiguous(7, MPI_BYTE, &junk);
+        MPI_Type_commit(&junk);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+        MPI_Type_free(&junk);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        EXPECT_EQ(w.base[1], 71);
+        EXPECT_EQ(w.base[5], 72);
+        EXPECT_EQ(w.base[9], 73);
+        EXPECT_EQ(w.base[2], 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // ---- names, info, attributes ---------------------------------------------------------------
 
 int g_deleted = 0;
