@@ -111,24 +111,36 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     w->rank_ = me;
     w->nprocs_ = n;
     w->flavor_ = flavor;
-    w->topo_ = discover_topology(b);
+    const bool is_alloc = flavor == MPI_WIN_FLAVOR_ALLOCATE;
     const bool is_shared = flavor == MPI_WIN_FLAVOR_SHARED;
     const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
+    const bool is_create = flavor == MPI_WIN_FLAVOR_CREATE;
+    const std::size_t pg = std::size_t(sysconf(_SC_PAGESIZE));
 
-    // 1. Local checks, and the sizes everyone needs before segments exist.
+    // 1. Local checks and the transports; the verdict travels with the sizes, so that a
+    // bad argument on one rank fails the call everywhere instead of hanging the others.
+    // (The arrays of this function are temporaries: the window keeps O(1) per peer.)
     int err = MPI_SUCCESS;
+    NodeTopology topo = discover_topology(b);
     if (size < 0) err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(size));
     else if (disp_unit <= 0)
         err = raise(MPI_ERR_DISP, "%s: disp_unit %d must be positive", call, disp_unit);
-    else if (flavor == MPI_WIN_FLAVOR_CREATE && size > 0 && !user_base)
+    else if (is_create && size > 0 && !user_base)
         err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(size));
-    else if (is_shared && !w->topo_.all_local())
-        err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans %s nodes; shared windows need one",
-                    call, "several");
-    w->tp_.resize(std::size_t(n));
-    for (int r = 0; r < n && !err; ++r)
-        if (!(w->tp_[std::size_t(r)] = eng.select_transport(w->topo_, r)))
-            err = MPI_ERR_UNSUPPORTED_OPERATION;
+    else if (is_shared && !topo.all_local())
+        err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
+    for (int r = 0; r < n && !err; ++r) {
+        Transport* t = eng.select_transport(topo, r);
+        if (!t) err = MPI_ERR_UNSUPPORTED_OPERATION;
+        else if (!w->tp_all_ && w->tp_.empty()) w->tp_all_ = t;
+        else if (w->tp_all_ != t) {
+            if (w->tp_.empty()) w->tp_.assign(std::size_t(r), w->tp_all_);
+            w->tp_all_ = nullptr;
+        }
+        if (!w->tp_.empty()) w->tp_.push_back(t);
+    }
+    if (!err && !topo.all_local())
+        err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ranks on other nodes need the am transport (issue 4)", call);
     std::string msg = err ? last_error_message() : std::string();
     struct Sizes { int err; int disp_unit; std::uint64_t size; };
     Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size)};
@@ -140,123 +152,109 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
 
-    // 2. My segment: the state area (+ my data, + for a contiguous shared window the
-    // whole node's data at the node's first rank).
+    // 2. The node segment: n state areas, then (allocate, shared) the data parts —
+    // consecutive for a contiguous shared window, page-aligned otherwise.
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
-    const std::size_t state_bytes = page_round(
-        8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
-    const bool contiguous = is_shared && !noncontig;
-    const int leader = w->topo_.local_ranks.empty() ? me : w->topo_.local_ranks[0];
-    std::vector<std::uint64_t> offset(static_cast<std::size_t>(n), 0);  // contiguous shared: start of each part
-    std::uint64_t total = 0;
-    for (int r = 0; r < n; ++r) { offset[std::size_t(r)] = total; total += sizes[std::size_t(r)].size; }
-    std::size_t data_bytes = 0;
-    if (flavor == MPI_WIN_FLAVOR_ALLOCATE || (is_shared && noncontig)) data_bytes = std::size_t(size);
-    else if (contiguous && me == leader) data_bytes = std::size_t(total);
-    err = w->own_.create(state_bytes + data_bytes, eng.config().shm_method);
+    w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
+    const bool has_data = is_alloc || is_shared;
+    const bool padded = !(is_shared && !noncontig);
+    std::vector<std::uint64_t> doff(static_cast<std::size_t>(n), kNoData);
+    std::uint64_t total = std::uint64_t(n) * w->state_bytes_;
+    bool uniform = true;
+    for (int r = 0; r < n; ++r) {
+        const Sizes& z = sizes[std::size_t(r)];
+        uniform = uniform && z.size == sizes[0].size && z.disp_unit == sizes[0].disp_unit;
+        if (!has_data) continue;
+        doff[std::size_t(r)] = total;
+        total += padded ? page_round(z.size) : z.size;
+    }
+    total = page_round(total);
+    const std::uint64_t my_off = std::uint64_t(me) * w->state_bytes_;
+    const std::uint64_t my_data_len = has_data ? (padded ? page_round(sizes[std::size_t(me)].size) : sizes[std::size_t(me)].size) : 0;
+    if (me == 0) {
+        // Pages are reserved by their owners (first touch on the owner's NUMA node).
+        err = w->node_.create(total, eng.config().shm_method, false);
+        if (!err) err = w->node_.reserve_range(my_off, w->state_bytes_);
+        if (!err && my_data_len) err = w->node_.reserve_range(doff[0], my_data_len);
+    }
+    if (err) msg = last_error_message();
+    struct Hello { int err; SegmentExport seg; };
+    Hello hello{err, me == 0 && !err ? w->node_.export_info() : SegmentExport{}};
+    std::vector<Hello> hellos(static_cast<std::size_t>(n));
+    b.allgather(&hello, sizeof hello, hellos.data());
+    if (hellos[0].err) {
+        if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
+        return raise(hellos[0].err, "%s: window creation failed at rank 0", call);
+    }
+    if (me != 0) {
+        err = w->node_.map_peer(hellos[0].seg, my_off, w->state_bytes_);
+        if (!err && my_data_len) err = w->node_.map_peer(hellos[0].seg, std::size_t(doff[std::size_t(me)]), my_data_len);
+    }
     if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
-    if (err) msg = last_error_message();
+    w->node_base_ = w->node_.data();
 
-    // arena: a create window over FRMA_Alloc_mem memory: peers map that segment too.
-    struct PeerInfo { int err; int arena; std::uint64_t base; std::uint64_t arena_off; SegmentExport seg, arena_seg; };
-    PeerInfo mine{};
-    mine.err = err;
-    if (!err && flavor == MPI_WIN_FLAVOR_CREATE && size > 0) {
-        ArenaHit hit;
-        if (arena_lookup(user_base, std::size_t(size), &hit)) {
-            mine.arena = 1;
-            mine.arena_seg = hit.seg;
-            mine.arena_off = hit.offset;
-        }
-    }
+    // 3. Publish what peers need to know about my part, in my state page.
     if (!err) {
-        if (flavor == MPI_WIN_FLAVOR_CREATE) w->base_ = user_base;
-        else if (data_bytes && !contiguous) w->base_ = w->own_.data() + state_bytes;
-        mine.base = reinterpret_cast<std::uint64_t>(w->base_);
-        mine.seg = w->own_.export_info();
-    }
-    std::vector<PeerInfo> all(static_cast<std::size_t>(n));
-    b.allgather(&mine, sizeof mine, all.data());
-    for (int r = 0; r < n; ++r)
-        if (all[std::size_t(r)].err) {
-            if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
-            return raise(all[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
-        }
-
-    // 3. Map every node peer's segment; probe cross-memory attach where it will be used.
-    w->mapped_.resize(std::size_t(n));
-    w->arena_maps_.resize(std::size_t(n));
-    w->peers_.resize(std::size_t(n));
-    w->disp_units_.resize(std::size_t(n));
-    for (int r = 0; r < n && !err; ++r) {
-        const PeerInfo& pi = all[std::size_t(r)];
-        PeerRegion& pr = w->peers_[std::size_t(r)];
-        w->disp_units_[std::size_t(r)] = sizes[std::size_t(r)].disp_unit;
-        pr.size = is_dynamic ? ~0ull : sizes[std::size_t(r)].size;
-        pr.pid = pi.seg.pid;
-        pr.remote_addr = pi.base;
-        unsigned char* seg = nullptr;
-        if (r == me) {
-            seg = w->own_.data();
-        } else {
-            err = w->mapped_[std::size_t(r)].map_peer(pi.seg);
-            if (err) break;
-            seg = w->mapped_[std::size_t(r)].data();
-        }
-        pr.state = reinterpret_cast<std::uint64_t*>(seg);
-        if (flavor == MPI_WIN_FLAVOR_ALLOCATE || (is_shared && noncontig)) {
-            pr.mapped = seg + state_bytes;
-        } else if (r == me && flavor == MPI_WIN_FLAVOR_CREATE) {
-            pr.mapped = static_cast<unsigned char*>(user_base);
-        } else if (pi.arena) {
-            err = w->arena_maps_[std::size_t(r)].map_peer(pi.arena_seg);
-            if (err) break;
-            pr.mapped = w->arena_maps_[std::size_t(r)].data() + pi.arena_off;
-        } else if (flavor == MPI_WIN_FLAVOR_CREATE && pi.seg.pid != getpid() && pr.size > 0) {
-            if (int e = ShmTransport::probe_cma(pi.seg.pid, pi.base); e != 0)
-                err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
-                            "%s: cross-memory attach to rank %d (pid %d) refused: %s; create "
-                            "windows need ptrace access between the ranks",
-                            call, r, int(pi.seg.pid), std::strerror(e));
+        std::uint64_t* info = w->state_of(me);
+        w->base_ = is_create ? user_base : has_data ? w->node_base_ + doff[std::size_t(me)] : nullptr;
+        info[kInfoPid] = std::uint64_t(getpid());
+        info[kInfoBase] = reinterpret_cast<std::uint64_t>(w->base_);
+        info[kInfoSize] = is_dynamic ? ~0ull : std::uint64_t(size);
+        info[kInfoDispUnit] = std::uint64_t(disp_unit);
+        info[kInfoDataOff] = doff[std::size_t(me)];
+        ArenaHit hit;
+        if (is_create && size > 0 && arena_lookup(user_base, std::size_t(size), &hit)) {
+            static_assert(sizeof(SegmentExport) <= kArenaSegWords * 8);
+            info[kInfoArena] = 1;
+            info[kInfoArenaOff] = hit.offset;
+            std::memcpy(&info[kInfoArenaSeg], &hit.seg, sizeof hit.seg);
         }
     }
-    if (!err && contiguous) {
-        // Everyone's data lives in the leader's segment, one part after another.
-        unsigned char* node_data = reinterpret_cast<unsigned char*>(w->peers_[std::size_t(leader)].state) + state_bytes;
-        for (int r = 0; r < n; ++r) {
-            w->peers_[std::size_t(r)].mapped = node_data + offset[std::size_t(r)];
-            w->peers_[std::size_t(r)].remote_addr = 0;
-        }
-        w->base_ = node_data + offset[std::size_t(me)];
-    }
-    if (is_dynamic)
-        for (int r = 0; r < n; ++r) w->peers_[std::size_t(r)].remote_addr = 0;  // disp = address
     if (err) msg = last_error_message();
-    // Everyone has mapped (so the names can go) and agrees on success.
-    err = agree(b, err, msg, call);
-    w->own_.seal();
-    if (err) return err;
+    if ((err = agree(b, err, msg, call))) return err;  // also: everyone has published
 
+    // 4. Create windows: map peers' FRMA_Alloc_mem parts; probe cross-memory attach.
+    w->node_.seal();  // everyone has mapped: the name (shm_open method) can go
+    if (is_create) {
+        for (int r = 0; r < n && !err; ++r) {
+            const std::uint64_t* info = w->state_of(r);
+            if (r == me || info[kInfoSize] == 0) continue;
+            if (info[kInfoArena]) {
+                SegmentExport ex;
+                std::memcpy(static_cast<void*>(&ex), &info[kInfoArenaSeg], sizeof ex);
+                err = w->arena_maps_[r].map_peer(ex);
+            } else if (pid_t(info[kInfoPid]) != getpid()) {
+                if (int e = ShmTransport::probe_cma(pid_t(info[kInfoPid]), info[kInfoBase]); e != 0)
+                    err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
+                                "%s: cross-memory attach to rank %d (pid %d) refused: %s; create "
+                                "windows need ptrace access between the ranks",
+                                call, r, int(info[kInfoPid]), std::strerror(e));
+            }
+        }
+        if (err) msg = last_error_message();
+        if ((err = agree(b, err, msg, call))) return err;
+    }
+
+    // Symmetric allocation: rank r's data is at data0_ + r * dstride_ (no lookups).
+    w->uniform_ = uniform && has_data;
+    if (w->uniform_) {
+        w->uni_size_ = sizes[0].size;
+        w->uni_du_ = std::uint64_t(sizes[0].disp_unit);
+        w->data0_ = doff[0];
+        w->dstride_ = n > 1 ? doff[1] - doff[0] : 0;
+    }
     // CPU atomics are the window's atomicity domain only when every part is mapped here
-    // (allocate and shared windows: all peers are node-local and mapped). The choice is per
-    // window, so every origin takes the same path for a given element.
-    w->cpu_atomics_ = flavor == MPI_WIN_FLAVOR_ALLOCATE || is_shared;
-    if (flavor == MPI_WIN_FLAVOR_CREATE) {  // every part in FRMA_Alloc_mem memory (or empty)
+    // (allocate, shared, and create windows whose every part is FRMA_Alloc_mem memory).
+    // The choice is per window, so every origin takes the same path for an element.
+    w->cpu_atomics_ = has_data;
+    if (is_create) {
         bool every = true;
-        for (int r = 0; r < n; ++r)
-            every = every && (sizes[std::size_t(r)].size == 0 || w->peers_[std::size_t(r)].mapped);
+        for (int r = 0; r < n; ++r) every = every && (sizes[std::size_t(r)].size == 0 || w->peer(r).mapped);
         w->cpu_atomics_ = every;
     }
-    w->fast_.resize(std::size_t(n));
-    for (int r = 0; r < n; ++r) {
-        const PeerRegion& pr = w->peers_[std::size_t(r)];
-        w->fast_[std::size_t(r)] = {pr.mapped, is_dynamic ? 0 : pr.size,
-                                    std::uint64_t(w->disp_units_[std::size_t(r)]), pr.remote_addr, pr.pid};
-    }
-    w->in_start_group_.assign(std::size_t(n), 0);
-    if (is_dynamic) w->dyn_cache_.resize(std::size_t(n));
+    (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;
     w->local_size_ = is_dynamic ? 0 : size;
     w->disp_unit_ = disp_unit;
@@ -269,6 +267,39 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     bump(Stat::windows_created);
     *out = std::move(w);
     return MPI_SUCCESS;
+}
+
+PeerRegion Window::peer(int r) const {
+    PeerRegion p;
+    p.state = state_of(r);
+    if (uniform_) {
+        p.mapped = node_base_ + data0_ + std::uint64_t(r) * dstride_;
+        p.size = uni_size_;
+        return p;
+    }
+    const std::uint64_t* info = p.state;
+    p.pid = pid_t(info[kInfoPid]);
+    p.size = info[kInfoSize];
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) return p;  // displacement = address, remote_addr 0
+    p.remote_addr = info[kInfoBase];
+    if (info[kInfoDataOff] != kNoData) {
+        p.mapped = node_base_ + info[kInfoDataOff];
+    } else if (r == rank_) {
+        p.mapped = static_cast<unsigned char*>(base_);  // my own memory of a create window
+    } else if (info[kInfoArena]) {
+        auto it = arena_maps_.find(r);
+        if (it != arena_maps_.end()) p.mapped = it->second.data() + info[kInfoArenaOff];
+    }
+    return p;
+}
+
+std::size_t Window::metadata_bytes() const {
+    std::size_t b = sizeof(Window);
+    b += tp_.capacity() * sizeof(Transport*) + start_group_.capacity() * sizeof(int);
+    b += arena_maps_.size() * (sizeof(ShmSegment) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
+    for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
+    b += slots_.size() * sizeof(Slot);
+    return b;
 }
 
 int Window::free_collective() {
@@ -306,7 +337,7 @@ void Window::backoff(unsigned& us) {
 
 bool Window::try_acquire(Target* t) {
     if (t->state == AccessState::lock_granted) return true;
-    Transport& tp = *tp_[std::size_t(t->rank)];
+    Transport& tp = this->tp(t->rank);
     bool ok;
     if (t->assert_ & MPI_MODE_NOCHECK) ok = true;
     else if (t->lock_type == MPI_LOCK_SHARED) ok = lockproto::try_shared(tp, peer(t->rank));
@@ -323,7 +354,7 @@ bool Window::try_acquire(Target* t) {
 
 void Window::release(Target* t) {
     if (!t->acquired) return;
-    Transport& tp = *tp_[std::size_t(t->rank)];
+    Transport& tp = this->tp(t->rank);
     if (t->lock_type == MPI_LOCK_SHARED) lockproto::unlock_shared(tp, peer(t->rank));
     else lockproto::unlock_exclusive(tp, peer(0), peer(t->rank));
     t->acquired = false;
@@ -417,7 +448,7 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
             continue;
         }
         int rc = drain(t);
-        tp_[std::size_t(rank)]->flush(peer(rank));
+        tp(rank).flush(peer(rank));
         if (remove) {
             release(t);
             slots_.remove(t);
@@ -454,7 +485,7 @@ int Window::lock_all(int assert_) {
     if (assert_ & MPI_MODE_NOCHECK) {
         lock_all_acquired_ = false;
         mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-    } else if (lockproto::try_lock_all(*tp_[0], peer(0))) {
+    } else if (lockproto::try_lock_all(tp(0), peer(0))) {
         lock_all_acquired_ = true;
         mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
     } else {
@@ -475,7 +506,7 @@ int Window::ensure_lock_all() {
             AccessMode m = mode_.load();
             if (m == AccessMode::lock_all_granted) return MPI_SUCCESS;
             if (m != AccessMode::lock_all_called) return MPI_ERR_RMA_SYNC;
-            if (lockproto::try_lock_all(*tp_[0], peer(0))) {
+            if (lockproto::try_lock_all(tp(0), peer(0))) {
                 lock_all_acquired_ = true;
                 mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
                 return MPI_SUCCESS;
@@ -493,8 +524,8 @@ int Window::unlock_all() {
     std::lock_guard lk(epoch_mu_);
     m = mode_.load();
     if (m == AccessMode::lock_all_granted) {
-        for (int r = 0; r < nprocs_; ++r) tp_[std::size_t(r)]->flush(peer(r));
-        if (lock_all_acquired_) lockproto::unlock_all(*tp_[0], peer(0));
+        for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
+        if (lock_all_acquired_) lockproto::unlock_all(tp(0), peer(0));
     }
     // lock_all_called: no op was ever issued (an op would have completed the acquisition).
     lock_all_acquired_ = false;
@@ -508,7 +539,7 @@ int Window::flush(int rank, bool local) {
     if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
     switch (mode_.load(std::memory_order_acquire)) {
     case AccessMode::lock_all_granted:
-        tp_[std::size_t(rank)]->flush(peer(rank));
+        tp(rank).flush(peer(rank));
         return MPI_SUCCESS;
     case AccessMode::lock_all_called:
         return ensure_lock_all();
@@ -646,8 +677,8 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     }
 
     // Displacement: nothing may be written outside the target's part of the window.
-    const PeerRegion& pr = peer(rq.target_rank);
-    const int du = disp_units_[std::size_t(rq.target_rank)];
+    const PeerRegion pr = peer(rq.target_rank);
+    const int du = int(disp_unit_of(rq.target_rank));
     if (rq.target_disp < 0 && flavor_ != MPI_WIN_FLAVOR_DYNAMIC)
         return raise(MPI_ERR_RMA_RANGE, "%s: target_disp %ld is negative", call, long(rq.target_disp));
     auto [lo, hi] = footprint(tl, op->tcount);
@@ -730,7 +761,7 @@ int Window::check_epoch_for_op(const char* call, int r, AccessMode* m) {
     case AccessMode::per_target:
         return MPI_SUCCESS;
     case AccessMode::pscw:
-        if (in_start_group_[std::size_t(r)]) return MPI_SUCCESS;
+        if (in_start_group(r)) return MPI_SUCCESS;
         return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not in the group of this process's FRMA_Win_start", call, r);
     default:
         return raise(MPI_ERR_RMA_SYNC, "%s: no access epoch is open to rank %d (lock, lock_all, fence or start first)", call, r);
@@ -742,9 +773,9 @@ int Window::check_epoch_for_op(const char* call, int r, AccessMode* m) {
 // was detached (and whose memory may be reused) is never written.
 int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uint64_t bytes) {
     if (bytes == 0) return MPI_SUCCESS;
-    const std::uint64_t* table = peer(r).state + dyn_word0_;
+    const std::uint64_t* table = state_of(r) + dyn_word0_;
     std::lock_guard lk(dyn_mu_);
-    RegionCache& c = dyn_cache_[std::size_t(r)];
+    RegionCache& c = dyn_cache_[r];
     for (;;) {
         std::uint64_t v1 = __atomic_load_n(&table[0], __ATOMIC_ACQUIRE);
         if (v1 == c.version) break;
@@ -858,7 +889,7 @@ int Window::fence(int assert_) {
     // Complete what this process issued (on shared memory: complete already; order it),
     // then the barrier: after it, every process's operations of the closing epoch are
     // complete at their targets, and local stores before the fence are visible to all.
-    for (int r = 0; r < nprocs_; ++r) tp_[std::size_t(r)]->flush(peer(r));
+    for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
     bs_->barrier();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     std::lock_guard lk(epoch_mu_);
@@ -895,7 +926,7 @@ int Window::expose(const std::vector<int>& group, int assert_) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (!(assert_ & MPI_MODE_NOCHECK))
         for (int g : group)
-            tp_[std::size_t(g)]->atomic8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64,
+            tp(g).atomic8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64,
                                          AtomicOp::fetch_or, 1ull << (rank_ % 64));
     return MPI_SUCCESS;
 }
@@ -911,7 +942,7 @@ int Window::start(const std::vector<int>& group, int assert_) {
         if (m != AccessMode::none && m != AccessMode::fence_called)
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_start: %s is open on this window", mode_name(m));
         start_group_ = group;
-        for (int g : group) in_start_group_[std::size_t(g)] = 1;
+        std::sort(start_group_.begin(), start_group_.end());
         mode_.store(AccessMode::pscw, std::memory_order_release);
     }
     if (assert_ & MPI_MODE_NOCHECK) return MPI_SUCCESS;
@@ -934,12 +965,11 @@ int Window::complete() {
         if (mode_.load() != AccessMode::pscw)
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_complete: no FRMA_Win_start epoch is open");
         group.swap(start_group_);
-        for (int g : group) in_start_group_[std::size_t(g)] = 0;
         mode_.store(AccessMode::none, std::memory_order_release);
     }
     for (int g : group) {
-        tp_[std::size_t(g)]->flush(peer(g));  // remote completion before the signal
-        tp_[std::size_t(g)]->atomic8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
+        tp(g).flush(peer(g));  // remote completion before the signal
+        tp(g).atomic8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
     }
     return MPI_SUCCESS;
 }
@@ -982,7 +1012,7 @@ int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) 
         return raise(MPI_ERR_RANK, "FRMA_Win_shared_query: rank %d is outside the window's group of %d", rank, nprocs_);
     }
     *size = MPI_Aint(peer(rank).size);
-    *disp_unit = disp_units_[std::size_t(rank)];
+    *disp_unit = int(disp_unit_of(rank));
     *base = peer(rank).mapped;
     return MPI_SUCCESS;
 }
@@ -1043,7 +1073,7 @@ Poll Window::poll() {
     if (lock_all_pending) {
         std::unique_lock lk(epoch_mu_, std::try_to_lock);
         if (lk.owns_lock() && mode_.load() == AccessMode::lock_all_called &&
-            lockproto::try_lock_all(*tp_[0], peer(0))) {
+            lockproto::try_lock_all(tp(0), peer(0))) {
             lock_all_acquired_ = true;
             mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
             did = true;

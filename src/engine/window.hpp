@@ -18,7 +18,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <algorithm>
 #include <memory>
+#include <unordered_map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/slot_table.hpp"
+#include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/shm_segment.hpp"
 
@@ -160,9 +163,14 @@ public:
 
     MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;
 
+    // Bytes of per-window bookkeeping held by this process (not the window memory itself,
+    // not the kernel's mappings): what grows with the number of ranks.
+    std::size_t metadata_bytes() const;
+
     // How peers are reached (tests, statistics).
-    bool peer_mapped(int r) const { return peers_[std::size_t(r)].mapped != nullptr; }
+    bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
     bool cpu_atomics() const { return cpu_atomics_; }
+    const std::uint64_t* state_words(int r) const { return state_of(r); }
 
     // Pools (for tests and statistics).
     Pool<Op>& op_pool() { return op_pool_; }
@@ -173,13 +181,14 @@ private:
     static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
                      MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
     int check_epoch_for_op(const char* call, int rank, AccessMode* m);
+    bool in_start_group(int r) const {
+        return std::binary_search(start_group_.begin(), start_group_.end(), r);
+    }
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
-    std::uint64_t* my_word(std::size_t w) const { return peers_[std::size_t(rank_)].state + w; }
+    std::uint64_t* my_word(std::size_t w) const { return state_of(rank_) + w; }
 
-    const PeerRegion& peer(int r) const { return peers_[std::size_t(r)]; }
     IssueContext ctx(int r) const {
-        return IssueContext{*tp_[std::size_t(r)], peers_[std::size_t(r)], cpu_atomics_,
-                            eng_.config().acc_stripes};
+        return IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes};
     }
     int check_target_rank(const char* call, int rank) const;
     int validate(const OpRequest& rq, Op* op) const;
@@ -199,30 +208,35 @@ private:
 
     Engine& eng_;
     std::unique_ptr<Bootstrap> bs_;
-    NodeTopology topo_;
     int rank_ = 0, nprocs_ = 0, flavor_ = 0;
     void* base_ = nullptr;
     MPI_Aint local_size_ = 0;
     int disp_unit_ = 1;
     bool cpu_atomics_ = false;
 
-    ShmSegment own_;                   // my state page (+ data for allocate)
-    std::vector<ShmSegment> mapped_;   // node peers' segments
-    std::vector<ShmSegment> arena_maps_;  // peers' FRMA_Alloc_mem segments (create windows)
-    std::vector<PeerRegion> peers_;
-    std::vector<int> disp_units_;
-    std::vector<Transport*> tp_;
-    // What the fast paths need of a peer, in one cache-friendly record.
-    struct FastPeer {
-        unsigned char* data;  // mapped window memory, or null (cross-memory attach)
-        std::uint64_t size;
-        std::uint64_t disp_unit;
-        std::uint64_t remote_addr;  // for cross-memory attach
-        pid_t pid;
-    };
-    inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) const;
-    std::vector<FastPeer> fast_;
+    // Peers, in O(1) memory: one node segment holds every process's state area at a
+    // stride of state_bytes_ (and, for allocate and shared windows, the data after all
+    // of them). What a peer published about its part is read from its state page
+    // (InfoWord); when every part has the same size and disp unit (symmetric allocation)
+    // the data of rank r is simply at data0_ + r * dstride_.
+    ShmSegment node_;
+    unsigned char* node_base_ = nullptr;
+    std::size_t state_bytes_ = 0;
+    bool uniform_ = false;
+    std::uint64_t uni_size_ = 0, dstride_ = 0, data0_ = 0;
+    std::uint64_t uni_du_ = 1;
+    Transport* tp_all_ = nullptr;    // the transport of every peer, when they agree
+    std::vector<Transport*> tp_;     // else one per peer
+    std::unordered_map<int, ShmSegment> arena_maps_;  // peers' FRMA_Alloc_mem (create)
+
+    std::uint64_t* state_of(int r) const {
+        return reinterpret_cast<std::uint64_t*>(node_base_ + std::size_t(r) * state_bytes_);
+    }
+    PeerRegion peer(int r) const;
+    Transport& tp(int r) const { return tp_all_ ? *tp_all_ : *tp_[std::size_t(r)]; }
+    std::uint64_t disp_unit_of(int r) const { return uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit]; }
     inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
+    inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) const;
 
     std::mutex epoch_mu_;
     std::atomic<AccessMode> mode_{AccessMode::none};
@@ -231,8 +245,7 @@ private:
     bool lock_all_acquired_ = false;
 
     // PSCW: the access side's group, the exposure side's bookkeeping (epoch_mu_).
-    std::vector<char> in_start_group_;
-    std::vector<int> start_group_;
+    std::vector<int> start_group_;  // sorted
     bool exposed_ = false;
     std::uint64_t expose_expected_ = 0, completes_seen_ = 0;
 
@@ -241,7 +254,7 @@ private:
     struct Region { std::uint64_t base, size; };
     struct RegionCache { std::uint64_t version = ~0ull; std::vector<Region> regions; };
     std::mutex dyn_mu_;
-    std::vector<RegionCache> dyn_cache_;
+    std::unordered_map<int, RegionCache> dyn_cache_;  // only peers actually accessed
     std::size_t dyn_capacity_ = 0;
     std::size_t dyn_word0_ = 0;
 

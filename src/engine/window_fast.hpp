@@ -23,10 +23,17 @@ inline bool Window::direct_mode() const {
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
-    const FastPeer& p = fast_[std::size_t(rank)];
-    const std::uint64_t off = std::uint64_t(disp) * p.disp_unit;  // < 2^63: no overflow
-    if (!p.data || off + bytes > p.size) return nullptr;
-    return p.data + off;
+    if (uniform_) {  // symmetric allocation: pure arithmetic
+        const std::uint64_t off = std::uint64_t(disp) * uni_du_;  // < 2^63: no overflow
+        if (off + bytes > uni_size_) return nullptr;
+        return node_base_ + data0_ + std::uint64_t(rank) * dstride_ + off;
+    }
+    // Otherwise the peer's published info (its state page, mapped here, read-mostly).
+    const std::uint64_t* info = state_of(rank);
+    if (info[kInfoDataOff] == kNoData) return nullptr;  // not in the node segment
+    const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
+    if (off + bytes > info[kInfoSize]) return nullptr;
+    return node_base_ + info[kInfoDataOff] + off;
 }
 
 // Cross-memory attach in one syscall for an unmapped peer (create windows): a short
@@ -34,13 +41,15 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
 // which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
                              bool write) const {
-    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || (std::uint64_t(disp) >> 32))
+    if (flavor_ != MPI_WIN_FLAVOR_CREATE || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
+        (std::uint64_t(disp) >> 32) || rank == rank_)
         return false;
-    const FastPeer& p = fast_[std::size_t(rank)];
-    const std::uint64_t off = std::uint64_t(disp) * p.disp_unit;
-    if (p.data || off + bytes > p.size || bytes > (1u << 20)) return false;
-    iovec l{local, bytes}, r{reinterpret_cast<void*>(p.remote_addr + off), bytes};
-    ssize_t n = write ? process_vm_writev(p.pid, &l, 1, &r, 1, 0) : process_vm_readv(p.pid, &l, 1, &r, 1, 0);
+    const std::uint64_t* info = state_of(rank);
+    const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
+    if (info[kInfoArena] || off + bytes > info[kInfoSize] || bytes > (1u << 20)) return false;
+    iovec l{local, bytes}, r{reinterpret_cast<void*>(info[kInfoBase] + off), bytes};
+    const pid_t pid = pid_t(info[kInfoPid]);
+    ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
     return n == ssize_t(bytes);
 }
 

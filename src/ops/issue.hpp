@@ -22,7 +22,7 @@ namespace fastrma::detail {
 
 struct IssueContext {
     Transport& tp;
-    const PeerRegion& peer;
+    PeerRegion peer;
     bool cpu_atomics;  // the window's atomicity domain is the CPU (all peers mapped)
     int acc_stripes;
 };

@@ -28,7 +28,22 @@ enum StateWord : std::size_t {
     kAccStripe0 = 3 * kWordsPerLine,  // accumulate-lock stripes, one line each
 };
 constexpr int kMaxAccStripes = 32;
-static_assert((kAccStripe0 + kMaxAccStripes * kWordsPerLine) * 8 <= kStateBytes);
+
+// What a process publishes about its part at window creation, read by peers from its state
+// page (so no process keeps per-peer arrays: O(1) memory per window in the number of ranks).
+enum InfoWord : std::size_t {
+    kInfoPid = kAccStripe0 + kMaxAccStripes * kWordsPerLine,
+    kInfoBase,       // data address in the owner's address space (cross-memory attach)
+    kInfoSize,       // bytes of its part
+    kInfoDispUnit,
+    kInfoDataOff,    // offset of its data in the window's node segment, or kNoData
+    kInfoArena,      // 1: its data is FRMA_Alloc_mem memory, exported below
+    kInfoArenaOff,   // offset of the data inside that allocation
+    kInfoArenaSeg,   // a SegmentExport, kArenaSegWords words
+};
+constexpr std::size_t kArenaSegWords = 12;
+constexpr std::uint64_t kNoData = ~0ull;
+static_assert((kInfoArenaSeg + kArenaSegWords) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
 constexpr std::uint64_t kGlobalLockAll = 1ull << 32;   // in kLockGlobal

@@ -71,7 +71,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
     return *this;
 }
 
-int ShmSegment::create(std::size_t size, ShmMethod method) {
+int ShmSegment::create(std::size_t size, ShmMethod method, bool reserve) {
     reset();
     len_ = page_round(size ? size : 1);
     owner_ = true;
@@ -98,7 +98,7 @@ int ShmSegment::create(std::size_t size, ShmMethod method) {
         reset();
         return raise(MPI_ERR_NO_MEM, "ftruncate(%zu): %s", len_, std::strerror(e));
     }
-    if (int e = posix_fallocate(fd_, 0, off_t(len_)); e != 0) {
+    if (int e = reserve ? posix_fallocate(fd_, 0, off_t(len_)) : 0; e != 0) {
         reset();
         return raise(MPI_ERR_NO_MEM, "cannot reserve %zu bytes of shared memory: %s", len_,
                      std::strerror(e));
@@ -113,7 +113,18 @@ int ShmSegment::create(std::size_t size, ShmMethod method) {
     return MPI_SUCCESS;
 }
 
-int ShmSegment::map_peer(const SegmentExport& ex) {
+namespace {
+int reserve_fd(int fd, std::size_t off, std::size_t len) {
+    if (len == 0) return MPI_SUCCESS;
+    if (int e = posix_fallocate(fd, off_t(off), off_t(len)); e != 0)
+        return raise(MPI_ERR_NO_MEM, "cannot reserve %zu bytes of shared memory: %s", len, std::strerror(e));
+    return MPI_SUCCESS;
+}
+}  // namespace
+
+int ShmSegment::reserve_range(std::size_t off, std::size_t len) { return reserve_fd(fd_, off, len); }
+
+int ShmSegment::map_peer(const SegmentExport& ex, std::size_t reserve_off, std::size_t reserve_len) {
     reset();
     int fd = -1;
     if (ex.name[0]) {
@@ -126,6 +137,10 @@ int ShmSegment::map_peer(const SegmentExport& ex) {
         if (fd < 0)
             return raise(MPI_ERR_OTHER, "pidfd_getfd(pid %d, fd %d): %s (set FASTRMA_SHM_METHOD=shm_open)",
                          int(ex.pid), ex.fd, std::strerror(errno));
+    }
+    if (int rc = reserve_fd(fd, reserve_off, reserve_len)) {
+        close(fd);
+        return rc;
     }
     addr_ = mmap(nullptr, ex.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;

@@ -40,9 +40,13 @@ public:
     ~ShmSegment() { reset(); }
 
     // Creates and maps my own segment. Returns an MPI error class (raise()d on failure).
-    int create(std::size_t size, ShmMethod method);
-    // Maps a peer's segment (or my own export: maps it a second time is avoided by caller).
-    int map_peer(const SegmentExport& ex);
+    // reserve: allocate all pages now (posix_fallocate); false leaves that to the owners of
+    // each range (reserve_range), so that first touch puts pages on their owner's NUMA node.
+    int create(std::size_t size, ShmMethod method, bool reserve = true);
+    // Maps a peer's segment and reserves [off, off + len) of it (len 0: nothing).
+    int map_peer(const SegmentExport& ex, std::size_t reserve_off = 0, std::size_t reserve_len = 0);
+    // Reserves [off, off + len) of my own segment.
+    int reserve_range(std::size_t off, std::size_t len);
     // Once every peer has mapped: close the descriptor (pidfd) / unlink the name (shm_open).
     void seal();
     void reset();

@@ -244,10 +244,12 @@ TEST(LockProtocolAsThreads, WordsReturnToZeroAfterEveryKindOfLock) {
             ASSERT_EQ(w->unlock_all(), MPI_SUCCESS);
         }
         b->barrier();
-        // Lock words live in the state page in front of the data.
-        auto* state = reinterpret_cast<std::uint64_t*>(static_cast<unsigned char*>(base) - kStateBytes);
-        EXPECT_EQ(state[kLockLocal], 0u);
-        EXPECT_EQ(state[kLockGlobal], 0u);
+        for (int q = 0; q < 2; ++q) {
+            const std::uint64_t* state = w->state_words(q);
+            EXPECT_EQ(state[kLockLocal], 0u) << "rank " << q;
+            EXPECT_EQ(state[kLockGlobal], 0u) << "rank " << q;
+        }
+        b->barrier();
         EXPECT_EQ(w->free_collective(), MPI_SUCCESS);
     });
 }
