@@ -36,7 +36,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -68,14 +67,17 @@ inline std::string mpi_error_string(int code) {
     return std::string(buf, std::size_t(len));
 }
 
-// A FRMA_ call returned rc (an error class). The engine's per-thread message names the call
-// that raised it; when it does not name `call`, it is older than this error, so the MPI
-// error string is used instead.
-[[noreturn]] inline void throw_frma(int rc, const char* call) {
+// The engine's per-thread message starts with (the error class and) "FRMA_Xxx: ". When it
+// does not name `call`, it is older than the error at hand, and the MPI error string is
+// used instead.
+inline std::string message_for(int rc, const char* call) {
     std::string msg = FRMA_Last_error_message();
-    if (msg.find(call) == std::string::npos) msg = std::string(call) + ": " + mpi_error_string(rc);
-    throw Error(rc, msg);
+    if (msg.find(std::string(call) + ": ") == std::string::npos) msg = std::string(call) + ": " + mpi_error_string(rc);
+    return msg;
 }
+
+// A FRMA_ call returned rc (an error class).
+[[noreturn]] inline void throw_frma(int rc, const char* call) { throw Error(rc, message_for(rc, call)); }
 
 inline void check(int rc, const char* call) {
     if (rc != MPI_SUCCESS) [[unlikely]]
@@ -101,13 +103,13 @@ inline bool mpi_finalized() noexcept {
 inline void fatal_in_destructor(int rc, const char* call) noexcept {
     if (rc == MPI_SUCCESS) [[likely]]
         return;
+    const bool finalized = mpi_finalized();
     int rank = -1;
-    if (!mpi_finalized()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    std::string msg = FRMA_Last_error_message();
-    if (msg.find(call) == std::string::npos) msg = std::string(call) + " failed (error class " + std::to_string(rc) + ")";
+    if (!finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const std::string msg = finalized ? std::string(call) + ": error class " + std::to_string(rc) : message_for(rc, call);
     std::fprintf(stderr, "fastrma: rank %d: in a destructor: %s\n", rank, msg.c_str());
     std::fflush(stderr);
-    if (!mpi_finalized()) MPI_Abort(MPI_COMM_WORLD, rc);
+    if (!finalized) MPI_Abort(MPI_COMM_WORLD, rc);
     std::abort();
 }
 
@@ -144,8 +146,9 @@ struct value_index {
     friend bool operator==(const value_index&, const value_index&) = default;
 };
 
-// datatype_of<T>::get() is the predefined MPI datatype of T. Specialize it for a struct of
-// your own only if its layout is exactly a predefined type's (fastrma takes no derived types).
+// datatype_of<T>::get() is the MPI datatype of one T. For a struct of your own, specialize
+// it to return a committed datatype whose extent is sizeof(T) (derived datatypes: see
+// docs/datatypes.md; accumulates need every element to be of one predefined type).
 template <class T>
 struct datatype_of {};
 
@@ -183,7 +186,7 @@ FASTRMA_DATATYPE(value_index<int>, MPI_2INT);
 FASTRMA_DATATYPE(value_index<short>, MPI_SHORT_INT);
 #undef FASTRMA_DATATYPE
 
-// A type a window can hold: it has a predefined MPI datatype and is copied as bytes.
+// A type a window can hold: it has an MPI datatype (datatype_of) and is copied as bytes.
 template <class T>
 concept Element = std::is_same_v<T, std::remove_cv_t<T>> && std::is_trivially_copyable_v<T> &&
                   requires {
@@ -442,17 +445,18 @@ inline void wait_all(std::span<Request> reqs) {
 // whether it succeeded or not). Movable, not copyable.
 
 namespace detail {
-// Move-only holder of the window handle an epoch object ends.
+// Move-only holder of the window handle an epoch object ends. (FRMA_Win is a pointer: this
+// header writes FRMA_WIN_NULL as nullptr, which -Wold-style-cast users can include.)
 class EpochBase {
 public:
     EpochBase(const EpochBase&) = delete;
     EpochBase& operator=(const EpochBase&) = delete;
-    bool active() const noexcept { return win_ != FRMA_WIN_NULL; }
+    bool active() const noexcept { return win_ != nullptr; }
 
 protected:
     explicit EpochBase(FRMA_Win w) noexcept : win_(w) {}
-    EpochBase(EpochBase&& o) noexcept : win_(std::exchange(o.win_, FRMA_WIN_NULL)) {}
-    FRMA_Win take() noexcept { return std::exchange(win_, FRMA_WIN_NULL); }
+    EpochBase(EpochBase&& o) noexcept : win_(std::exchange(o.win_, nullptr)) {}
+    FRMA_Win take() noexcept { return std::exchange(win_, nullptr); }
     FRMA_Win win_;
 };
 }  // namespace detail
@@ -477,7 +481,7 @@ private:
     friend class Window;
     LockEpoch(FRMA_Win w, int rank) noexcept : EpochBase(w), rank_(rank) {}
     void end_in_destructor() noexcept {
-        if (win_ == FRMA_WIN_NULL || detail::mpi_finalized()) return;
+        if (win_ == nullptr || detail::mpi_finalized()) return;
         detail::fatal_in_destructor(FRMA_Win_unlock(rank_, take()), "FRMA_Win_unlock");
     }
     int rank_;
@@ -505,7 +509,7 @@ private:
     friend class Window;
     explicit LockAllEpoch(FRMA_Win w) noexcept : EpochBase(w) {}
     void end_in_destructor() noexcept {
-        if (win_ == FRMA_WIN_NULL || detail::mpi_finalized()) return;
+        if (win_ == nullptr || detail::mpi_finalized()) return;
         detail::fatal_in_destructor(FRMA_Win_unlock_all(take()), "FRMA_Win_unlock_all");
     }
 };
@@ -526,7 +530,7 @@ private:
     friend class Window;
     explicit AccessEpoch(FRMA_Win w) noexcept : EpochBase(w) {}
     void end_in_destructor() noexcept {
-        if (win_ == FRMA_WIN_NULL || detail::mpi_finalized()) return;
+        if (win_ == nullptr || detail::mpi_finalized()) return;
         detail::fatal_in_destructor(FRMA_Win_complete(take()), "FRMA_Win_complete");
     }
 };
@@ -544,10 +548,10 @@ public:
     void wait() { detail::check(FRMA_Win_wait(take()), "FRMA_Win_wait"); }
     // FRMA_Win_test: true when the epoch has ended (then the object is empty).
     bool test() {
-        if (win_ == FRMA_WIN_NULL) return true;
+        if (win_ == nullptr) return true;
         int flag = 0;
         detail::check(FRMA_Win_test(win_, &flag), "FRMA_Win_test");
-        if (flag) win_ = FRMA_WIN_NULL;
+        if (flag) win_ = nullptr;
         return flag != 0;
     }
 
@@ -556,7 +560,7 @@ private:
     friend class Window;
     explicit ExposureEpoch(FRMA_Win w) noexcept : EpochBase(w) {}
     void end_in_destructor() noexcept {
-        if (win_ == FRMA_WIN_NULL || detail::mpi_finalized()) return;
+        if (win_ == nullptr || detail::mpi_finalized()) return;
         detail::fatal_in_destructor(FRMA_Win_wait(take()), "FRMA_Win_wait");
     }
 };
@@ -652,13 +656,13 @@ public:
     }
 
     Window(Window&& o) noexcept
-        : win_(std::exchange(o.win_, FRMA_WIN_NULL)), base_(std::exchange(o.base_, nullptr)),
+        : win_(std::exchange(o.win_, nullptr)), base_(std::exchange(o.base_, nullptr)),
           count_(std::exchange(o.count_, 0)), rank_(o.rank_), size_(o.size_), flavor_(o.flavor_) {}
     // Frees the window this one held (collective, fatal on failure) and takes o's.
     Window& operator=(Window&& o) noexcept {
         if (this != &o) {
             free_in_destructor();
-            win_ = std::exchange(o.win_, FRMA_WIN_NULL);
+            win_ = std::exchange(o.win_, nullptr);
             base_ = std::exchange(o.base_, nullptr);
             count_ = std::exchange(o.count_, 0);
             rank_ = o.rank_;
@@ -672,7 +676,7 @@ public:
     // FRMA_Win_free (collective). Throws Error and keeps the window if it fails (e.g. an
     // epoch is still open); empty afterwards. Nothing to do on an empty window.
     void free() {
-        if (win_ == FRMA_WIN_NULL) return;
+        if (win_ == nullptr) return;
         detail::check(FRMA_Win_free(&win_), "FRMA_Win_free");
         base_ = nullptr;
         count_ = 0;
@@ -681,11 +685,11 @@ public:
     FRMA_Win release() noexcept {
         base_ = nullptr;
         count_ = 0;
-        return std::exchange(win_, FRMA_WIN_NULL);
+        return std::exchange(win_, nullptr);
     }
 
     FRMA_Win handle() const noexcept { return win_; }
-    explicit operator bool() const noexcept { return win_ != FRMA_WIN_NULL; }
+    explicit operator bool() const noexcept { return win_ != nullptr; }
     int rank() const noexcept { return rank_; }  // in the window's group (= comm's ranks)
     int size() const noexcept { return size_; }
     int flavor() const noexcept { return flavor_; }  // MPI_WIN_FLAVOR_*
@@ -944,13 +948,13 @@ private:
     }
 
     void free_in_destructor() noexcept {
-        if (win_ == FRMA_WIN_NULL || detail::mpi_finalized()) return;
+        if (win_ == nullptr || detail::mpi_finalized()) return;
         detail::fatal_in_destructor(FRMA_Win_free(&win_), "FRMA_Win_free");
         base_ = nullptr;
         count_ = 0;
     }
 
-    FRMA_Win win_ = FRMA_WIN_NULL;
+    FRMA_Win win_ = nullptr;
     T* base_ = nullptr;
     std::size_t count_ = 0;
     int rank_ = MPI_PROC_NULL;
