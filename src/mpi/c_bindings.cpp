@@ -41,6 +41,7 @@ int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_
                    MPI_Win* win) {
     FRMA_Win w = FRMA_WIN_NULL;
     int rc = FRMA_Win_create(base, size, disp_unit, info, comm, &w);
+    if (rc == MPI_SUCCESS) window_created(w);
     if (win) *win = to_mpi(w);
     return rc;
 }
@@ -49,6 +50,7 @@ int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                      MPI_Win* win) {
     FRMA_Win w = FRMA_WIN_NULL;
     int rc = FRMA_Win_allocate(size, disp_unit, info, comm, baseptr, &w);
+    if (rc == MPI_SUCCESS) window_created(w);
     if (win) *win = to_mpi(w);
     return rc;
 }
@@ -57,6 +59,7 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Com
                             void* baseptr, MPI_Win* win) {
     FRMA_Win w = FRMA_WIN_NULL;
     int rc = FRMA_Win_allocate_shared(size, disp_unit, info, comm, baseptr, &w);
+    if (rc == MPI_SUCCESS) window_created(w);
     if (win) *win = to_mpi(w);
     return rc;
 }
@@ -64,6 +67,7 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Com
 int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
     FRMA_Win w = FRMA_WIN_NULL;
     int rc = FRMA_Win_create_dynamic(info, comm, &w);
+    if (rc == MPI_SUCCESS) window_created(w);
     if (win) *win = to_mpi(w);
     return rc;
 }
@@ -84,10 +88,9 @@ int MPI_Win_free(MPI_Win* win) {
         return FRMA_Win_free(none);  // fastrma reports the NULL argument
     }
     FRMA_Win w = to_frma(*win);
-    const MPI_Errhandler eh = window_freeing(w);
     int rc = FRMA_Win_free(&w);
     if (rc != MPI_SUCCESS) return rc;
-    window_freed(to_frma(*win), eh);
+    window_freed(to_frma(*win));
     *win = MPI_WIN_NULL;
     return MPI_SUCCESS;
 }

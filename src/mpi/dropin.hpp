@@ -43,25 +43,19 @@ void win_forget(FRMA_Win w);
 // for handlers created from Fortran (nullptr for C).
 typedef void FortranWinErrhandler(MPI_Fint* win, MPI_Fint* error_code);
 void errhandler_created(MPI_Errhandler eh, FortranWinErrhandler* fortran_fn);
-// The Fortran subroutine of a handler created from Fortran (nullptr otherwise).
-FortranWinErrhandler* errhandler_fortran_fn(MPI_Errhandler eh);
-// Another reference (a window now uses eh, or MPI_Win_get_errhandler returned it).
-void errhandler_retain(MPI_Errhandler eh);
-// Drop a reference; the last one frees the handler (FRMA_Errhandler_free).
-void errhandler_release(MPI_Errhandler eh);
+// The Fortran subroutine of w's handler if it was created from Fortran (nullptr otherwise).
+FortranWinErrhandler* window_fortran_errhandler(FRMA_Win w);
 // MPI_Errhandler_free: true if eh was one of ours (a reference was dropped and *eh reset);
 // false if it belongs to the host alone.
 bool errhandler_free(MPI_Errhandler* eh);
-// Bookkeeping around a successful window creation / before a window free.
-void window_created(FRMA_Win w);
-// Call before FRMA_Win_free; pass the result to window_freed after a successful free.
-MPI_Errhandler window_freeing(FRMA_Win w);
-void window_freed(FRMA_Win w, MPI_Errhandler eh);
-
-// Set/replace the error handler of w with the reference bookkeeping.
+// MPI_Win_set_errhandler: the window holds a reference to its user handler.
 int set_errhandler(FRMA_Win w, MPI_Errhandler eh);
 // MPI_Win_get_errhandler: a new reference the application frees with MPI_Errhandler_free.
 int get_errhandler(FRMA_Win w, MPI_Errhandler* eh);
+// After a successful window creation (counts the live windows, for finalize()).
+void window_created(FRMA_Win w);
+// After a successful FRMA_Win_free: forget w's Fortran handle and drop its handler's reference.
+void window_freed(FRMA_Win w);
 
 // ---- keyvals ----
 // Fortran attribute callbacks (MPI-3.1 §6.7.3, Fortran binding).
@@ -83,6 +77,8 @@ int init_thread(int* argc, char*** argv, int required, int* provided);
 // MPI_Query_thread: the level the application was given.
 int query_thread(int* provided);
 // MPI_Finalize: fastrma first (every window's memory, the progress thread), then the host.
+// With windows still alive (an application may free them in MPI_COMM_SELF delete callbacks,
+// which run inside PMPI_Finalize), fastrma's own MPI_COMM_SELF hook tears it down instead.
 int finalize();
 
 }  // namespace fastrma::dropin

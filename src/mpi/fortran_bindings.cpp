@@ -47,9 +47,7 @@ std::string from_fortran(const char* s, std::size_t len) {
 // Called by fastrma for a handler made by MPI_WIN_CREATE_ERRHANDLER: find the window's
 // handler and call its Fortran subroutine with the window's INTEGER handle.
 void fortran_errhandler_trampoline(FRMA_Win* win, int* code, ...) {
-    MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
-    if (FRMA_Win_get_errhandler(*win, &eh) != MPI_SUCCESS) return;
-    FortranWinErrhandler* fn = errhandler_fortran_fn(eh);
+    FortranWinErrhandler* fn = window_fortran_errhandler(*win);
     if (!fn) return;
     MPI_Fint fwin = win_c2f(*win), fcode = *code;
     fn(&fwin, &fcode);
@@ -57,6 +55,7 @@ void fortran_errhandler_trampoline(FRMA_Win* win, int* code, ...) {
 
 // Window creation: the new window's Fortran handle (0 = MPI_WIN_NULL on failure).
 void return_window(int rc, FRMA_Win w, MPI_Fint* win, MPI_Fint* ierr) {
+    if (rc == MPI_SUCCESS) window_created(w);
     *win = rc == MPI_SUCCESS ? win_c2f(w) : 0;
     set_ierr(ierr, rc);
 }
@@ -184,10 +183,9 @@ FRMA_FORTRAN(mpi_win_detach, MPI_WIN_DETACH, (MPI_Fint* win, char* base, MPI_Fin
 FRMA_FORTRAN(mpi_win_free, MPI_WIN_FREE, (MPI_Fint* win, MPI_Fint* ierr)) {
     FRMA_Win w = W(win);
     const FRMA_Win freed = w;
-    const MPI_Errhandler eh = window_freeing(w);
     int rc = FRMA_Win_free(&w);
     if (rc == MPI_SUCCESS) {
-        window_freed(freed, eh);
+        window_freed(freed);
         *win = 0;  // MPI_WIN_NULL
     }
     set_ierr(ierr, rc);

@@ -80,7 +80,9 @@ void win_forget(FRMA_Win w) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Window error handlers.
+// Window error handlers. This layer remembers which user handler each window has (fastrma's
+// own record answers MPI_Win_get_errhandler, but asking it about a window being freed, or an
+// invalid one, would raise a second error), and counts the references of each user handler.
 namespace {
 
 struct Handler {
@@ -89,8 +91,9 @@ struct Handler {
 };
 struct Handlers {
     std::mutex mu;
-    std::map<MPI_Errhandler, Handler> user;       // from MPI_Win_create_errhandler
-    std::map<MPI_Errhandler, int> predefined_gets;  // MPI_ERRORS_* handed out by get
+    std::map<MPI_Errhandler, Handler> user;                 // from MPI_Win_create_errhandler
+    std::map<MPI_Errhandler, int> predefined_gets;          // MPI_ERRORS_* handed out by get
+    std::unordered_map<FRMA_Win, MPI_Errhandler> of_window;  // windows with a user handler
 };
 Handlers& handlers() {
     static auto* h = new Handlers;
@@ -106,6 +109,16 @@ bool release_locked(Handlers& h, MPI_Errhandler eh) {
     return true;
 }
 
+void release(MPI_Errhandler eh) {
+    bool last;
+    {
+        Handlers& h = handlers();
+        std::lock_guard lk(h.mu);
+        last = release_locked(h, eh);
+    }
+    if (last) FRMA_Errhandler_free(&eh);  // the host handle goes with the last reference
+}
+
 }  // namespace
 
 void errhandler_created(MPI_Errhandler eh, FortranWinErrhandler* fortran_fn) {
@@ -114,27 +127,13 @@ void errhandler_created(MPI_Errhandler eh, FortranWinErrhandler* fortran_fn) {
     h.user[eh] = Handler{1, fortran_fn};
 }
 
-FortranWinErrhandler* errhandler_fortran_fn(MPI_Errhandler eh) {
+FortranWinErrhandler* window_fortran_errhandler(FRMA_Win w) {
     Handlers& h = handlers();
     std::lock_guard lk(h.mu);
-    auto it = h.user.find(eh);
+    auto wit = h.of_window.find(w);
+    if (wit == h.of_window.end()) return nullptr;
+    auto it = h.user.find(wit->second);
     return it == h.user.end() ? nullptr : it->second.fortran_fn;
-}
-
-void errhandler_retain(MPI_Errhandler eh) {
-    Handlers& h = handlers();
-    std::lock_guard lk(h.mu);
-    if (auto it = h.user.find(eh); it != h.user.end()) ++it->second.refs;
-}
-
-void errhandler_release(MPI_Errhandler eh) {
-    bool last;
-    {
-        Handlers& h = handlers();
-        std::lock_guard lk(h.mu);
-        last = release_locked(h, eh);
-    }
-    if (last) FRMA_Errhandler_free(&eh);  // the host handle goes with the last reference
 }
 
 bool errhandler_free(MPI_Errhandler* eh) {
@@ -159,12 +158,22 @@ bool errhandler_free(MPI_Errhandler* eh) {
 }
 
 int set_errhandler(FRMA_Win w, MPI_Errhandler eh) {
-    MPI_Errhandler old = MPI_ERRHANDLER_NULL;
-    FRMA_Win_get_errhandler(w, &old);
-    int rc = FRMA_Win_set_errhandler(w, eh);
+    int rc = FRMA_Win_set_errhandler(w, eh);  // validates the window and the handler
     if (rc != MPI_SUCCESS) return rc;
-    errhandler_retain(eh);
-    errhandler_release(old);
+    MPI_Errhandler old = MPI_ERRHANDLER_NULL;
+    {
+        Handlers& h = handlers();
+        std::lock_guard lk(h.mu);
+        if (auto it = h.of_window.find(w); it != h.of_window.end()) {
+            old = it->second;
+            h.of_window.erase(it);
+        }
+        if (auto it = h.user.find(eh); it != h.user.end()) {
+            ++it->second.refs;
+            h.of_window[w] = eh;
+        }
+    }
+    if (old != MPI_ERRHANDLER_NULL) release(old);
     return MPI_SUCCESS;
 }
 
@@ -178,17 +187,25 @@ int get_errhandler(FRMA_Win w, MPI_Errhandler* eh) {
     return MPI_SUCCESS;
 }
 
-void window_created(FRMA_Win) {}
-
-MPI_Errhandler window_freeing(FRMA_Win w) {
-    MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
-    if (FRMA_Win_get_errhandler(w, &eh) != MPI_SUCCESS) eh = MPI_ERRHANDLER_NULL;
-    return eh;
+namespace {
+std::atomic<long> g_live_windows{0};  // created through this layer and not yet freed
 }
 
-void window_freed(FRMA_Win w, MPI_Errhandler eh) {
+void window_created(FRMA_Win) { g_live_windows.fetch_add(1, std::memory_order_relaxed); }
+
+void window_freed(FRMA_Win w) {
+    g_live_windows.fetch_sub(1, std::memory_order_relaxed);
     win_forget(w);
-    if (eh != MPI_ERRHANDLER_NULL) errhandler_release(eh);
+    MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
+    {
+        Handlers& h = handlers();
+        std::lock_guard lk(h.mu);
+        if (auto it = h.of_window.find(w); it != h.of_window.end()) {
+            eh = it->second;
+            h.of_window.erase(it);
+        }
+    }
+    if (eh != MPI_ERRHANDLER_NULL) release(eh);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -316,8 +333,11 @@ int query_thread(int* provided) {
 
 int finalize() {
     // The engine first, while the host is fully alive: fastrma's own MPI_COMM_SELF hook,
-    // which runs inside PMPI_Finalize, then finds nothing left to do.
-    FRMA_Finalize();
+    // which runs inside PMPI_Finalize, then finds nothing left to do. If windows are still
+    // alive, the application may free them in its own MPI_COMM_SELF delete callbacks (MPI
+    // allows it); those run inside PMPI_Finalize too, before fastrma's hook if they were set
+    // after the engine started (reverse order of setting), so the hook does the teardown.
+    if (g_live_windows.load() == 0) FRMA_Finalize();
     return PMPI_Finalize();
 }
 
