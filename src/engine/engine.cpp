@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/errors.hpp"
+#include "transport/am.hpp"
 #include "transport/shm.hpp"
 #include "transport/shm_segment.hpp"
 
@@ -27,18 +28,25 @@ Engine::~Engine() {
     progress_.stop();
 }
 
-Transport* Engine::select_transport(const NodeTopology& topo, int rank) const {
-    const bool same_node = topo.node_of[rank] == topo.node_of[topo.local_ranks[topo.my_local_index]];
-    if (cfg_.transport != "auto" && cfg_.transport != "shm") {
-        raise(MPI_ERR_UNSUPPORTED_OPERATION,
-              "FASTRMA_TRANSPORT=%s is not available (this build has: shm)", cfg_.transport.c_str());
+Transport* Engine::select_transport(const NodeTopology& topo, int rank, bool load_store) const {
+    const int me = topo.local_ranks[std::size_t(topo.my_local_index)];
+    const bool same_node = topo.node_of[std::size_t(rank)] == topo.node_of[std::size_t(me)];
+    const std::string& want = cfg_.transport;
+    if (want != "auto" && want != "shm" && want != "am") {
+        raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am)", want.c_str());
         return nullptr;
     }
-    if (same_node) return &shm_transport();
-    raise(MPI_ERR_UNSUPPORTED_OPERATION,
-          "rank %d is on another node and no network transport is built yet (am: issue 4, verbs: later)",
-          rank);
-    return nullptr;
+    if (rank == me) return &shm_transport();  // my own memory: always direct
+    if (same_node && (want != "am" || load_store)) return &shm_transport();
+    if (load_store) {
+        raise(MPI_ERR_RMA_SHARED, "rank %d is on another node: a shared window needs load/store", rank);
+        return nullptr;
+    }
+    if (want == "shm") {
+        raise(MPI_ERR_UNSUPPORTED_OPERATION, "rank %d is on another node and FASTRMA_TRANSPORT=shm", rank);
+        return nullptr;
+    }
+    return &am_transport();
 }
 
 namespace {

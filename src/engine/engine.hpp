@@ -36,7 +36,8 @@ public:
 
     // The one place that decides which transport serves a peer. Returns nullptr (and
     // raise()s) when no transport can reach it.
-    Transport* select_transport(const NodeTopology& topo, int rank) const;
+    // load_store: the window's contract is load/store (allocate_shared): shared memory only.
+    Transport* select_transport(const NodeTopology& topo, int rank, bool load_store) const;
 
     std::atomic<int>& live_windows() { return live_windows_; }
     std::string stats_report() const;

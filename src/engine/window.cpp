@@ -18,7 +18,9 @@
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
+#include "transport/am.hpp"
 #include "transport/shm.hpp"
+#include "engine/bootstrap_mpi.hpp"
 #include "transport/shm_arena.hpp"
 
 namespace fastrma::detail {
@@ -129,21 +131,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(size));
     else if (is_shared && !topo.all_local())
         err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
+    bool wants_am = false;
     for (int r = 0; r < n && !err; ++r) {
-        Transport* t = eng.select_transport(topo, r);
-        if (!t) err = MPI_ERR_UNSUPPORTED_OPERATION;
-        else if (!w->tp_all_ && w->tp_.empty()) w->tp_all_ = t;
-        else if (w->tp_all_ != t) {
-            if (w->tp_.empty()) w->tp_.assign(std::size_t(r), w->tp_all_);
-            w->tp_all_ = nullptr;
-        }
-        if (!w->tp_.empty()) w->tp_.push_back(t);
+        Transport* t = eng.select_transport(topo, r, is_shared);
+        if (!t) err = last_error_message().find("MPI_ERR_RMA_SHARED") == 0 ? MPI_ERR_RMA_SHARED : MPI_ERR_UNSUPPORTED_OPERATION;
+        wants_am = wants_am || t == &am_transport();
     }
-    if (!err && !topo.all_local())
-        err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ranks on other nodes need the am transport (issue 4)", call);
     std::string msg = err ? last_error_message() : std::string();
-    struct Sizes { int err; int disp_unit; std::uint64_t size; };
-    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size)};
+    struct Sizes { int err; int disp_unit; std::uint64_t size; int am; };
+    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size), wants_am};
     std::vector<Sizes> sizes(static_cast<std::size_t>(n));
     b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
     for (int r = 0; r < n; ++r)
@@ -151,6 +147,19 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
+    // One place decided per peer (Engine::select_transport); a window uses am for every
+    // remote peer as soon as any process needs it, so all agree on the protocol.
+    bool am_mode = false;
+    for (const Sizes& z : sizes) am_mode = am_mode || z.am;
+    if (am_mode) {
+        w->am_mode_ = true;
+        w->tp_.assign(std::size_t(n), &am_transport());
+        w->tp_[std::size_t(me)] = &shm_transport();
+        std::vector<std::pair<std::uint64_t, int>> sz;
+        for (const Sizes& z : sizes) sz.emplace_back(z.size, z.disp_unit);
+        return build_am(std::move(w), flavor, user_base, size, disp_unit, std::move(sz), out);
+    }
+    w->tp_all_ = &shm_transport();
 
     // 2. The node segment: n state areas, then (allocate, shared) the data parts —
     // consecutive for a contiguous shared window, page-aligned otherwise.
@@ -245,6 +254,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         w->data0_ = doff[0];
         w->dstride_ = n > 1 ? doff[1] - doff[0] : 0;
     }
+    w->my_state_ = w->state_of(me);
     // CPU atomics are the window's atomicity domain only when every part is mapped here
     // (allocate, shared, and create windows whose every part is FRMA_Alloc_mem memory).
     // The choice is per window, so every origin takes the same path for an element.
@@ -271,6 +281,18 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 
 PeerRegion Window::peer(int r) const {
     PeerRegion p;
+    p.rank = r;
+    if (am_mode_) {
+        p.size = am_size_[std::size_t(r)];
+        if (r != rank_) {
+            p.am = endpoint_.get();
+            return p;
+        }
+        p.state = my_state_;
+        if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) p.pid = getpid();  // my attached memory, by address
+        else p.mapped = static_cast<unsigned char*>(base_);
+        return p;
+    }
     p.state = state_of(r);
     if (uniform_) {
         p.mapped = node_base_ + data0_ + std::uint64_t(r) * dstride_;
@@ -291,6 +313,93 @@ PeerRegion Window::peer(int r) const {
         if (it != arena_maps_.end()) p.mapped = it->second.data() + info[kInfoArenaOff];
     }
     return p;
+}
+
+// Windows whose peers are reached by active messages: every process keeps its part (state
+// area + data) in a private segment; peers reach it only through the window's AmEndpoint,
+// served by this process's progress thread. Sizes and disp units of peers are kept here
+// (O(p): a message transport has no shared page to read them from).
+int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
+                     int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
+                     std::unique_ptr<Window>* out) {
+    Engine& eng = w->eng_;
+    Bootstrap& b = *w->bs_;
+    const char* call = create_call(flavor);
+    const int n = w->nprocs_;
+    const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
+    int err = MPI_SUCCESS;
+    int level = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&level);
+    auto* mb = dynamic_cast<MpiBootstrap*>(&b);
+    if (level < MPI_THREAD_MULTIPLE)
+        err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
+                    "%s: the am transport (FASTRMA_TRANSPORT=am or peers on other nodes) needs the host MPI at MPI_THREAD_MULTIPLE (initialised at level %d)",
+                    call, level);
+    else if (!mb)
+        err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: the am transport needs an MPI communicator", call);
+    w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
+    w->dyn_word0_ = dyn_table_word0(n);
+    w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
+    const std::size_t data = flavor == MPI_WIN_FLAVOR_ALLOCATE ? std::size_t(size) : 0;
+    if (!err) err = w->node_.create(w->state_bytes_ + data, eng.config().shm_method);
+    std::string msg = err ? last_error_message() : std::string();
+    if ((err = agree(b, err, msg, call))) return err;
+    w->node_base_ = w->node_.data();
+    w->my_state_ = reinterpret_cast<std::uint64_t*>(w->node_base_);
+    w->base_ = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->node_base_ + w->state_bytes_ : nullptr;
+    w->am_size_.resize(std::size_t(n));
+    w->am_du_.resize(std::size_t(n));
+    for (int r = 0; r < n; ++r) {
+        w->am_size_[std::size_t(r)] = is_dynamic ? ~0ull : sizes[std::size_t(r)].first;
+        w->am_du_[std::size_t(r)] = std::uint64_t(sizes[std::size_t(r)].second);
+    }
+    Window* self = w.get();
+    AmLocal local;
+    local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : w->base_);
+    local.state = w->my_state_;
+    local.state_words = w->state_bytes_ / 8;
+    local.accumulate = [self](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
+                              const void* src, const void* cmp, void* res) {
+        return self->apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
+    };
+    w->endpoint_ = std::make_unique<AmEndpoint>(mb->comm(), std::move(local));  // collective
+    if ((err = agree(b, w->endpoint_->error(), "am: cannot duplicate the communicator", call))) return err;
+    // Every accumulate on my memory runs in this process (mine directly, others' through
+    // the endpoint) with the same code: CPU atomics are the one atomicity domain.
+    w->cpu_atomics_ = true;
+    w->local_size_ = is_dynamic ? 0 : size;
+    w->disp_unit_ = disp_unit;
+    w->attr_size_ = w->local_size_;
+    w->attr_disp_unit_ = disp_unit;
+    w->attr_flavor_ = flavor;
+    w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
+    eng.live_windows().fetch_add(1);
+    bump(Stat::windows_created);
+    *out = std::move(w);
+    return MPI_SUCCESS;
+}
+
+// A request from a peer's origin, served by the endpoint: the same accumulate path as a
+// local origin's, on my own memory.
+int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
+                        const void* src, const void* cmp, void* res) {
+    const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
+    if (!ti) return MPI_ERR_TYPE;
+    Op op;
+    op.kind = RmaKind(kind);
+    op.op = op_handle(OpKind(op_id));
+    op.type = ti;
+    std::shared_ptr<const Layout> el(std::shared_ptr<const Layout>(), &predefined_layout(*ti));
+    op.olay = op.rlay = op.tlay = el;
+    op.ocount = op.rcount = op.tcount = count;
+    op.bytes = count * ti->size;
+    op.lo = 0;
+    op.hi = std::int64_t(count * ti->extent);
+    op.origin = src;
+    op.result = res;
+    op.compare = cmp;
+    op.offset = toff;
+    return issue_op(IssueContext{shm_transport(), peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
 }
 
 std::size_t Window::metadata_bytes() const {
@@ -554,6 +663,8 @@ int Window::flush_all(bool local) {
     const char* call = local ? "FRMA_Win_flush_local_all" : "FRMA_Win_flush_all";
     switch (mode_.load(std::memory_order_acquire)) {
     case AccessMode::lock_all_granted:
+        if (am_mode_)  // messages in flight: remote completion needs each target's answer
+            for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
         __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every op completed at issue
         return MPI_SUCCESS;
     case AccessMode::lock_all_called:
@@ -768,25 +879,38 @@ int Window::check_epoch_for_op(const char* call, int r, AccessMode* m) {
     }
 }
 
+void Window::read_words(int r, std::size_t word, std::size_t count, std::uint64_t* out) const {
+    if (am_mode_ && r != rank_) {
+        endpoint_->read_state(r, word, count, out);
+        return;
+    }
+    const std::uint64_t* w = (r == rank_ ? my_state_ : state_of(r)) + word;
+    for (std::size_t i = 0; i < count; ++i) out[i] = __atomic_load_n(w + i, __ATOMIC_ACQUIRE);
+}
+
 // Dynamic windows: the displacement is an address that must lie in one region the target
 // has attached. The peer's table is re-read whenever its version moved, so a region that
 // was detached (and whose memory may be reused) is never written.
 int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uint64_t bytes) {
     if (bytes == 0) return MPI_SUCCESS;
-    const std::uint64_t* table = state_of(r) + dyn_word0_;
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
     for (;;) {
-        std::uint64_t v1 = __atomic_load_n(&table[0], __ATOMIC_ACQUIRE);
+        std::uint64_t hdr[kDynHeaderWords];
+        read_words(r, dyn_word0_, kDynHeaderWords, hdr);
+        const std::uint64_t v1 = hdr[0];
         if (v1 == c.version) break;
         if (v1 & 1) { sched_yield(); continue; }  // the owner is changing it
-        std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), dyn_capacity_);
-        c.regions.resize(count);
-        for (std::uint64_t i = 0; i < count; ++i)
-            c.regions[i] = {__atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
-                            __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
+        const std::uint64_t count = std::min<std::uint64_t>(hdr[1], dyn_capacity_);
+        std::vector<std::uint64_t> words(2 * count);
+        if (count) read_words(r, dyn_word0_ + kDynHeaderWords, 2 * count, words.data());
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&table[0], __ATOMIC_ACQUIRE) == v1) c.version = v1;
+        std::uint64_t v2;
+        read_words(r, dyn_word0_, 1, &v2);
+        if (v2 != v1) continue;
+        c.regions.resize(count);
+        for (std::uint64_t i = 0; i < count; ++i) c.regions[i] = {words[2 * i], words[2 * i + 1]};
+        c.version = v1;
     }
     for (const Region& g : c.regions)
         if (addr >= g.base && addr + bytes <= g.base + g.size) return MPI_SUCCESS;
@@ -1065,6 +1189,15 @@ int Window::detach(const void* base) {
 // Progress: retry lock acquisitions whose time has come, issue queues of granted targets.
 
 Poll Window::poll() {
+    // Active messages: serve what peers asked of us. MPI has no wake-up for an incoming
+    // message, so while an am window exists the thread polls with bounded back-off.
+    bool served = endpoint_ && endpoint_->poll();
+    Poll p = poll_targets();
+    if (served) return Poll::busy;
+    return endpoint_ && p == Poll::idle ? Poll::waiting : p;
+}
+
+Poll Window::poll_targets() {
     const bool lock_all_pending = mode_.load(std::memory_order_acquire) == AccessMode::lock_all_called;
     if (!lock_all_pending && waiting_targets_.load(std::memory_order_acquire) == 0 &&
         queued_.load(std::memory_order_acquire) == 0)

@@ -33,6 +33,7 @@
 #include "ops/slot_table.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
+#include "transport/am.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
@@ -170,6 +171,7 @@ public:
     // How peers are reached (tests, statistics).
     bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
     bool cpu_atomics() const { return cpu_atomics_; }
+    bool uses_am() const { return am_mode_; }
     const std::uint64_t* state_words(int r) const { return state_of(r); }
 
     // Pools (for tests and statistics).
@@ -180,12 +182,19 @@ private:
     Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
     static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
                      MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
+    static int build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
+                        int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
+                        std::unique_ptr<Window>* out);
+    int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
+                    const void* src, const void* cmp, void* res);
+    // Reads count state words of rank r (its dynamic region table), by load or by message.
+    void read_words(int r, std::size_t word, std::size_t count, std::uint64_t* out) const;
     int check_epoch_for_op(const char* call, int rank, AccessMode* m);
     bool in_start_group(int r) const {
         return std::binary_search(start_group_.begin(), start_group_.end(), r);
     }
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
-    std::uint64_t* my_word(std::size_t w) const { return state_of(rank_) + w; }
+    std::uint64_t* my_word(std::size_t w) const { return my_state_ + w; }
 
     IssueContext ctx(int r) const {
         return IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes};
@@ -205,6 +214,7 @@ private:
     int wait_target(int rank, SyncFlag flag, bool remove);  // flush / unlock core
     void backoff(unsigned& us);
     Poll poll();
+    Poll poll_targets();
 
     Engine& eng_;
     std::unique_ptr<Bootstrap> bs_;
@@ -228,13 +238,20 @@ private:
     Transport* tp_all_ = nullptr;    // the transport of every peer, when they agree
     std::vector<Transport*> tp_;     // else one per peer
     std::unordered_map<int, ShmSegment> arena_maps_;  // peers' FRMA_Alloc_mem (create)
+    std::uint64_t* my_state_ = nullptr;
+    // Active messages (every remote peer served by the am transport).
+    bool am_mode_ = false;
+    std::unique_ptr<AmEndpoint> endpoint_;
+    std::vector<std::uint64_t> am_size_, am_du_;
 
     std::uint64_t* state_of(int r) const {
         return reinterpret_cast<std::uint64_t*>(node_base_ + std::size_t(r) * state_bytes_);
     }
     PeerRegion peer(int r) const;
     Transport& tp(int r) const { return tp_all_ ? *tp_all_ : *tp_[std::size_t(r)]; }
-    std::uint64_t disp_unit_of(int r) const { return uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit]; }
+    std::uint64_t disp_unit_of(int r) const {
+        return am_mode_ ? am_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
+    }
     inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
     inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) const;
 

@@ -16,6 +16,7 @@ namespace fastrma::detail {
 // Epochs in which an op goes straight to its target: a granted lock_all, or a fence epoch
 // that already has operations (the first op after a fence takes the slow path once).
 inline bool Window::direct_mode() const {
+    if (am_mode_) return false;  // messages: every op takes the general path
     AccessMode m = mode_.load(std::memory_order_acquire);
     return m == AccessMode::lock_all_granted || m == AccessMode::fence_active;
 }
@@ -138,7 +139,7 @@ inline int Window::fast_flush(int rank) {
     // Under a granted lock_all every op to a mapped peer completed when it was issued;
     // the fence orders it before whatever the caller does next (also loads: a flush
     // followed by a get of another location must not pass the put, as on TSO it could).
-    if (mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
+    if (am_mode_ || mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
         static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
         return kSlowPath;  // flush outside lock_all: per-target state, or an error
     __atomic_thread_fence(__ATOMIC_SEQ_CST);

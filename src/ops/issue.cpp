@@ -89,6 +89,32 @@ int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti,
 // Accumulate, get_accumulate, fetch_and_op: element-wise atomic per basic element.
 int accumulate(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu) {
+        // acc_am: the target runs each run through its own accumulate path (one atomicity
+        // domain with its local origins).
+        const int kind = int(op.kind), opid = int(op_kind(op.op)), tid = ti.id;
+        const std::uint64_t max_run = std::max<std::uint64_t>(1, (32 * 1024) / ti.extent);
+        bool failed = false;
+        auto send = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
+            failed = ctx.tp.accumulate(ctx.peer, kind, opid, tid, toff, n, ti.extent, src, nullptr, res) != Post::done;
+            return !failed;
+        };
+        if (op.op == MPI_NO_OP) {
+            zip_elements(*op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+                         [&](const void* res, std::uint64_t toff, std::uint64_t n) {
+                             return send(nullptr, const_cast<void*>(res), toff, n);
+                         }, max_run);
+        } else if (op.kind != RmaKind::acc) {
+            zip_elements(*op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result, *op.tlay,
+                         op.tcount, op.offset, send, max_run);
+        } else {
+            zip_elements(*op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
+                         [&](const void* src, std::uint64_t toff, std::uint64_t n) {
+                             return send(src, nullptr, toff, n);
+                         }, max_run);
+        }
+        return failed ? raise(MPI_ERR_OTHER, "accumulate: the target did not take the request") : MPI_SUCCESS;
+    }
     const bool native = ctx.cpu_atomics && ctx.peer.mapped && ti.native_atomic;
     // Runs are bounded so that the locked path's bounce buffer stays small.
     const std::uint64_t max_run = std::max<std::uint64_t>(1, (64 * 1024) / ti.extent);
@@ -133,6 +159,10 @@ int accumulate(const IssueContext& ctx, const Op& op) {
 
 int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu)
+        return ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
+                                 ti.extent, op.origin, op.compare, op.result) == Post::done
+                   ? MPI_SUCCESS : MPI_ERR_OTHER;
     unsigned char* dst = ctx.peer.mapped ? ctx.peer.mapped + op.offset : nullptr;
     if (ctx.cpu_atomics && dst && ti.native_atomic &&
         compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))

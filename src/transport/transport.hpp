@@ -29,7 +29,9 @@ struct PeerRegion {
     std::uint64_t remote_addr = 0;    // the data's address in the peer's address space
     pid_t pid = 0;                    // the peer process (cross-memory attach)
     std::uint64_t size = 0;           // bytes of window memory at the peer
-    std::uint64_t* state = nullptr;   // the peer's state words, always mapped here
+    std::uint64_t* state = nullptr;   // the peer's state words, mapped here (null over am)
+    int rank = -1;                    // the peer's rank in the window (am)
+    void* am = nullptr;               // the window's AmEndpoint, for peers served by am
 };
 
 // One contiguous piece of a transfer: local buffer <-> [offset, offset + len) at the peer.
@@ -56,6 +58,15 @@ public:
                                   std::uint64_t operand, std::uint64_t compare = 0) = 0;
     // Remote completion of everything posted to peer.
     virtual void flush(const PeerRegion& peer) = 0;
+    // Transports that need the target's CPU run accumulates there: n basic elements of
+    // type type_id (portable ids, TypeInfo::id / OpKind) at toff; src null for MPI_NO_OP,
+    // compare only for compare-and-swap, old values to result (may be null).
+    // Default: not supported (Post::error) — the ops layer then uses put/get under a lock.
+    virtual Post accumulate(const PeerRegion&, int /*rma_kind*/, int /*op_id*/, int /*type_id*/,
+                            std::uint64_t /*toff*/, std::uint64_t /*n*/, std::size_t /*elem_bytes*/,
+                            const void* /*src*/, const void* /*compare*/, void* /*result*/) {
+        return Post::error;
+    }
     // Advance outstanding work; true if anything happened.
     virtual bool progress() { return false; }
 };
