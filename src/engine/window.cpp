@@ -450,7 +450,7 @@ bool Window::try_acquire(Target* t) {
     bool ok;
     if (t->assert_ & MPI_MODE_NOCHECK) ok = true;
     else if (t->lock_type == MPI_LOCK_SHARED) ok = lockproto::try_shared(tp, peer(t->rank));
-    else ok = lockproto::try_exclusive(tp, peer(0), peer(t->rank));
+    else ok = lockproto::try_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
     if (!ok) {
         bump(Stat::lock_retries);
         return false;
@@ -465,7 +465,7 @@ void Window::release(Target* t) {
     if (!t->acquired) return;
     Transport& tp = this->tp(t->rank);
     if (t->lock_type == MPI_LOCK_SHARED) lockproto::unlock_shared(tp, peer(t->rank));
-    else lockproto::unlock_exclusive(tp, peer(0), peer(t->rank));
+    else lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
     t->acquired = false;
 }
 

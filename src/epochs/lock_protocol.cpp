@@ -16,14 +16,14 @@ bool try_shared(Transport& tp, const PeerRegion& t) {
     return false;
 }
 
-bool try_exclusive(Transport& tp, const PeerRegion& master, const PeerRegion& t) {
-    std::uint64_t g = tp.atomic8(master, kLockGlobal, AtomicOp::fetch_add, 1);
+bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t) {
+    std::uint64_t g = tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, 1);
     if (g >> 32) {  // lock_all holders
-        tp.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
+        tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
         return false;
     }
-    if (tp.atomic8(t, kLockLocal, AtomicOp::compare_swap, kLocalExclusive, 0) == 0) return true;
-    tp.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
+    if (tt.atomic8(t, kLockLocal, AtomicOp::compare_swap, kLocalExclusive, 0) == 0) return true;
+    tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
     return false;
 }
 
@@ -38,9 +38,9 @@ void unlock_shared(Transport& tp, const PeerRegion& t) {
     tp.atomic8(t, kLockLocal, AtomicOp::fetch_add, kMinusOne);
 }
 
-void unlock_exclusive(Transport& tp, const PeerRegion& master, const PeerRegion& t) {
-    tp.atomic8(t, kLockLocal, AtomicOp::fetch_add, ~kLocalExclusive + 1);
-    tp.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
+void unlock_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t) {
+    tt.atomic8(t, kLockLocal, AtomicOp::fetch_add, ~kLocalExclusive + 1);
+    tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
 }
 
 void unlock_all(Transport& tp, const PeerRegion& master) {

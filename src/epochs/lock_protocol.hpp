@@ -17,10 +17,11 @@
 namespace fastrma::detail::lockproto {
 
 bool try_shared(Transport& tp, const PeerRegion& target);
-bool try_exclusive(Transport& tp, const PeerRegion& master, const PeerRegion& target);
+// The master and the target may be reached by different transports (tm, tt).
+bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
 bool try_lock_all(Transport& tp, const PeerRegion& master);
 void unlock_shared(Transport& tp, const PeerRegion& target);
-void unlock_exclusive(Transport& tp, const PeerRegion& master, const PeerRegion& target);
+void unlock_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
 void unlock_all(Transport& tp, const PeerRegion& master);
 
 }  // namespace fastrma::detail::lockproto

@@ -47,9 +47,13 @@ void ProgressEngine::stop() {
 }
 
 int ProgressEngine::add_poller(Poller p) {
-    std::lock_guard lk(mu_);
-    int id = next_id_++;
-    pollers_.emplace_back(id, std::move(p));
+    int id;
+    {
+        std::lock_guard lk(mu_);
+        id = next_id_++;
+        pollers_.emplace_back(id, std::move(p));
+    }
+    wake();  // a sleeping thread must learn of it: the poller may need polling at once
     return id;
 }
 

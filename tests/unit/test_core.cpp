@@ -262,18 +262,18 @@ TEST(LockProtocol, TryFunctionsFollowTheTwoLevelRules) {
     Transport& tp = shm_transport();
     ASSERT_TRUE(lockproto::try_shared(tp, t));
     ASSERT_TRUE(lockproto::try_shared(tp, t));
-    EXPECT_FALSE(lockproto::try_exclusive(tp, m, t)) << "shared holders present";
+    EXPECT_FALSE(lockproto::try_exclusive(tp, m, tp, t)) << "shared holders present";
     EXPECT_EQ(master[kLockGlobal], 0u) << "failed exclusive attempt undone";
     EXPECT_TRUE(lockproto::try_lock_all(tp, m)) << "lock_all coexists with shared";
-    EXPECT_FALSE(lockproto::try_exclusive(tp, m, t)) << "lock_all holder present";
+    EXPECT_FALSE(lockproto::try_exclusive(tp, m, tp, t)) << "lock_all holder present";
     lockproto::unlock_all(tp, m);
     lockproto::unlock_shared(tp, t);
     lockproto::unlock_shared(tp, t);
-    ASSERT_TRUE(lockproto::try_exclusive(tp, m, t));
+    ASSERT_TRUE(lockproto::try_exclusive(tp, m, tp, t));
     EXPECT_FALSE(lockproto::try_shared(tp, t));
     EXPECT_FALSE(lockproto::try_lock_all(tp, m));
     EXPECT_EQ(target[kLockLocal], kLocalExclusive) << "failed shared attempt undone";
-    lockproto::unlock_exclusive(tp, m, t);
+    lockproto::unlock_exclusive(tp, m, tp, t);
     EXPECT_EQ(master[kLockGlobal], 0u);
     EXPECT_EQ(target[kLockLocal], 0u);
 }

@@ -1,0 +1,83 @@
+// test_progress.cpp — passive-target progress: the origin's lock, put, get, accumulate,
+// fetch_and_op and flush complete while the target computes without any MPI or fastrma
+// call. The target spins on its own window memory until the origin's last write (a flag)
+// lands; with no asynchronous progress it would spin forever and the ctest TIMEOUT fails
+// the test. Not timed otherwise. Run over shm and over am (FASTRMA_TRANSPORT=am, where the
+// target's progress thread must serve every request).
+#include <fastrma/fastrma.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+
+void run(bool allocate) {
+    const int me = world_rank(), n = world_size();
+    ASSERT_GE(n, 2);
+    FRMA_Win win;
+    std::int64_t* mem = nullptr;
+    std::vector<std::int64_t> user;
+    if (allocate) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(64 * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    } else {
+        user.assign(64, 0);
+        mem = user.data();
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, 64 * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    }
+    std::memset(mem, 0, 64 * 8);
+    mem[10] = 1000;  // read by the origin's get and fetch_and_op
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        // The target: compute on its own memory, no MPI, until the flag arrives.
+        volatile std::int64_t* flag = mem + 63;
+        std::uint64_t spins = 0;
+        double x = 1.0;
+        while (__atomic_load_n(const_cast<std::int64_t*>(flag), __ATOMIC_ACQUIRE) != 42) {
+            x = x * 1.0000001 + 1e-9;  // "computation"
+            ++spins;
+        }
+        EXPECT_GT(x, 0.0);
+        EXPECT_EQ(mem[1], 7);
+        EXPECT_EQ(mem[2], 5 + (n - 1));  // accumulates from every origin
+        EXPECT_EQ(mem[10], 1000 + (n - 1));
+    } else {
+        // Every other rank: an exclusive-lock sequence against rank 0, then a shared one.
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+        std::int64_t seven = 7, one = 1, got = 0, old = 0;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&seven, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, 0, 10, 1, MPI_INT64_T, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, win));
+        EXPECT_GE(got, 1000);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+        std::int64_t five = me == 1 ? 5 : 0;
+        if (me == 1) { ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&five, 1, MPI_INT64_T, 0, 2, 1, MPI_INT64_T, MPI_SUM, win)); }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 0, 2, 1, MPI_INT64_T, MPI_SUM, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 0, 10, MPI_SUM, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, win));
+        // The last origin raises the flag once everyone is done (a counter at rank 0).
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+        std::int64_t done = 0;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &done, MPI_INT64_T, 0, 62, MPI_SUM, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, win));
+        if (done == n - 2) {
+            std::int64_t flag = 42;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&flag, 1, MPI_INT64_T, 0, 63, 1, MPI_INT64_T, win));
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
+TEST(PassiveProgress, TargetComputesWithoutMpiOnAllocateWindow) { run(true); }
+TEST(PassiveProgress, TargetComputesWithoutMpiOnCreateWindow) { run(false); }
+
+}  // namespace
