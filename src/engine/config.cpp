@@ -14,6 +14,8 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset."},
         {"FASTRMA_SPIN_US", "20", "How long the idle progress thread spins before it sleeps on its futex."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
+        {"FASTRMA_POLL_IDLE_US", "2000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
+        {"FASTRMA_POLL_QUIET_MS", "20", "How long without work before the progress thread switches to FASTRMA_POLL_IDLE_US."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
         {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},
@@ -22,7 +24,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_ACC_STRIPES", "16", "Accumulate-lock stripes per window part (create windows, non-native types)."},
         {"FASTRMA_DYN_REGIONS", "4096", "Regions one process can attach to one dynamic window (16 bytes each in its state segment)."},
         {"FASTRMA_SHM_METHOD", "auto", "How node peers map a segment: pidfd (memfd + pidfd_getfd), shm_open (named, 0600, unlinked once mapped), auto (pidfd, else shm_open)."},
-        {"FASTRMA_TRANSPORT", "auto", "Transport for peers: auto or shm (am arrives with issue 4)."},
+        {"FASTRMA_TRANSPORT", "auto", "auto (shared memory on the node, active messages to other nodes), shm, or am (every peer but oneself by active messages: each rank as its own node)."},
         {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
         {"FASTRMA_FAULT", "", "Fault injection for tests: kill_after_segment kills the rank right after its segment exists."},
     };
@@ -54,6 +56,8 @@ Config Config::from_env() {
     c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -1, 1 << 20));
     c.spin_us = int(env_long("FASTRMA_SPIN_US", 20, 0, 1000000));
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
+    c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 2000, 1, 1000000));
+    c.poll_quiet_ms = int(env_long("FASTRMA_POLL_QUIET_MS", 20, 0, 1000000));
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));
     c.win_op_pool = std::size_t(env_long("FASTRMA_WIN_OP_POOL", 256, 1, 1L << 30));
     c.target_pool = std::size_t(env_long("FASTRMA_TARGET_POOL", 1024, 0, 1L << 30));

@@ -116,10 +116,11 @@ void ProgressEngine::loop() {
     has_tid_.store(true);
     pin();
     std::uint32_t backoff_us = 1;
+    std::uint64_t last_busy = now_ns();
     while (true) {
         std::uint32_t bell = doorbell_.load(std::memory_order_acquire);
         Poll p = progress_once();
-        if (p == Poll::busy) { backoff_us = 1; continue; }
+        if (p == Poll::busy) { backoff_us = 1; last_busy = now_ns(); continue; }
         if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;
         if (p == Poll::waiting) {
             // Work that no doorbell announces (a lock held elsewhere): poll with
@@ -128,7 +129,11 @@ void ProgressEngine::loop() {
             if (doorbell_.load(std::memory_order_acquire) == bell)
                 futex_wait(&doorbell_, bell, long(backoff_us) * 1000);
             sleeping_.store(false, std::memory_order_release);
-            backoff_us = std::min<std::uint32_t>(backoff_us * 2, std::uint32_t(cfg_.poll_max_us));
+            // Two tiers: poll_max_us while work was seen recently; after quiet_ms without
+            // any, poll_idle_us (an am peer's first request then waits up to that long).
+            const bool quiet = now_ns() - last_busy > std::uint64_t(cfg_.poll_quiet_ms) * 1000000;
+            const std::uint32_t cap = std::uint32_t(quiet ? cfg_.poll_idle_us : cfg_.poll_max_us);
+            backoff_us = std::min<std::uint32_t>(backoff_us * 2, cap);
             continue;
         }
         backoff_us = 1;
