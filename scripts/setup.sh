@@ -13,12 +13,19 @@ set -euo pipefail
 #   topology and NUMA ........... libhwloc-dev libnuma-dev
 #   tests and benchmarks ........ libgtest-dev libgmock-dev libbenchmark-dev python3
 #   verbs transport (later) ..... libibverbs-dev
+#   example applications ........ libfftw3-dev (examples/fft3d), gnuplot-nox (the main job's plot)
+#   benchmark suite ............. python3-matplotlib (plots), mpich libmpich-dev (the MPICH
+#                                 peer; Open MPI keeps the mpi/mpirun alternatives: priority
+#                                 50 against MPICH's 40, and the suite calls mpicxx.mpich and
+#                                 mpiexec.mpich by name)
 PACKAGES=(
   g++ cmake make pkg-config gfortran
   libopenmpi-dev openmpi-bin
   libhwloc-dev libnuma-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3
   libibverbs-dev
+  libfftw3-dev gnuplot-nox
+  python3-matplotlib mpich libmpich-dev
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }
