@@ -380,6 +380,11 @@ int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype 
                         int target_rank, MPI_Aint target_disp, int target_count,
                         MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Get_accumulate");
+    if (int rc = win->w->fast_get_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
+                                             result_count, result_datatype, target_rank, target_disp,
+                                             target_count, target_datatype, op);
+        rc != Window::kSlowPath)
+        return rc;
     return win_error(win, win->w->post(OpRequest::make(
         RmaKind::get_acc, "FRMA_Get_accumulate", origin_addr, origin_count, origin_datatype,
         result_addr, result_count, result_datatype, target_rank, target_disp, target_count,

@@ -431,17 +431,21 @@ int Window::free_collective() {
 // ---------------------------------------------------------------------------------------
 // Targets and locks
 
-void Window::backoff(unsigned& us) {
-    // While we wait, help: one pass of the progress engine (cheap when there is nothing),
-    // then sleep a little; exponential up to the configured bound.
+void Window::backoff(unsigned& step) {
+    // While we wait, help: one pass of the progress engine (cheap when there is nothing).
+    // Then yield for a while before sleeping: any sleep costs tens of microseconds of
+    // timer slack, far more than a post, a complete or a lock release takes to arrive.
+    // After kYieldSteps, sleep with exponential back-off up to poll_max_us.
+    constexpr unsigned kYieldSteps = 2000;
     if (!eng_.progress().running()) eng_.progress().progress_once();
-    if (us == 0) {
+    if (step < kYieldSteps) {
+        ++step;
         sched_yield();
-        us = 1;
         return;
     }
+    const unsigned us = std::min<unsigned>(1u << std::min(step - kYieldSteps, 16u), unsigned(eng_.config().poll_max_us));
+    ++step;
     std::this_thread::sleep_for(std::chrono::microseconds(us));
-    us = std::min<unsigned>(us * 2, unsigned(eng_.config().poll_max_us));
 }
 
 bool Window::try_acquire(Target* t) {

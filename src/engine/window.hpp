@@ -144,6 +144,9 @@ public:
     inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
                                MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op);
     inline int fast_flush(int rank);
+    inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result,
+                                   int rcount, MPI_Datatype rtype, int rank, MPI_Aint disp,
+                                   int tcount, MPI_Datatype ttype, MPI_Op op);
     inline bool direct_mode() const;
     inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank,
                              MPI_Aint disp, int tcount, MPI_Datatype ttype);
@@ -212,7 +215,7 @@ private:
     bool collect_garbage();
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
     int wait_target(int rank, SyncFlag flag, bool remove);  // flush / unlock core
-    void backoff(unsigned& us);
+    void backoff(unsigned& step);  // step: 0 at the start of a wait
     Poll poll();
     Poll poll_targets();
 

@@ -135,6 +135,22 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     return MPI_SUCCESS;
 }
 
+inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype,
+                                       void* result, int rcount, MPI_Datatype rtype, int rank,
+                                       MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
+    if (!direct_mode() || !cpu_atomics_ || !result || rtype != ttype || rcount != tcount || tcount <= 0)
+        return kSlowPath;
+    if (op != MPI_NO_OP && (otype != ttype || ocount != tcount || !origin)) return kSlowPath;
+    const TypeInfo* ti = lookup_type(ttype);
+    if (!ti || !ti->native_atomic) return kSlowPath;
+    unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent);
+    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS) return kSlowPath;
+    if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result))
+        return kSlowPath;
+    bump(Stat::accs);
+    return MPI_SUCCESS;
+}
+
 inline int Window::fast_flush(int rank) {
     // Under a granted lock_all every op to a mapped peer completed when it was issued;
     // the fence orders it before whatever the caller does next (also loads: a flush
