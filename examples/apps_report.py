@@ -21,7 +21,9 @@ import shutil
 import subprocess
 import sys
 
-HOST_IMPLS = ["default", "rdma", "sm", "ucx"]
+# The host implementations in the order they are shown; only those that ran appear.
+HOST_ORDER = ["default", "rdma", "sm", "ucx", "pt2pt"]
+HOST_IMPLS = []
 
 # The rows of the summary: (row name, run label, RESULT field timed, what it is).
 ROWS = [
@@ -49,6 +51,8 @@ def status_of(rc, log_text, result):
         return "timeout"
     if result is not None and result.get("check") == "FAIL":
         return "FAIL"
+    if "does not support MPI_THREAD_MULTIPLE" in log_text:
+        return "refused (no MPI_THREAD_MULTIPLE)"
     m = re.search(r"exited on signal (\d+) \(([^)]*)\)", log_text)
     if m:
         return "crash (%s)" % m.group(2)
@@ -132,6 +136,8 @@ def main():
                        [r["result"].get(k, "") for k in fields])
 
     merged = merge_repetitions(runs)
+    ran = {r["impl"] for r in runs}
+    HOST_IMPLS[:] = [i for i in HOST_ORDER if i in ran] + sorted(ran - set(HOST_ORDER) - {"fastrma", "any"})
 
     def run_of(label, impl):
         return merged.get((label, impl))
@@ -272,6 +278,10 @@ def make_plot(out, summary, ranks):
             nrows += 1
             f.write('"%s" %s\n' % (s["app"], " ".join(vals)))
     png = os.path.join(out, "apps.png")
+    plots = ", ".join(
+        ("'%s' using %d:xtic(1)" % (dat, col + 2) if col == 0 else "'' using %d" % (col + 2)) +
+        (" title 'fastrma' lc rgb '#d62728'" if impl == "fastrma" else " title 'osc %s'" % impl)
+        for col, impl in enumerate(impls))
     ybottom = 10 ** math.floor(math.log10(lowest * 0.8))
     ncol, gap = len(impls), 1
     labels = "\n".join(
@@ -295,8 +305,8 @@ set key top left
 %s
 set grid ytics
 set xtics rotate by -15 scale 0
-plot '%s' using 2:xtic(1) title 'osc default', '' using 3 title 'osc rdma', '' using 4 title 'osc sm', '' using 5 title 'osc ucx', '' using 6 title 'fastrma' lc rgb '#d62728', 1 with lines dt 2 lc rgb 'black' notitle
-""" % (png, ybottom, nrows - 0.4, "%s ranks" % ranks, labels, dat)
+plot %s, 1 with lines dt 2 lc rgb 'black' notitle
+""" % (png, ybottom, nrows - 0.4, "%s ranks" % ranks, labels, plots)
     try:
         subprocess.run([gnuplot], input=script, text=True, check=True, capture_output=True, timeout=60)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:

@@ -220,11 +220,13 @@ private:
 
 // ---- MPI start and which RMA serves us ---------------------------------------------------
 
-// MPI_Init_thread asking for MPI_THREAD_MULTIPLE; fails (returns false, after printing on
-// the first rank) when threads > 1 and the library gives less.
+// MPI_Init_thread asking for what the run needs: MPI_THREAD_MULTIPLE with several threads
+// per rank, MPI_THREAD_SINGLE otherwise (the host MPI may then take cheaper paths, and osc
+// pt2pt, which refuses MPI_THREAD_MULTIPLE, can serve the run). Fails (returns false, after
+// printing on the first rank) when threads > 1 and the library gives less.
 inline bool init_mpi(int* argc, char*** argv, int threads, const char* program) {
     int provided = MPI_THREAD_SINGLE;
-    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Init_thread(argc, argv, threads > 1 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
     if (threads > 1 && provided < MPI_THREAD_MULTIPLE) {
         if (world_rank() == 0)
             std::fprintf(stderr, "%s: --threads %d needs MPI_THREAD_MULTIPLE, the MPI library provides level %d\n",
