@@ -20,12 +20,15 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -260,6 +263,56 @@ inline void yield_barrier(MPI_Comm comm) {
         sched_yield();
     }
 }
+
+// ---- a team of threads --------------------------------------------------------------------
+
+// T threads that run one task after another, all of them each time: run(f) calls f(tid) on
+// every thread (tid 0 is the caller) and returns when all are done. The workers persist, so
+// a task costs two barrier crossings instead of T thread creations (tens of microseconds,
+// which would swamp a DSDE round).
+class ThreadTeam {
+public:
+    explicit ThreadTeam(int n) : n_(n), start_(n), done_(n) {
+        for (int t = 1; t < n; ++t) workers_.emplace_back([this, t] { work(t); });
+    }
+    ~ThreadTeam() {
+        stop_ = true;
+        if (n_ > 1) start_.arrive_and_wait();
+        for (auto& w : workers_) w.join();
+    }
+    ThreadTeam(const ThreadTeam&) = delete;
+    ThreadTeam& operator=(const ThreadTeam&) = delete;
+
+    int size() const { return n_; }
+
+    template <class F>
+    void run(F&& f) {
+        if (n_ == 1) {
+            f(0);
+            return;
+        }
+        task_ = std::function<void(int)>(std::forward<F>(f));
+        start_.arrive_and_wait();  // publishes task_ to the workers
+        task_(0);
+        done_.arrive_and_wait();
+    }
+
+private:
+    void work(int tid) {
+        while (true) {
+            start_.arrive_and_wait();
+            if (stop_) return;
+            task_(tid);
+            done_.arrive_and_wait();
+        }
+    }
+
+    int n_;
+    std::barrier<> start_, done_;
+    std::function<void(int)> task_;
+    bool stop_ = false;  // written before a start_ crossing, read after it
+    std::vector<std::thread> workers_;
+};
 
 // ---- progress and results -------------------------------------------------------------
 

@@ -33,7 +33,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../common/example_support.hpp"
@@ -156,7 +155,7 @@ public:
 
         std::vector<long> thread_errors(std::size_t(cfg_.threads), 0);
         std::vector<std::uint64_t> thread_sums(std::size_t(cfg_.threads), 0);
-        run_threads(cfg_.threads, [&](int tid) {
+        team_.run([&](int tid) {
             thread_sums[std::size_t(tid)] = send(mine, r, parity, tid, thread_errors[std::size_t(tid)]);
         });
         for (int t = 0; t < cfg_.threads; ++t) {
@@ -272,18 +271,6 @@ private:
         MPI_Win_sync(win_);
     }
 
-    template <class F>
-    static void run_threads(int n, F&& body) {
-        if (n == 1) {
-            body(0);
-            return;
-        }
-        std::vector<std::thread> pool;
-        for (int t = 1; t < n; ++t) pool.emplace_back(body, t);
-        body(0);
-        for (auto& th : pool) th.join();
-    }
-
     const Config& cfg_;
     int me_, p_;
     int dims_[3];
@@ -294,6 +281,7 @@ private:
     std::int64_t* census_ = nullptr;
     MPI_Win census_win_ = MPI_WIN_NULL;
     std::vector<std::vector<std::uint64_t>> send_buf_;
+    examples::ThreadTeam team_{cfg_.threads};  // senders of every round
 };
 
 }  // namespace
