@@ -17,15 +17,19 @@ Engine::Engine(const Config& cfg, int local_index)
     : cfg_(cfg),
       op_pool_(cfg.op_pool),
       target_pool_(cfg.target_pool),
+      offload_(cfg.offload_piece, 1024),
       progress_(cfg, local_index) {
     sweep_stale_segments();  // names left by ranks that died mid-creation (shm_open method)
-    if (cfg_.progress_thread) progress_.start();
+    if (cfg_.progress_thread) {
+        progress_.start();
+        if (cfg_.offload_min) offload_poller_ = progress_.add_poller([this] { return offload_.poll(); });
+    }
 }
 
 Engine::~Engine() {
     // The report reads the progress thread's CPU clock, so it comes before the join.
     if (cfg_.stats) std::fprintf(stderr, "%s", stats_report().c_str());
-    progress_.stop();
+    progress_.stop();  // drains the pollers: every queued copy has run
 }
 
 Transport* Engine::select_transport(const NodeTopology& topo, int rank, bool load_store) const {

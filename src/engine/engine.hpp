@@ -17,6 +17,7 @@
 #include "ops/op.hpp"
 #include "ops/pool.hpp"
 #include "ops/target.hpp"
+#include "progress/offload.hpp"
 #include "progress/progress.hpp"
 #include "transport/transport.hpp"
 
@@ -31,6 +32,9 @@ public:
 
     const Config& config() const { return cfg_; }
     ProgressEngine& progress() { return progress_; }
+    // Copies handed to the progress thread; null when it does not run (nobody would copy
+    // in the background, so offloading would only add a queue).
+    CopyOffload* offload() { return offload_poller_ ? &offload_ : nullptr; }
     Pool<Op>& op_pool() { return op_pool_; }
     Pool<Target>& target_pool() { return target_pool_; }
 
@@ -46,7 +50,9 @@ private:
     Config cfg_;
     Pool<Op> op_pool_;
     Pool<Target> target_pool_;
+    CopyOffload offload_;
     ProgressEngine progress_;
+    int offload_poller_ = 0;
     std::atomic<int> live_windows_{0};
 };
 

@@ -46,9 +46,21 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
       bs_(std::move(bs)),
       slots_(eng.config().slots),
       op_pool_(eng.config().win_op_pool, &eng.op_pool()),
-      target_pool_(eng.config().win_target_pool, &eng.target_pool()) {}
+      target_pool_(eng.config().win_target_pool, &eng.target_pool()) {
+    off_min_ = eng.offload() ? eng.config().offload_min : 0;
+}
+
+int Window::complete_offloads() {
+    const std::uint64_t seq = off_seq_.load(std::memory_order_acquire);
+    if (seq == 0) return MPI_SUCCESS;  // never offloaded (the common case: one load)
+    eng_.offload()->wait(seq);
+    if (int e = off_err_.exchange(0, std::memory_order_acq_rel))
+        return raise(e, "an offloaded transfer failed (cross-memory attach to a peer that exited?)");
+    return MPI_SUCCESS;
+}
 
 Window::~Window() {
+    complete_offloads();  // nothing may copy into or out of memory about to be unmapped
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
 }
 
@@ -421,6 +433,7 @@ int Window::free_collective() {
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_free: a PSCW exposure epoch is still open");
     }
     // Every member has closed its epochs; after the barrier nobody touches our memory.
+    complete_offloads();
     bs_->barrier();
     eng_.progress().remove_poller(poller_id_);
     poller_id_ = 0;
@@ -636,14 +649,16 @@ int Window::unlock_all() {
         return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_unlock_all: no lock_all epoch is open (%s)", mode_name(m));
     std::lock_guard lk(epoch_mu_);
     m = mode_.load();
+    int rc = MPI_SUCCESS;
     if (m == AccessMode::lock_all_granted) {
+        rc = complete_offloads();  // before the lock goes: the copies belong to the epoch
         for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
         if (lock_all_acquired_) lockproto::unlock_all(tp(0), peer(0));
     }
     // lock_all_called: no op was ever issued (an op would have completed the acquisition).
     lock_all_acquired_ = false;
     mode_.store(AccessMode::none, std::memory_order_release);
-    return MPI_SUCCESS;
+    return rc;
 }
 
 int Window::flush(int rank, bool local) {
@@ -653,7 +668,7 @@ int Window::flush(int rank, bool local) {
     switch (mode_.load(std::memory_order_acquire)) {
     case AccessMode::lock_all_granted:
         tp(rank).flush(peer(rank));
-        return MPI_SUCCESS;
+        return complete_offloads();
     case AccessMode::lock_all_called:
         return ensure_lock_all();
     case AccessMode::per_target:
@@ -666,11 +681,13 @@ int Window::flush(int rank, bool local) {
 int Window::flush_all(bool local) {
     const char* call = local ? "FRMA_Win_flush_local_all" : "FRMA_Win_flush_all";
     switch (mode_.load(std::memory_order_acquire)) {
-    case AccessMode::lock_all_granted:
+    case AccessMode::lock_all_granted: {
         if (am_mode_)  // messages in flight: remote completion needs each target's answer
             for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every op completed at issue
-        return MPI_SUCCESS;
+        int rc = complete_offloads();
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
+        return rc;
+    }
     case AccessMode::lock_all_called:
         return ensure_lock_all();
     case AccessMode::per_target: {
@@ -1017,13 +1034,14 @@ int Window::fence(int assert_) {
     // Complete what this process issued (on shared memory: complete already; order it),
     // then the barrier: after it, every process's operations of the closing epoch are
     // complete at their targets, and local stores before the fence are visible to all.
+    const int off_rc = complete_offloads();
     for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
     bs_->barrier();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     std::lock_guard lk(epoch_mu_);
     mode_.store((assert_ & MPI_MODE_NOSUCCEED) ? AccessMode::none : AccessMode::fence_called,
                 std::memory_order_release);
-    return MPI_SUCCESS;
+    return off_rc;
 }
 
 namespace {

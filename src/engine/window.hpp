@@ -256,7 +256,21 @@ private:
         return am_mode_ ? am_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
     }
     inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
-    inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) const;
+    inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write);
+
+    // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest
+    // sequence this window queued, and the first error of a queued transfer.
+    std::size_t off_min_ = 0;  // 0: this window never offloads
+    std::atomic<std::uint64_t> off_seq_{0};
+    std::atomic<int> off_err_{0};
+    void note_offload(std::uint64_t seq) {
+        std::uint64_t cur = off_seq_.load(std::memory_order_relaxed);
+        while (cur < seq && !off_seq_.compare_exchange_weak(cur, seq, std::memory_order_release)) {}
+    }
+public:
+    // Completion of every copy this window offloaded (flush, unlock_all, fence, free).
+    int complete_offloads();
+private:
 
     std::mutex epoch_mu_;
     std::atomic<AccessMode> mode_{AccessMode::none};

@@ -37,19 +37,27 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     return node_base_ + info[kInfoDataOff] + off;
 }
 
-// Cross-memory attach in one syscall for an unmapped peer (create windows): a short
-// transfer of one contiguous piece. Anything partial or failed goes to the slow path,
-// which resumes or raises.
+// Cross-memory attach for an unmapped peer (create windows): one contiguous piece, in one
+// syscall, or queued for the progress thread when it is large. Anything partial or failed
+// goes to the slow path, which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
-                             bool write) const {
+                             bool write) {
     if (flavor_ != MPI_WIN_FLAVOR_CREATE || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
         (std::uint64_t(disp) >> 32) || rank == rank_)
         return false;
     const std::uint64_t* info = state_of(rank);
     const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
-    if (info[kInfoArena] || off + bytes > info[kInfoSize] || bytes > (1u << 20)) return false;
-    iovec l{local, bytes}, r{reinterpret_cast<void*>(info[kInfoBase] + off), bytes};
+    if (info[kInfoArena] || off + bytes > info[kInfoSize]) return false;
     const pid_t pid = pid_t(info[kInfoPid]);
+    if (off_min_ && bytes >= off_min_) {
+        if (std::uint64_t seq = eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_)) {
+            note_offload(seq);
+            eng_.progress().wake();
+            return true;
+        }
+    }
+    if (bytes > (1u << 20)) return false;
+    iovec l{local, bytes}, r{reinterpret_cast<void*>(info[kInfoBase] + off), bytes};
     ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
     return n == ssize_t(bytes);
 }
@@ -63,8 +71,17 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     if (unsigned char* remote = fast_target(rank, disp, bytes)) {
-        if (is_put) std::memcpy(remote, origin, bytes);
-        else std::memcpy(origin, remote, bytes);
+        std::uint64_t seq = 0;
+        if (off_min_ && bytes >= off_min_) [[unlikely]] {
+            // Large: the progress thread copies while the caller returns to its work.
+            seq = is_put ? eng_.offload()->submit(remote, origin, bytes, &off_err_)
+                         : eng_.offload()->submit(origin, remote, bytes, &off_err_);
+            if (seq) { note_offload(seq); eng_.progress().wake(); }
+        }
+        if (!seq) {
+            if (is_put) std::memcpy(remote, origin, bytes);
+            else std::memcpy(origin, remote, bytes);
+        }
     } else if (!fast_cma(rank, disp, origin, bytes, is_put)) {
         return kSlowPath;
     }
@@ -158,6 +175,8 @@ inline int Window::fast_flush(int rank) {
     if (am_mode_ || mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
         static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
         return kSlowPath;  // flush outside lock_all: per-target state, or an error
+    if (off_seq_.load(std::memory_order_relaxed)) [[unlikely]]
+        if (int rc = complete_offloads()) return rc;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return MPI_SUCCESS;
 }

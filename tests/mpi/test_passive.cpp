@@ -595,6 +595,86 @@ TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
+    // Puts and gets of at least FASTRMA_OFFLOAD_MIN are copied by the progress thread while
+    // the caller goes on; every completion point must still see all their bytes: flush,
+    // flush_local, flush_all, flush_local_all, unlock_all and fence, with several transfers
+    // in flight at once, sizes that do not divide into pieces, and two threads posting.
+    using namespace fastrma::detail;
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    const std::size_t sizes[] = {65536, 3 * 65536 + 13, (1 << 20) + 5};
+    const std::size_t region = (1 << 20) + 64;
+    TestWin w(GetParam(), 4 * region);
+    Engine* e = current_engine();
+    const std::uint64_t off0 = e->offload() ? e->offload()->bytes_offloaded() : 0;
+    auto pattern = [](int from, int k, std::size_t i) { return static_cast<unsigned char>(from * 13 + k * 5 + i * 3 + 1); };
+    const char* modes[] = {"flush", "flush_local", "flush_all", "flush_local_all", "unlock_all", "fence", "threads"};
+    for (const char* mode : modes) {
+        for (std::size_t sz : sizes) {
+            std::memset(w.base, 0, w.bytes);
+            MPI_Barrier(MPI_COMM_WORLD);
+            std::vector<std::vector<unsigned char>> src(4, std::vector<unsigned char>(sz));
+            for (int k = 0; k < 4; ++k)
+                for (std::size_t i = 0; i < sz; ++i) src[std::size_t(k)][i] = pattern(me, k, i);
+            const bool fence = !std::strcmp(mode, "fence");
+            if (fence) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+            else ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+            auto put = [&](int k) {
+                return FRMA_Put(src[std::size_t(k)].data(), int(sz), MPI_BYTE, right, MPI_Aint(std::size_t(k) * region),
+                                int(sz), MPI_BYTE, w.win);
+            };
+            if (!std::strcmp(mode, "threads")) {
+                std::atomic<int> bad{0};
+                std::thread t1([&] { bad += put(0) != MPI_SUCCESS; bad += put(1) != MPI_SUCCESS;
+                                     bad += FRMA_Win_flush(right, w.win) != MPI_SUCCESS; });
+                std::thread t2([&] { bad += put(2) != MPI_SUCCESS; bad += put(3) != MPI_SUCCESS;
+                                     bad += FRMA_Win_flush(right, w.win) != MPI_SUCCESS; });
+                t1.join();
+                t2.join();
+                ASSERT_EQ(bad.load(), 0);
+            } else {
+                for (int k = 0; k < 4; ++k) ASSERT_EQ(MPI_SUCCESS, put(k));
+            }
+            int rc = MPI_SUCCESS;
+            if (!std::strcmp(mode, "flush")) rc = FRMA_Win_flush(right, w.win);
+            else if (!std::strcmp(mode, "flush_local")) rc = FRMA_Win_flush_local(right, w.win);
+            else if (!std::strcmp(mode, "flush_all")) rc = FRMA_Win_flush_all(w.win);
+            else if (!std::strcmp(mode, "flush_local_all")) rc = FRMA_Win_flush_local_all(w.win);
+            ASSERT_EQ(MPI_SUCCESS, rc) << mode;
+            // After local completion the origin buffers are ours again: scribble on them.
+            const bool closes_epoch = !std::strcmp(mode, "unlock_all") || fence;
+            if (!closes_epoch)
+                for (auto& b : src) std::memset(b.data(), 0xAB, b.size());
+            // Read back what landed at the right neighbour (gets are offloaded too).
+            std::vector<unsigned char> back(sz, 0);
+            if (!closes_epoch) {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back.data(), int(sz), MPI_BYTE, right, MPI_Aint(2 * region), int(sz), MPI_BYTE, w.win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+                for (std::size_t i = 0; i < sz; ++i) ASSERT_EQ(back[i], pattern(me, 2, i)) << mode << " get " << sz << " i " << i;
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+            } else if (fence) {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+            } else {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+            for (int k = 0; k < 4; ++k)
+                for (std::size_t i = 0; i < sz; ++i)
+                    ASSERT_EQ(w.base[std::size_t(k) * region + i], pattern(left, k, i)) << mode << " size " << sz << " k " << k << " i " << i;
+            for (int k = 0; k < 4; ++k) ASSERT_EQ(w.base[std::size_t(k) * region + sz], 0) << "past the end";
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (fence) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+        }
+    }
+    // The copies did go through the progress thread where it runs and memory is reachable
+    // without messages (not over am, not with FASTRMA_PROGRESS=0 or FASTRMA_OFFLOAD_MIN=0;
+    // FRMA_Alloc_mem memory of create windows takes the general path, which copies at once).
+    if (e->offload() && !window_of(w.win)->uses_am() && n > 1 && GetParam() != Flavor::create_allocmem) {
+        EXPECT_GT(e->offload()->bytes_offloaded(), off0) << "nothing was offloaded";
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
                          [](const auto& info) { return std::string(flavor_name(info.param)); });
 

@@ -23,6 +23,7 @@
 #include "ops/pool.hpp"
 #include "ops/slot_table.hpp"
 #include "ops/state_words.hpp"
+#include "progress/offload.hpp"
 #include "progress/progress.hpp"
 #include "transport/shm.hpp"
 #include "transport/shm_segment.hpp"
@@ -161,6 +162,43 @@ TEST(Progress, RunsPollersSleepsWhenIdleAndWakesOnTheDoorbell) {
     ASSERT_TRUE(wait_for([&] { return done.load() == 5; })) << "doorbell did not wake the thread";
     pe.stop();
     EXPECT_FALSE(pe.running());
+}
+
+TEST(CopyOffload, PiecesRunByManyWorkersRetireInOrderAndAFullRingRefuses) {
+    CopyOffload q(4096, 8);  // 8 pieces of 4 KiB
+    std::vector<unsigned char> src(6 * 4096 + 100), dst(src.size(), 0);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+    std::atomic<int> err{0};
+    const std::uint64_t seq = q.submit(dst.data(), src.data(), src.size(), &err);
+    ASSERT_EQ(seq, 7u);  // 7 pieces
+    EXPECT_FALSE(q.done(seq));
+    EXPECT_EQ(q.submit(dst.data(), src.data(), 2 * 4096, &err), 0u) << "ring overfilled";
+    // Two workers and the waiter share the pieces; done(seq) only when all finished.
+    std::thread a([&] { while (q.run_one()) {} }), b([&] { while (q.run_one()) {} });
+    q.wait(seq);
+    a.join();
+    b.join();
+    EXPECT_TRUE(q.done(seq));
+    EXPECT_EQ(src, dst);
+    EXPECT_EQ(err.load(), 0);
+    // Room again once retired; a piece of a later submit is not reported done early.
+    const std::uint64_t s2 = q.submit(dst.data(), src.data(), 4096, &err);
+    EXPECT_EQ(s2, 8u);
+    EXPECT_FALSE(q.done(s2));
+    EXPECT_EQ(q.poll(), Poll::busy);
+    EXPECT_TRUE(q.done(s2));
+    EXPECT_EQ(q.poll(), Poll::idle);
+}
+
+TEST(CopyOffload, FailedCrossMemoryAttachStoresAnErrorClass) {
+    CopyOffload q(4096, 4);
+    std::atomic<int> err{0};
+    char buf[64] = {};
+    // pid 0x7ffffff0 does not exist: process_vm_writev fails, the waiter sees the error.
+    const std::uint64_t seq = q.submit_cma(pid_t(0x7ffffff0), true, buf, 4096, sizeof buf, &err);
+    ASSERT_NE(seq, 0u);
+    q.wait(seq);
+    EXPECT_EQ(err.load(), MPI_ERR_OTHER);
 }
 
 // ---- ranks as threads -----------------------------------------------------------------
