@@ -22,7 +22,8 @@
  *     bw.<op>          put / get / accumulate bandwidth, 8 B .. 4 MiB: n ops + one flush;
  *     bibw.<op>        both ranks put (get) to each other at once: aggregate bandwidth;
  *     rate.t<T>        message rate with T = 1, 2, 4 threads per rank (8 B puts, 64 + flush);
- *     overlap          origin: op, compute, flush; target computes without calling MPI.
+ *     overlap          put / get / accumulate, 8 B .. 1 MiB: origin: op, compute, flush;
+ *                      target computes without calling MPI.
  *   The target is idle in MPI_Barrier during the passive sections (so a host MPI that needs
  *   target progress gets it), computes during overlap, and takes part in fence, PSCW and
  *   bidirectional sections. A get of the target's pattern at the start, a final put and the
@@ -479,6 +480,8 @@ std::vector<size_t> pow2_sizes(size_t lo, size_t hi, int step_log2) {
 std::vector<size_t> latency_sizes(const std::string& sync) {
   return pow2_sizes(8, size_t(1) << 20, g_opt.quick ? 3 : sync == "flush" ? 1 : 2);
 }
+// Overlap sizes: 8 B .. 1 MiB in powers of 4 (powers of 8 with --quick), plus 64 KiB and 1 MiB.
+std::vector<size_t> overlap_sizes() { return pow2_sizes(8, size_t(1) << 20, g_opt.quick ? 3 : 2); }
 std::vector<size_t> bandwidth_sizes() { return pow2_sizes(8, size_t(kHalf), g_opt.quick ? 3 : 1); }
 // Ops per bandwidth rep: 64, fewer for large sizes so that one rep moves about 16 MiB.
 int ops_per_rep(size_t size) { return int(std::clamp<size_t>((size_t(16) << 20) / size, 4, 64)); }
@@ -788,18 +791,20 @@ struct P2P {
         return rc != MPI_SUCCESS ? rc : Impl::flush(1, win);
       };
       if (!note("overlap lock_all", Impl::lock_all(win)) && !note("overlap heartbeat", heartbeat())) {
-        std::vector<size_t> sizes = g_opt.quick ? std::vector<size_t>{65536, 1 << 20}
-                                                : std::vector<size_t>{8192, 65536, 1 << 20};
         for (const char* o : {"put", "get", "acc"}) {
-          for (size_t s : sizes) {
+          for (size_t s : overlap_sizes()) {
             progress(impl, flavor, phase, s);
             Stat comm = measure_local([&] {
               int rc = op(o, s, 1);
               return rc != MPI_SUCCESS ? rc : Impl::flush(1, win);
             }, budget());
             if (note(std::string("overlap ") + o, comm.rc)) break;
+            // A heartbeat after every measurement, not only after every size: the target's
+            // patience must outlast one measurement (a 1 MiB get over am takes tens of ms a rep).
+            note("overlap heartbeat", heartbeat());
             const long iters = std::max(1L, long(comm.med * 1e9 / ns_iter));
             Stat comp = measure_local([&] { g_sink = compute(iters); return MPI_SUCCESS; }, budget());
+            note("overlap heartbeat", heartbeat());
             Stat total = measure_local([&] {
               int rc = op(o, s, 1);
               g_sink = compute(iters);
