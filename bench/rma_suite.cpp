@@ -102,7 +102,7 @@ constexpr MPI_Aint kHalf = MPI_Aint(4) << 20;       // put/get region; largest t
 constexpr MPI_Aint kAccOff = kHalf;                  // accumulate region (doubles)
 constexpr MPI_Aint kCounterOff = 2 * kHalf;          // int64 fetch_and_op counter
 constexpr MPI_Aint kCasOff = kCounterOff + 8;        // int64 compare_and_swap word
-constexpr MPI_Aint kFlagOff = kCounterOff + 64;      // overlap: "stop computing" flag
+constexpr MPI_Aint kFlagOff = kCounterOff + 64;      // overlap: stop flag, heartbeat (+8), gave-up (+16)
 constexpr MPI_Aint kWinBytes = kCounterOff + 128;
 constexpr size_t kCheckBytes = 64 * 1024;
 constexpr int64_t kFlagMagic = 0x5eed5eed;
@@ -403,16 +403,29 @@ Stat measure_coll(MPI_Comm comm, Rep&& rep, double budget_s) {
     }
   };
   // Single reps first: up to 3 while they are slow, the fastest one sizing the warm-up, so
-  // that one slow first rep (a cold path, a scheduler slice) does not cut the batches.
+  // that one slow first rep (a cold path, a scheduler slice) does not cut the batches. Each
+  // one's time is that of the slowest rank, as a batch's.
   double per = 1e30;
+  std::vector<double> singles;
   for (int i = 0; i < 3; ++i) {
     MPI_Barrier(comm);
     auto t1 = Clock::now();
     run(1);
-    double one = since(t1);
-    MPI_Bcast(&one, 1, MPI_DOUBLE, 0, comm);
-    per = std::min(per, one);
+    double one = since(t1), slowest = 0;
+    MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
+    singles.push_back(slowest);
+    per = std::min(per, slowest);
     if (per < budget_s * 0.1) break;
+  }
+  // Three single reps each longer than half the budget: the batches would be 3 of one rep
+  // each, the same measurement again. Those three are the batches (an oversubscribed
+  // synchronization of ~100 ms must not cost the suite twice its time).
+  if (singles.size() == 3 && per >= budget_s * 0.5) {
+    int any = err != MPI_SUCCESS, any_all = 0;
+    MPI_Allreduce(&any, &any_all, 1, MPI_INT, MPI_MAX, comm);
+    Stat st = summarize(singles);
+    st.rc = err != MPI_SUCCESS ? err : (any_all ? MPI_ERR_OTHER : MPI_SUCCESS);
+    return st;
   }
   auto t0 = Clock::now();
   long k = std::clamp(long(budget_s * 0.1 / std::max(per, 1e-9)), 0L, 1000000L);
@@ -484,7 +497,11 @@ std::vector<size_t> latency_sizes(const std::string& sync) {
 std::vector<size_t> overlap_sizes() { return pow2_sizes(8, size_t(1) << 20, g_opt.quick ? 3 : 2); }
 std::vector<size_t> bandwidth_sizes() { return pow2_sizes(8, size_t(kHalf), g_opt.quick ? 3 : 1); }
 // Ops per bandwidth rep: 64, fewer for large sizes so that one rep moves about 16 MiB.
-int ops_per_rep(size_t size) { return int(std::clamp<size_t>((size_t(16) << 20) / size, 4, 64)); }
+// With --quick, 4 MiB (at least one op): slow accumulates must not cost seconds per size.
+int ops_per_rep(size_t size) {
+  if (g_opt.quick) return int(std::clamp<size_t>((size_t(4) << 20) / size, 1, 64));
+  return int(std::clamp<size_t>((size_t(16) << 20) / size, 4, 64));
+}
 
 uint8_t pattern_byte(size_t i, unsigned seed) { return uint8_t((i * 131u + seed * 7u + 1u) & 0xff); }
 
@@ -668,11 +685,15 @@ struct P2P {
         sync_point.arrive_and_wait();
         return since(t0);
       };
-      double w = batch(20);
+      // Warm-up: one rep, then 20 if one is short (an implementation that needs target
+      // progress can take milliseconds a put, and 20 x 64 of those would be seconds).
       const double want = budget(5) / batches();
-      const long n = std::clamp(long(want / std::max(w / 20, 1e-9)), 1L, 1000000L);
+      double per = batch(1);
+      if (per * 20 < want) per = batch(20) / 20;
+      const long n = std::clamp(long(want / std::max(per, 1e-9)), 1L, 1000000L);
+      const int nb = batches_for(per * double(n), budget(5));
       std::vector<double> per_msg;  // seconds per message, all threads together
-      for (int b = 0; b < batches() && err.load() == MPI_SUCCESS; ++b)
+      for (int b = 0; b < nb && err.load() == MPI_SUCCESS; ++b)
         per_msg.push_back(batch(n) / double(n * kPuts * T));
       stop.store(true);
       sync_point.arrive_and_wait();
@@ -752,11 +773,13 @@ struct P2P {
 
   // Origin: op, then compute for as long as op + flush takes alone, then flush. Target:
   // computes without calling MPI, reading two words of its own window memory between slices
-  // of work: a heartbeat the origin puts after each measurement, and a stop flag it puts at
-  // the end. overlap = (t_comm + t_comp - t_total) / t_comm, clamped to [0, 1]: 1 means the
-  // transfer was entirely hidden behind the work. An implementation whose ops need the
-  // target to call MPI never gets a heartbeat through: after `timeout_s` without one the
-  // target gives up and enters MPI (everything then completes) and the rows are dropped.
+  // of work: a heartbeat the origin puts after each batch, and a stop flag it puts at the
+  // end. Per batch, overlap = (t_comm + t_comp - t_total) / t_comm, clamped to [0, 1]: 1
+  // means the transfer was entirely hidden behind the work; the value is the median over
+  // batches (lo, hi: the extreme batches). An implementation whose ops need the target to
+  // call MPI never gets a heartbeat through: after `timeout_s` without one the target gives
+  // up, says so in a third word (the origin then stops measuring) and enters MPI; the rows
+  // are dropped.
   void overlap() {
     const std::string phase = "overlap";
     if (skipped(impl, flavor, phase)) return;
@@ -767,6 +790,7 @@ struct P2P {
     if (g_rank == 1) {
       volatile int64_t* flag = reinterpret_cast<volatile int64_t*>(base + kFlagOff);
       volatile int64_t* heartbeat = flag + 1;
+      volatile int64_t* gave_up = flag + 2;
       auto t_beat = Clock::now();
       int64_t last = *heartbeat;
       double x = 1.0;
@@ -777,6 +801,7 @@ struct P2P {
           t_beat = Clock::now();
         } else if (since(t_beat) > timeout_s) {
           timed_out = 1;
+          *gave_up = kFlagMagic;  // the origin reads it and stops measuring
           break;
         }
       }
@@ -790,33 +815,74 @@ struct P2P {
         int rc = Impl::put(&beat, 8, 1, at(1, kFlagOff + 8), win);
         return rc != MPI_SUCCESS ? rc : Impl::flush(1, win);
       };
+      // Whether the target gave up waiting for a heartbeat (then every op completes only
+      // because it sits in MPI: nothing left to measure).
+      auto target_gave_up = [&] {
+        int64_t word = 0;
+        int rc = Impl::get(&word, 8, 1, at(1, kFlagOff + 16), win);
+        if (rc == MPI_SUCCESS) rc = Impl::flush(1, win);
+        return rc != MPI_SUCCESS || word == kFlagMagic;
+      };
       if (!note("overlap lock_all", Impl::lock_all(win)) && !note("overlap heartbeat", heartbeat())) {
+        bool stop = false;
         for (const char* o : {"put", "get", "acc"}) {
           for (size_t s : overlap_sizes()) {
+            if ((stop = target_gave_up())) break;
             progress(impl, flavor, phase, s);
-            Stat comm = measure_local([&] {
+            // Calibration: op + flush alone sizes the work and the batches.
+            Stat cal = measure_local([&] {
               int rc = op(o, s, 1);
               return rc != MPI_SUCCESS ? rc : Impl::flush(1, win);
-            }, budget());
-            if (note(std::string("overlap ") + o, comm.rc)) break;
-            // A heartbeat after every measurement, not only after every size: the target's
-            // patience must outlast one measurement (a 1 MiB get over am takes tens of ms a rep).
+            }, budget(0.3));
+            if (note(std::string("overlap ") + o, cal.rc)) break;
+            // The heartbeat after every batch: the target's patience must outlast one batch (a
+            // 1 MiB get over am takes tens of milliseconds a rep), not the whole size.
             note("overlap heartbeat", heartbeat());
-            const long iters = std::max(1L, long(comm.med * 1e9 / ns_iter));
-            Stat comp = measure_local([&] { g_sink = compute(iters); return MPI_SUCCESS; }, budget());
-            note("overlap heartbeat", heartbeat());
-            Stat total = measure_local([&] {
-              int rc = op(o, s, 1);
-              g_sink = compute(iters);
-              return rc != MPI_SUCCESS ? rc : Impl::flush(1, win);
-            }, budget());
-            if (note(std::string("overlap ") + o, total.rc)) break;
-            note("overlap heartbeat", heartbeat());
-            const double ov = std::clamp((comm.med + comp.med - total.med) / comm.med, 0.0, 1.0);
-            rows.push_back({impl, flavor, "overlap", "flush", o, s, 2, 1, "overlap", ov, ov, ov, total.n});
+            // The work must last as long as op + flush (it can hide no more than itself): the
+            // iteration count from the start-up calibration, corrected by timing it here (the
+            // cost of an iteration moves with the load on the other core).
+            long iters = std::max(1L, long(cal.med * 1e9 / ns_iter));
+            const Stat wcal = measure_local([&] { g_sink = compute(iters); return MPI_SUCCESS; }, budget(0.2));
+            iters = std::max(1L, long(double(iters) * cal.med / std::max(wcal.med, 1e-12)));
+            // Each batch times k reps of op + flush (t_comm), k reps of the work alone (t_comp)
+            // and k reps of op, work, flush (t_total), back to back, and yields one overlap:
+            // the three parts of a batch see the same machine load, which three separate
+            // medians (minutes of load changes apart on a shared machine) do not.
+            const int nb = batches_for(3 * cal.med, 1.5 * budget());
+            const long k = std::clamp(long(1.5 * budget() / nb / (3 * std::max(cal.med, 1e-9))), 1L, 1000000L);
+            std::vector<double> vc, vp, vt, vo;
+            int rc = MPI_SUCCESS;
+            for (int b = 0; b < nb && rc == MPI_SUCCESS; ++b) {
+              auto t0 = Clock::now();
+              for (long i = 0; i < k && rc == MPI_SUCCESS; ++i) {
+                rc = op(o, s, 1);
+                if (rc == MPI_SUCCESS) rc = Impl::flush(1, win);
+              }
+              const double c = since(t0) / double(k);
+              t0 = Clock::now();
+              for (long i = 0; i < k; ++i) g_sink = compute(iters);
+              const double w = since(t0) / double(k);
+              t0 = Clock::now();
+              for (long i = 0; i < k && rc == MPI_SUCCESS; ++i) {
+                rc = op(o, s, 1);
+                g_sink = compute(iters);
+                if (rc == MPI_SUCCESS) rc = Impl::flush(1, win);
+              }
+              const double t = since(t0) / double(k);
+              vc.push_back(c);
+              vp.push_back(w);
+              vt.push_back(t);
+              vo.push_back(std::clamp((c + w - t) / c, 0.0, 1.0));
+              note("overlap heartbeat", heartbeat());
+            }
+            if (note(std::string("overlap ") + o, rc)) break;
+            const Stat ov = summarize(vo), comm = summarize(vc), total = summarize(vt), comp = summarize(vp);
+            rows.push_back({impl, flavor, "overlap", "flush", o, s, 2, 1, "overlap", ov.med, ov.lo, ov.hi, ov.n});
             rows.push_back({impl, flavor, "overlap", "flush", o, s, 2, 1, "comm_ns", comm.med * 1e9, comm.lo * 1e9, comm.hi * 1e9, comm.n});
+            rows.push_back({impl, flavor, "overlap", "flush", o, s, 2, 1, "comp_ns", comp.med * 1e9, comp.lo * 1e9, comp.hi * 1e9, comp.n});
             rows.push_back({impl, flavor, "overlap", "flush", o, s, 2, 1, "total_ns", total.med * 1e9, total.lo * 1e9, total.hi * 1e9, total.n});
           }
+          if (stop) break;
         }
         const int64_t magic = kFlagMagic;
         int rc = Impl::put(&magic, 8, 1, at(1, kFlagOff), win);
