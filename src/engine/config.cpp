@@ -16,7 +16,9 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
         {"FASTRMA_POLL_IDLE_US", "2000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
         {"FASTRMA_POLL_QUIET_MS", "20", "How long without work before the progress thread switches to FASTRMA_POLL_IDLE_US."},
+        {"FASTRMA_HOST_PROGRESS", "1", "Serve am requests also inside the host MPI's own progress loop (Open MPI's opal_progress_register, found at run time), so a target waiting inside MPI answers at once; 0: only the progress thread serves."},
         {"FASTRMA_OFFLOAD_MIN", "65536", "Contiguous put/get of at least this many bytes in a lock_all or fence epoch is copied by the progress thread while the caller goes on (overlap); completion points wait and help. 0 disables (the caller always copies)."},
+        {"FASTRMA_OFFLOAD_WAKE_MIN", "262144", "Below this size a transfer is offloaded only while the progress thread is awake; waking a sleeping thread costs more than copying a small transfer (tens of microseconds on a VM)."},
         {"FASTRMA_OFFLOAD_PIECE", "65536", "Piece size of offloaded copies: the unit the progress thread and a waiting flush share."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
@@ -60,7 +62,9 @@ Config Config::from_env() {
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
     c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 2000, 1, 1000000));
     c.poll_quiet_ms = int(env_long("FASTRMA_POLL_QUIET_MS", 20, 0, 1000000));
+    c.host_progress = env_long("FASTRMA_HOST_PROGRESS", 1, 0, 1) != 0;
     c.offload_min = std::size_t(env_long("FASTRMA_OFFLOAD_MIN", 65536, 0, 1L << 40));
+    c.offload_wake_min = std::size_t(env_long("FASTRMA_OFFLOAD_WAKE_MIN", 262144, 0, 1L << 40));
     c.offload_piece = std::size_t(env_long("FASTRMA_OFFLOAD_PIECE", 65536, 4096, 1L << 30));
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));
     c.win_op_pool = std::size_t(env_long("FASTRMA_WIN_OP_POOL", 256, 1, 1L << 30));

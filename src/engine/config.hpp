@@ -17,8 +17,10 @@ struct Config {
     int poll_max_us = 100;           // FASTRMA_POLL_MAX_US
     int poll_idle_us = 2000;         // FASTRMA_POLL_IDLE_US
     int poll_quiet_ms = 20;          // FASTRMA_POLL_QUIET_MS
+    bool host_progress = true;       // FASTRMA_HOST_PROGRESS
     std::size_t offload_min = 65536; // FASTRMA_OFFLOAD_MIN (0: never offload copies)
     std::size_t offload_piece = 65536;  // FASTRMA_OFFLOAD_PIECE
+    std::size_t offload_wake_min = 262144;  // FASTRMA_OFFLOAD_WAKE_MIN
     std::size_t op_pool = 4096;      // FASTRMA_OP_POOL (process-global)
     std::size_t win_op_pool = 256;   // FASTRMA_WIN_OP_POOL (per window)
     std::size_t target_pool = 1024;  // FASTRMA_TARGET_POOL (process-global)

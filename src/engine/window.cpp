@@ -18,6 +18,7 @@
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
+#include "progress/host_progress.hpp"
 #include "transport/am.hpp"
 #include "transport/shm.hpp"
 #include "engine/bootstrap_mpi.hpp"
@@ -48,6 +49,7 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
       op_pool_(eng.config().win_op_pool, &eng.op_pool()),
       target_pool_(eng.config().win_target_pool, &eng.target_pool()) {
     off_min_ = eng.offload() ? eng.config().offload_min : 0;
+    off_wake_min_ = eng.config().offload_wake_min;
 }
 
 int Window::complete_offloads() {
@@ -61,6 +63,7 @@ int Window::complete_offloads() {
 
 Window::~Window() {
     complete_offloads();  // nothing may copy into or out of memory about to be unmapped
+    if (host_hooked_) host_progress_remove(endpoint_.get());
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
 }
 
@@ -376,6 +379,10 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
     };
     w->endpoint_ = std::make_unique<AmEndpoint>(mb->comm(), std::move(local));  // collective
     if ((err = agree(b, w->endpoint_->error(), "am: cannot duplicate the communicator", call))) return err;
+    if (eng.config().host_progress) {
+        AmEndpoint* ep = w->endpoint_.get();
+        w->host_hooked_ = host_progress_add(ep, [ep] { return ep->poll(); });
+    }
     // Every accumulate on my memory runs in this process (mine directly, others' through
     // the endpoint) with the same code: CPU atomics are the one atomicity domain.
     w->cpu_atomics_ = true;
@@ -437,6 +444,8 @@ int Window::free_collective() {
     bs_->barrier();
     eng_.progress().remove_poller(poller_id_);
     poller_id_ = 0;
+    if (host_hooked_) host_progress_remove(endpoint_.get());
+    host_hooked_ = false;
     eng_.live_windows().fetch_sub(1);
     return MPI_SUCCESS;
 }

@@ -245,6 +245,7 @@ private:
     // Active messages (every remote peer served by the am transport).
     bool am_mode_ = false;
     std::unique_ptr<AmEndpoint> endpoint_;
+    bool host_hooked_ = false;  // endpoint_ is served from the host's progress loop too
     std::vector<std::uint64_t> am_size_, am_du_;
 
     std::uint64_t* state_of(int r) const {
@@ -261,6 +262,10 @@ private:
     // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest
     // sequence this window queued, and the first error of a queued transfer.
     std::size_t off_min_ = 0;  // 0: this window never offloads
+    std::size_t off_wake_min_ = 0;
+    bool offload_now(std::uint64_t bytes) const {
+        return off_min_ && bytes >= off_min_ && (bytes >= off_wake_min_ || eng_.progress().awake());
+    }
     std::atomic<std::uint64_t> off_seq_{0};
     std::atomic<int> off_err_{0};
     void note_offload(std::uint64_t seq) {

@@ -49,7 +49,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
     if (info[kInfoArena] || off + bytes > info[kInfoSize]) return false;
     const pid_t pid = pid_t(info[kInfoPid]);
-    if (off_min_ && bytes >= off_min_) {
+    if (offload_now(bytes)) {
         if (std::uint64_t seq = eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_)) {
             note_offload(seq);
             eng_.progress().wake();
@@ -72,7 +72,7 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     if (unsigned char* remote = fast_target(rank, disp, bytes)) {
         std::uint64_t seq = 0;
-        if (off_min_ && bytes >= off_min_) [[unlikely]] {
+        if (offload_now(bytes)) [[unlikely]] {
             // Large: the progress thread copies while the caller returns to its work.
             seq = is_put ? eng_.offload()->submit(remote, origin, bytes, &off_err_)
                          : eng_.offload()->submit(origin, remote, bytes, &off_err_);

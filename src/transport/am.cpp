@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/errors.hpp"
+#include "progress/host_progress.hpp"
 
 namespace fastrma::detail {
 
@@ -181,9 +182,21 @@ void AmEndpoint::flush(int rank) {
     request(rank, msg, &dummy, 0);
 }
 
+// Serving may run inside the host's progress loop (host_progress.hpp), where a blocking
+// MPI call would wait on a condition only that loop signals (Open MPI's sync_wait_mt:
+// deadlock, seen). So the server completes its receives and replies by testing.
+void AmEndpoint::wait_by_test(MPI_Request* rq) {
+    for (int done = 0;;) {
+        PMPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        __builtin_ia32_pause();
+    }
+}
+
 bool AmEndpoint::poll() {
     std::unique_lock lk(serve_mu_, std::try_to_lock);
     if (!lk.owns_lock()) return false;
+    HostProgressGuard no_reentry;  // the MPI calls below progress the host, which calls us
     bool any = false;
     for (int batch = 0; batch < 64; ++batch) {
         int flag = 0;
@@ -194,7 +207,9 @@ bool AmEndpoint::poll() {
         int count = 0;
         PMPI_Get_count(&st, MPI_BYTE, &count);
         std::vector<unsigned char> buf(std::size_t(count > 0 ? count : 1));
-        PMPI_Mrecv(buf.data(), count, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+        MPI_Request rq;
+        PMPI_Imrecv(buf.data(), count, MPI_BYTE, &m, &rq);
+        wait_by_test(&rq);
         serve(buf.data(), std::size_t(count), st.MPI_SOURCE);
         any = true;
     }
@@ -206,7 +221,9 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     std::memcpy(&h, msg, sizeof h);
     const unsigned char* p = msg + sizeof h;
     auto reply = [&](const void* data, std::size_t n) {
-        PMPI_Send(data, int(n), MPI_BYTE, source, h.reply_tag, comm_);
+        MPI_Request rq;
+        PMPI_Isend(data, int(n), MPI_BYTE, source, h.reply_tag, comm_, &rq);
+        wait_by_test(&rq);
     };
     switch (h.kind) {
     case kPut: {

@@ -74,6 +74,7 @@ private:
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
     void note_unanswered(int rank);
     void serve(const unsigned char* msg, std::size_t len, int source);
+    static void wait_by_test(MPI_Request* rq);
 
     MPI_Comm comm_ = MPI_COMM_NULL;
     AmLocal local_;

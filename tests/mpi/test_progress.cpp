@@ -3,13 +3,16 @@
 // call. The target spins on its own window memory until the origin's last write (a flag)
 // lands; with no asynchronous progress it would spin forever and the ctest TIMEOUT fails
 // the test. Not timed otherwise. Run over shm and over am (FASTRMA_TRANSPORT=am, where the
-// target's progress thread must serve every request).
+// target's progress thread must serve every request). A third run has the target block in
+// MPI_Recv with the progress thread off over am: only the host-progress hook (Open MPI's
+// progress loop running fastrma's am service, src/progress/host_progress.hpp) can serve.
 #include <fastrma/fastrma.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -33,7 +36,16 @@ void run(bool allocate) {
     std::memset(mem, 0, 64 * 8);
     mem[10] = 1000;  // read by the origin's get and fetch_and_op
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) {
+    const bool waits_in_mpi = std::getenv("TEST_TARGET_WAITS_IN_MPI") != nullptr;
+    if (me == 0 && waits_in_mpi) {
+        // The target blocks in a receive of the host MPI (no fastrma call). Run with
+        // FASTRMA_PROGRESS=0 over am, only the host-progress hook can serve the origins.
+        MPI_Recv(nullptr, 0, MPI_BYTE, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        EXPECT_EQ(mem[63], 42);
+        EXPECT_EQ(mem[1], 7);
+        EXPECT_EQ(mem[2], 5 + (n - 1));
+        EXPECT_EQ(mem[10], 1000 + (n - 1));
+    } else if (me == 0) {
         // The target: compute on its own memory, no MPI, until the flag arrives.
         volatile std::int64_t* flag = mem + 63;
         std::uint64_t spins = 0;
@@ -72,6 +84,7 @@ void run(bool allocate) {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&flag, 1, MPI_INT64_T, 0, 63, 1, MPI_INT64_T, win));
         }
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, win));
+        if (done == n - 2 && waits_in_mpi) MPI_Send(nullptr, 0, MPI_BYTE, 0, 99, MPI_COMM_WORLD);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
