@@ -351,8 +351,9 @@ class Plots:
                     h.append(hh)
                     l.append(ll)
         fig.legend(h, l, loc="upper center", ncol=8, fontsize=10)
-        fig.suptitle("Bandwidth vs size: n ops + one flush in a lock_all epoch (bidirectional: both ranks at once, sum of both directions)", y=0.955)
-        self.layout(fig, 0.93)
+        # The legend takes two rows here (the limits' labels): the title goes below it.
+        fig.suptitle("Bandwidth vs size: n ops + one flush in a lock_all epoch (bidirectional: both ranks at once, sum of both directions)", y=0.93)
+        self.layout(fig, 0.915)
         self.save(fig, "bandwidth.png", "Put, get, accumulate and bidirectional bandwidth vs size")
 
     def syncs(self):
