@@ -584,6 +584,7 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
         }
         int rc = drain(t);
         tp(rank).flush(peer(rank));
+        if (int e = complete_offloads(); e && !rc) rc = e;  // direct ops of the epoch
         if (remove) {
             release(t);
             slots_.remove(t);
@@ -1114,6 +1115,7 @@ int Window::start(const std::vector<int>& group, int assert_) {
 }
 
 int Window::complete() {
+    const int off_rc = complete_offloads();  // direct ops of this epoch, before the signal
     std::vector<int> group;
     {
         std::lock_guard lk(epoch_mu_);
@@ -1126,7 +1128,7 @@ int Window::complete() {
         tp(g).flush(peer(g));  // remote completion before the signal
         tp(g).atomic8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
     }
-    return MPI_SUCCESS;
+    return off_rc;
 }
 
 int Window::test_exposure(bool* done) {

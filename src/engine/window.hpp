@@ -147,7 +147,7 @@ public:
     inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result,
                                    int rcount, MPI_Datatype rtype, int rank, MPI_Aint disp,
                                    int tcount, MPI_Datatype ttype, MPI_Op op);
-    inline bool direct_mode() const;
+    inline bool direct_mode(int rank);
     inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank,
                              MPI_Aint disp, int tcount, MPI_Datatype ttype);
 

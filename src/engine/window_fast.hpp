@@ -13,12 +13,25 @@
 
 namespace fastrma::detail {
 
-// Epochs in which an op goes straight to its target: a granted lock_all, or a fence epoch
-// that already has operations (the first op after a fence takes the slow path once).
-inline bool Window::direct_mode() const {
+// Epochs in which an op goes straight to its target: a granted lock_all, a fence epoch
+// that already has operations (the first op after a fence takes the slow path once), a
+// PSCW access epoch that includes the target, or a granted lock on the target with nothing
+// queued before us (the slot mutex, as in post()). Called last, right before the op acts:
+// the per-target case counts the op as issued.
+inline bool Window::direct_mode(int rank) {
     if (am_mode_) return false;  // messages: every op takes the general path
     AccessMode m = mode_.load(std::memory_order_acquire);
-    return m == AccessMode::lock_all_granted || m == AccessMode::fence_active;
+    if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active) return true;
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
+    if (m == AccessMode::pscw) return in_start_group(rank);
+    if (m != AccessMode::per_target) return false;
+    Slot& s = slots_.slot_of(rank);
+    std::lock_guard sl(s.mu);
+    Target* t = slots_.find(rank);
+    if (!t || t->head || t->state != AccessState::lock_granted) return false;
+    ++t->issued;
+    ++t->completed;
+    return true;
 }
 
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
@@ -64,13 +77,14 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
 
 inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype,
                                  int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype) {
-    if (!direct_mode() ||
-        otype != ttype || ocount != tcount || ocount <= 0 || !origin)
+    if (otype != ttype || ocount != tcount || ocount <= 0 || !origin)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
-    if (unsigned char* remote = fast_target(rank, disp, bytes)) {
+    unsigned char* remote = fast_target(rank, disp, bytes);
+    if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE) || !direct_mode(rank)) return kSlowPath;
+    if (remote) {
         std::uint64_t seq = 0;
         if (offload_now(bytes)) [[unlikely]] {
             // Large: the progress thread copies while the caller returns to its work.
@@ -101,16 +115,18 @@ inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int ra
 
 inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type,
                                      int rank, MPI_Aint disp, MPI_Op op) {
-    if (!direct_mode() || !cpu_atomics_ ||
-        !result || (!origin && op != MPI_NO_OP))
+    if (!cpu_atomics_ || !result || (!origin && op != MPI_NO_OP))
         return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
     if (!ti || !ti->native_atomic) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
     if (!dst) return kSlowPath;
     // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
-    if (op == MPI_SUM && ti->extent == 8 && (ti->cls == TypeClass::c_integer ||
-        ti->cls == TypeClass::fortran_integer) && !(reinterpret_cast<std::uintptr_t>(dst) & 7)) {
+    const bool int_add = op == MPI_SUM && ti->extent == 8 && (ti->cls == TypeClass::c_integer ||
+        ti->cls == TypeClass::fortran_integer) && !(reinterpret_cast<std::uintptr_t>(dst) & 7);
+    if ((!int_add && check_accumulate(op, type, nullptr) != MPI_SUCCESS) || !direct_mode(rank))
+        return kSlowPath;
+    if (int_add) {
         std::uint64_t v;
         std::memcpy(&v, origin, 8);
         v = __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(dst), v, __ATOMIC_SEQ_CST);
@@ -118,21 +134,19 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
         bump(Stat::fops);
         return MPI_SUCCESS;
     }
-    if (check_accumulate(op, type, nullptr) != MPI_SUCCESS) return kSlowPath;
-    if (!reduce_atomic(op, *ti, dst, origin, 1, result)) return kSlowPath;
+    if (!reduce_atomic(op, *ti, dst, origin, 1, result)) return kSlowPath;  // (never, for native types)
     bump(Stat::fops);
     return MPI_SUCCESS;
 }
 
 inline int Window::fast_compare_and_swap(const void* origin, const void* compare, void* result,
                                          MPI_Datatype type, int rank, MPI_Aint disp) {
-    if (!direct_mode() || !cpu_atomics_ ||
-        !origin || !compare || !result)
+    if (!cpu_atomics_ || !origin || !compare || !result)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
     if (!ti || !ti->native_atomic) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
-    if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS) return kSlowPath;
+    if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
     if (!compare_and_swap_atomic(*ti, dst, origin, compare, result)) return kSlowPath;
     bump(Stat::cases);
     return MPI_SUCCESS;
@@ -140,13 +154,12 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
 
 inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
                                    MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
-    if (!direct_mode() || !cpu_atomics_ ||
-        otype != ttype || ocount != tcount || ocount <= 0 || !origin)
+    if (!cpu_atomics_ || otype != ttype || ocount != tcount || ocount <= 0 || !origin)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti || !ti->native_atomic) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(ocount) * ti->extent);
-    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS) return kSlowPath;
+    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
     if (!reduce_atomic(op, *ti, dst, origin, std::size_t(ocount), nullptr)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
@@ -155,13 +168,13 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
 inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype,
                                        void* result, int rcount, MPI_Datatype rtype, int rank,
                                        MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
-    if (!direct_mode() || !cpu_atomics_ || !result || rtype != ttype || rcount != tcount || tcount <= 0)
+    if (!cpu_atomics_ || !result || rtype != ttype || rcount != tcount || tcount <= 0)
         return kSlowPath;
     if (op != MPI_NO_OP && (otype != ttype || ocount != tcount || !origin)) return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti || !ti->native_atomic) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent);
-    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS) return kSlowPath;
+    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
     if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result))
         return kSlowPath;
     bump(Stat::accs);
