@@ -169,12 +169,12 @@ class Runner:
         return rc, outcome_of(rc, text, killed_why), time.time() - t0
 
     # A benchmark launch with crash / hang recovery.
-    def run_suite(self, label, ranks, launcher, args_, env_extra=None, stall_s=None, max_attempts=None):
+    def run_suite(self, label, ranks, launcher, args_, env_extra=None, stall_s=None, max_attempts=None, skips=None):
         kind = "p2p" if "p2p" in args_ else f"scale-p{ranks}"
         env = dict(os.environ, **ROOT_ENV, **(env_extra or {}))
         saved = self.stall_s
         self.stall_s = stall_s or saved
-        skips, done = [], set()
+        skips, done = list(skips or []), set()
         t_start = time.time()
         for attempt in range(1, (max_attempts or self.max_attempts) + 1):
             base = os.path.join(self.raw, f"{label}.{kind}.{attempt}")
@@ -262,11 +262,21 @@ class Runner:
         else:
             log("== MPICH: not installed (mpich package, mpicxx.mpich): no MPICH peer")
 
+        # osc rdma's compare_and_swap on an allocate window segfaults the target
+        # (open-mpi/ompi#11349), in every sync mode: four crashes and relaunches. The full run
+        # goes through them (and would see a fixed Open MPI); --quick skips them up front.
+        known_crashes = {"ompi-rdma": [f"ompi-rdma:allocate:lat.{s}.cas" for s in ("flush", "lock", "fence", "pscw")]}
+        if a.quick:
+            with open(os.path.join(self.raw, "settings.txt"), "a") as f:
+                f.write("skipped up front (--quick): ompi-rdma compare_and_swap on allocate windows "
+                        "(segfaults the target, open-mpi/ompi#11349; the full run measures whether it still does)\n")
+
         log("== point to point (2 ranks)")
         for label, launcher, extra, env in peers:
             binary = a.mpich_bin if label == "mpich" else suite
             impl = "all" if label in fastrma_runs else "mpi"
-            self.run_suite(label, 2, launcher(2), [binary, "--mode", "p2p", "--impl", impl] + quick + extra, env)
+            self.run_suite(label, 2, launcher(2), [binary, "--mode", "p2p", "--impl", impl] + quick + extra, env,
+                           skips=known_crashes.get(label, []) if a.quick else [])
         # fastrma's other transport, am (for peers on other nodes; here forced for node peers):
         # latency (against osc pt2pt, Open MPI's active-message design), bandwidth, message
         # rate and overlap (issue #4 compares both transports), at quick sizes, which hold the
