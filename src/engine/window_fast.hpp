@@ -35,6 +35,7 @@ inline bool Window::direct_mode(int rank) {
 }
 
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
+    if (am_mode_) return nullptr;  // no node segment holds the peers' state (am windows)
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
     if (uniform_) {  // symmetric allocation: pure arithmetic
@@ -55,7 +56,7 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
 // goes to the slow path, which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
                              bool write) {
-    if (flavor_ != MPI_WIN_FLAVOR_CREATE || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
+    if (am_mode_ || flavor_ != MPI_WIN_FLAVOR_CREATE || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
         (std::uint64_t(disp) >> 32) || rank == rank_)
         return false;
     const std::uint64_t* info = state_of(rank);
