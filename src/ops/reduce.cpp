@@ -3,20 +3,24 @@
 // Layout of this file: (1) element codecs, which read and write only the data bytes of an
 // element; (2) combine<K, T>, the MPI meaning of each op on one C type; (3) a constexpr table
 // of kernels indexed by [op][Repr], nullptr where the op means nothing on that representation;
-// (4) the atomic drivers, which reuse those same kernels on a private copy of the word inside a
-// CAS loop, so the locked and the atomic paths cannot disagree on a result; (5) the datatype
-// table and its pointer-keyed hash; (6) the MPI rules of §5.9.2 / §11.3.4.
+// (4) the atomic drivers, a second table of whole-run functions typed on (op, Repr), whose CAS
+// loops run those same kernels (apply<K, T>) on a private copy of the word(s), so the locked
+// and the atomic paths cannot disagree on a result; (5) the datatype table and its
+// pointer-keyed hash; (6) the MPI rules of §5.9.2 / §11.3.4. The op and the type are looked
+// up once per call (one indirect call per run), never per element.
 //
 // Invariants: signed integer arithmetic wraps (computed in the unsigned type, never UB);
 // logical results are exactly 0 or 1 (so MPI_C_BOOL stays a valid bool); MAXLOC/MINLOC keep
 // the lower index on ties; floating MIN/MAX keep dst unless src compares strictly smaller /
-// larger (so a NaN in src is ignored and a NaN in dst stays). All atomics are GCC __atomic
-// builtins with seq_cst order on plain memory: on x86-64 every RMW is a full barrier anyway
-// and a seq_cst load is a plain load, so the stronger order costs nothing there.
+// larger (so a NaN in src is ignored and a NaN in dst stays). Accumulate atomics are GCC
+// __atomic builtins (plus one inline-asm cmpxchg16b) with relaxed order on plain memory: MPI
+// wants each element atomic, not ordered against its neighbours, and completion points fence;
+// on x86-64 every locked RMW is a full barrier anyway. Compare-and-swap stays seq_cst.
 #include "ops/reduce.hpp"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cassert>
 #include <complex>
 #include <cstddef>
@@ -26,6 +30,10 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace fastrma::detail {
 namespace {
@@ -203,16 +211,55 @@ T combine(const T& d, const T& s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (3) Kernels. The stride is a compile-time constant (it is fixed by the representation),
-// which lets the compiler vectorise the contiguous cases.
+// (3) Plain kernels. One call runs a whole run with the type and the op fixed at compile time
+// (one indirect call per run, none per element); the stride is a constant, which lets the
+// compiler vectorise the contiguous cases. old_out, when wanted, is filled in the same pass.
 
-using KernelFn = void (*)(std::byte* dst, const std::byte* src, size_t count);
+using KernelFn = void (*)(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out);
+
+// The data bytes of one T, as copy_data() copies them: pairs value and index (never the
+// padding between them), everything else its whole size (long double: all 16 bytes).
+template <class T>
+[[gnu::always_inline]] inline void copy_data_t(std::byte* dst, const std::byte* src) {
+  if constexpr (is_pair_v<T>) {
+    std::memcpy(dst, src, sizeof(T::v));
+    std::memcpy(dst + Codec<T>::index_offset, src + Codec<T>::index_offset, sizeof(T::i));
+  } else {
+    std::memcpy(dst, src, sizeof(T));
+  }
+}
+
+// dst[k] = dst[k] OP src[k] for k < count; REPLACE copies the data bytes, NO_OP does nothing.
+// Used by reduce() and, on a private copy of the old word(s), by the atomic CAS loops: both
+// paths run the same code, so they cannot disagree on a result.
+template <OpKind K, class T>
+[[gnu::always_inline]] inline void apply(std::byte* dst, const std::byte* src, size_t count) {
+  constexpr size_t E = Codec<T>::extent;
+  if constexpr (K == OpKind::no_op) {
+    (void)dst, (void)src, (void)count;
+  } else if constexpr (K == OpKind::replace) {
+    for (size_t k = 0; k < count; ++k) copy_data_t<T>(dst + k * E, src + k * E);
+  } else {
+    using C = Codec<T>;
+    for (size_t k = 0; k < count; ++k, dst += E, src += E) {
+      C::store(dst, combine<K, T>(C::load(dst), C::load(src)));
+    }
+  }
+}
 
 template <OpKind K, class T>
-void kernel(std::byte* dst, const std::byte* src, size_t count) {
+void kernel(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out) {
+  if (old_out == nullptr) {
+    apply<K, T>(dst, src, count);
+    return;
+  }
+  // Fused: one pass reads dst once (old_out must overlap neither dst nor src; src may be dst).
   using C = Codec<T>;
-  for (size_t k = 0; k < count; ++k, dst += C::extent, src += C::extent) {
-    C::store(dst, combine<K, T>(C::load(dst), C::load(src)));
+  constexpr size_t E = C::extent;
+  for (size_t k = 0; k < count; ++k, dst += E, src += E, old_out += E) {
+    const T d = C::load(dst);
+    copy_data_t<T>(old_out, dst);
+    C::store(dst, combine<K, T>(d, C::load(src)));
   }
 }
 
@@ -268,6 +315,35 @@ void copy_elements(const TypeInfo& ti, std::byte* dst, const std::byte* src, siz
 
 // ---------------------------------------------------------------------------------------------
 // (4) Atomic drivers.
+//
+// Each element is updated by one atomic access that covers it whole, so it is atomic against
+// every other accumulate, fetch_and_op and compare_and_swap on it, from any process, and
+// against the engine's own fetch-add fast path. Memory order is relaxed: MPI asks for
+// atomicity per element, not for an order between the elements of one call, and every
+// completion point (flush, unlock, fence) issues a full fence. On x86-64 that changes nothing
+// for read-modify-writes (every locked instruction is a full barrier anyway); it lets a
+// REPLACE be a plain aligned store instead of an exchange.
+//
+// What each (op, type) costs per element, as chosen below:
+//  * NO_OP: a load (8-byte loads for 1/2/4-byte types: each element lies inside one of them);
+//    nothing at all without old_out.
+//  * REPLACE without old_out, no padding: an aligned store (8 bytes at a time for narrow types:
+//    every element of the word is replaced, by one atomic store).
+//  * Everything else, in runs: a 16-byte compare-and-swap (x86-64 `lock cmpxchg16b`) over the
+//    16 / extent whole elements of each 16-byte-aligned block: read both halves, compute the
+//    new block on a private copy with apply<K, T>, write nothing if no bit changed (a MAX
+//    that loses costs a load), else CAS, and on failure recompute from the value the CAS
+//    returned. One locked instruction then serves 2 doubles or 16 bytes instead of one
+//    element. Elements outside whole blocks (unaligned head, tail, single-element calls such
+//    as MPI_Fetch_and_op) take the per-element way: fetch_add/and/or/xor for integer
+//    SUM/BAND/BOR/BXOR (one locked instruction, no retry), exchange for REPLACE with old_out,
+//    a CAS loop of width extent otherwise (same skip-if-unchanged rule).
+// Mixed widths are sound on x86: a locked instruction on memory inside one cache line holds
+// the line for its whole read-modify-write, so an 8-byte `lock xadd` on one double and a
+// 16-byte `lock cmpxchg16b` on the block holding it are ordered one after the other, and a
+// plain aligned load or store never splits either; the CAS compares all 16 bytes, so any
+// change to either element in between makes it fail and retry. Under ThreadSanitizer (which
+// cannot see inline asm) and off x86-64 only the per-element way is used.
 
 // may_alias: the window memory holds doubles, pairs, ... that we access as unsigned words.
 template <class U> struct AliasWord;
@@ -275,76 +351,369 @@ template <> struct AliasWord<uint8_t> { typedef uint8_t __attribute__((may_alias
 template <> struct AliasWord<uint16_t> { typedef uint16_t __attribute__((may_alias)) type; };
 template <> struct AliasWord<uint32_t> { typedef uint32_t __attribute__((may_alias)) type; };
 template <> struct AliasWord<uint64_t> { typedef uint64_t __attribute__((may_alias)) type; };
+template <class U> using AWord = typename AliasWord<U>::type;
 
 static_assert(__atomic_always_lock_free(1, 0) && __atomic_always_lock_free(2, 0) &&
                   __atomic_always_lock_free(4, 0) && __atomic_always_lock_free(8, 0),
               "native_atomic assumes lock-free CAS of 1, 2, 4 and 8 bytes");
 
-enum class AtomicWay : uint8_t { load, exchange, fetch_add, fetch_and, fetch_or, fetch_xor, cas_loop };
+template <size_t N> struct WordOfSize;
+template <> struct WordOfSize<1> { using type = uint8_t; };
+template <> struct WordOfSize<2> { using type = uint16_t; };
+template <> struct WordOfSize<4> { using type = uint32_t; };
+template <> struct WordOfSize<8> { using type = uint64_t; };
 
-bool is_integer_repr(Repr r) { return r <= Repr::u64; }
+template <class T>
+constexpr bool native_v() {
+  if constexpr (std::is_void_v<T>) return false;
+  else return Codec<T>::extent == 1 || Codec<T>::extent == 2 || Codec<T>::extent == 4 || Codec<T>::extent == 8;
+}
 
-AtomicWay atomic_way(OpKind op, const TypeInfo& ti) {
-  bool whole_word = ti.size == ti.extent;  // no padding inside the word
-  switch (op) {
-    case OpKind::no_op: return AtomicWay::load;
-    case OpKind::replace: return whole_word ? AtomicWay::exchange : AtomicWay::cas_loop;
-    case OpKind::sum: return is_integer_repr(ti.repr) ? AtomicWay::fetch_add : AtomicWay::cas_loop;
-    case OpKind::band: return is_integer_repr(ti.repr) ? AtomicWay::fetch_and : AtomicWay::cas_loop;
-    case OpKind::bor: return is_integer_repr(ti.repr) ? AtomicWay::fetch_or : AtomicWay::cas_loop;
-    case OpKind::bxor: return is_integer_repr(ti.repr) ? AtomicWay::fetch_xor : AtomicWay::cas_loop;
-    default: return AtomicWay::cas_loop;
-  }
+template <class T>
+constexpr bool whole_word_v() {  // no padding inside the element
+  if constexpr (is_pair_v<T>) return sizeof(T::v) + sizeof(T::i) == sizeof(T);
+  else return true;
 }
 
 template <class U>
-void atomic_elements(OpKind op, AtomicWay way, KernelFn fn, const TypeInfo& ti, std::byte* dst,
-                     const std::byte* src, size_t count, std::byte* old_out) {
-  using Word = typename AliasWord<U>::type;
-  constexpr size_t w = sizeof(U);
-  for (size_t k = 0; k < count; ++k) {
-    Word* p = reinterpret_cast<Word*>(dst + k * w);
-    // MPI_NO_OP (Get_accumulate, Fetch_and_op) may come without an origin buffer at all.
-    const std::byte* s = src != nullptr ? src + k * w : nullptr;
-    // Whole-word operand for the fetch-op and exchange ways (never used with padding: those
-    // ways are only chosen when size == extent). src may be misaligned, hence memcpy.
-    U operand = 0;
-    if (way != AtomicWay::load && way != AtomicWay::cas_loop) std::memcpy(&operand, s, w);
-    U old;
-    switch (way) {
-      case AtomicWay::load: old = __atomic_load_n(p, __ATOMIC_SEQ_CST); break;
-      case AtomicWay::exchange: old = __atomic_exchange_n(p, operand, __ATOMIC_SEQ_CST); break;
-      case AtomicWay::fetch_add: old = __atomic_fetch_add(p, operand, __ATOMIC_SEQ_CST); break;
-      case AtomicWay::fetch_and: old = __atomic_fetch_and(p, operand, __ATOMIC_SEQ_CST); break;
-      case AtomicWay::fetch_or: old = __atomic_fetch_or(p, operand, __ATOMIC_SEQ_CST); break;
-      case AtomicWay::fetch_xor: old = __atomic_fetch_xor(p, operand, __ATOMIC_SEQ_CST); break;
-      case AtomicWay::cas_loop:
-      default: {
-        old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-        for (;;) {
-          // The new word starts as the old one, so padding bytes travel through unchanged;
-          // the kernel (the same one reduce() uses) writes only the data bytes.
-          U next = old;
-          auto* nb = reinterpret_cast<std::byte*>(&next);
-          if (op == OpKind::replace) copy_data(ti, nb, s);
-          else fn(nb, s, 1);
-          // Equal bits: nothing to write; the load above is the linearisation point. Bits,
-          // not values, are compared, so -0.0 vs 0.0 and NaN payloads are handled exactly.
-          if (next == old) break;
-          if (__atomic_compare_exchange_n(p, &old, next, /*weak=*/true, __ATOMIC_SEQ_CST,
-                                          __ATOMIC_SEQ_CST)) {
-            break;
-          }
-        }
+[[gnu::always_inline]] inline U load_relaxed(const std::byte* p) {
+  return __atomic_load_n(reinterpret_cast<const AWord<U>*>(p), __ATOMIC_RELAXED);
+}
+template <class U>
+[[gnu::always_inline]] inline void store_relaxed(std::byte* p, U v) {
+  __atomic_store_n(reinterpret_cast<AWord<U>*>(p), v, __ATOMIC_RELAXED);
+}
+
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FRMA_NO_WIDE_CAS 1
+#endif
+#endif
+#ifndef FRMA_NO_WIDE_CAS
+#define FRMA_WIDE_CAS 1
+#endif
+#endif
+
+#ifdef FRMA_WIDE_CAS
+constexpr size_t kBlock = 16;
+
+typedef unsigned __int128 __attribute__((may_alias)) AliasU128;
+
+// lock cmpxchg16b on the 16-byte-aligned block at p: if it holds lo (bytes 0..7) and hi (bytes
+// 8..15) it becomes new_lo, new_hi and true is returned; otherwise lo, hi receive what it
+// holds. Inline asm, not __atomic on 16 bytes: that would go to libatomic, whose fallback
+// locks are private to a process (reduce.hpp).
+[[gnu::always_inline]] inline bool cas_block(std::byte* p, uint64_t& lo, uint64_t& hi, uint64_t new_lo,
+                                             uint64_t new_hi) {
+  bool ok;
+  asm volatile("lock cmpxchg16b %1"
+               : "=@ccz"(ok), "+m"(*reinterpret_cast<AliasU128*>(p)), "+a"(lo), "+d"(hi)
+               : "b"(new_lo), "c"(new_hi)
+               : "memory");
+  return ok;
+}
+
+bool cpu_has_cx16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_CMPXCHG16B) != 0;
+}
+
+std::atomic<bool> g_wide_wanted{true};
+
+bool wide_cas_usable() {
+  static const bool has = cpu_has_cx16();
+  return has;
+}
+
+[[gnu::always_inline]] inline bool wide_cas_on() {
+  return wide_cas_usable() && g_wide_wanted.load(std::memory_order_relaxed);
+}
+#endif
+
+// One element, the CAS way: apply<K, T> on a private copy of the old word; write nothing when
+// no bit changes (the load is then the linearisation point; bits, not values, so -0.0 vs 0.0
+// and NaN payloads are exact); padding bytes travel through unchanged.
+template <OpKind K, class T>
+[[gnu::always_inline]] inline void cas_element(std::byte* d, const std::byte* s, std::byte* o) {
+  using U = typename WordOfSize<Codec<T>::extent>::type;
+  auto* p = reinterpret_cast<AWord<U>*>(d);
+  U old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  for (;;) {
+    U next = old;
+    apply<K, T>(reinterpret_cast<std::byte*>(&next), s, 1);
+    if (next == old) break;
+    if (__atomic_compare_exchange_n(p, &old, next, /*weak=*/true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      break;
+    }
+  }
+  if (o != nullptr) copy_data_t<T>(o, reinterpret_cast<const std::byte*>(&old));
+}
+
+// Per-element way over n elements (src non-null: not used for NO_OP).
+template <OpKind K, class T>
+void element_run(std::byte* d, const std::byte* s, size_t n, std::byte* o) {
+  constexpr size_t E = Codec<T>::extent;
+  using U = typename WordOfSize<E>::type;
+  constexpr bool fetch_op = std::is_integral_v<T> && (K == OpKind::sum || K == OpKind::band ||
+                                                      K == OpKind::bor || K == OpKind::bxor);
+  for (size_t k = 0; k < n; ++k, d += E, s += E) {
+    std::byte* ok = o != nullptr ? o + k * E : nullptr;
+    if constexpr (fetch_op || (K == OpKind::replace && whole_word_v<T>())) {
+      auto* p = reinterpret_cast<AWord<U>*>(d);
+      U v;
+      std::memcpy(&v, s, E);  // src may be misaligned
+      U old;
+      if constexpr (K == OpKind::sum) old = __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+      else if constexpr (K == OpKind::band) old = __atomic_fetch_and(p, v, __ATOMIC_RELAXED);
+      else if constexpr (K == OpKind::bor) old = __atomic_fetch_or(p, v, __ATOMIC_RELAXED);
+      else if constexpr (K == OpKind::bxor) old = __atomic_fetch_xor(p, v, __ATOMIC_RELAXED);
+      else old = __atomic_exchange_n(p, v, __ATOMIC_RELAXED);
+      if (ok != nullptr) std::memcpy(ok, &old, E);
+    } else {
+      cas_element<K, T>(d, s, ok);
+    }
+  }
+}
+
+#ifdef FRMA_WIDE_CAS
+// apply<K, T> on the 16 / extent elements of a private block held as two 8-byte halves.
+// The ops of integers and reals are computed on the whole block as one 16-byte vector (GCC
+// vector extensions: 16 byte adds are one paddb), each written to give exactly combine<K, T>
+// of every lane: + * & | ^ in the unsigned lane type (wraps, as wrap_add / wrap_mul), MAX/MIN
+// as "src if strictly larger/smaller, else dst" (so NaN and -0.0 behave as in combine), the
+// logical ops as 0/1. The unit tests compare every (op, type) byte for byte with reduce().
+// Everything else (pairs, complex) runs apply<K, T> on a copy of the block.
+typedef uint64_t U64x2 __attribute__((vector_size(16)));
+
+template <OpKind K, class T>
+constexpr bool block_vector_op() {
+  if constexpr (!std::is_arithmetic_v<T>) {
+    return false;
+  } else if constexpr (std::is_integral_v<T>) {
+    return K == OpKind::max || K == OpKind::min || K == OpKind::sum || K == OpKind::prod ||
+           K == OpKind::band || K == OpKind::bor || K == OpKind::bxor || K == OpKind::land ||
+           K == OpKind::lor || K == OpKind::lxor;
+  } else {
+    return K == OpKind::max || K == OpKind::min || K == OpKind::sum || K == OpKind::prod;
+  }
+}
+
+template <OpKind K, class T>
+[[gnu::always_inline]] inline void apply_block(uint64_t& lo, uint64_t& hi, const std::byte* s) {
+  constexpr size_t G = kBlock / Codec<T>::extent;
+  if constexpr (K == OpKind::replace && whole_word_v<T>()) {
+    std::memcpy(&lo, s, 8);
+    std::memcpy(&hi, s + 8, 8);
+  } else if constexpr (block_vector_op<K, T>()) {
+    using L = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::type_identity<T>>::type;
+    typedef T VT __attribute__((vector_size(16)));
+    typedef L VL __attribute__((vector_size(16)));
+    U64x2 w = {lo, hi};
+    VT d, x, r;
+    std::memcpy(&d, &w, kBlock);
+    std::memcpy(&x, s, kBlock);
+    if constexpr (K == OpKind::max) {
+      r = x > d ? x : d;
+    } else if constexpr (K == OpKind::min) {
+      r = x < d ? x : d;
+    } else if constexpr (K == OpKind::land || K == OpKind::lor || K == OpKind::lxor) {
+      auto a = d != 0, b = x != 0;  // lanes of -1 / 0
+      decltype(a) m;
+      if constexpr (K == OpKind::land) m = a & b;
+      else if constexpr (K == OpKind::lor) m = a | b;
+      else m = a ^ b;
+      r = reinterpret_cast<VT>(m & 1);
+    } else {
+      VL a = reinterpret_cast<VL>(d), b = reinterpret_cast<VL>(x), c;
+      if constexpr (K == OpKind::sum) c = a + b;
+      else if constexpr (K == OpKind::prod) c = a * b;
+      else if constexpr (K == OpKind::band) c = a & b;
+      else if constexpr (K == OpKind::bor) c = a | b;
+      else c = a ^ b;
+      r = reinterpret_cast<VT>(c);
+    }
+    std::memcpy(&w, &r, kBlock);
+    lo = w[0];
+    hi = w[1];
+  } else {
+    uint64_t block[2] = {lo, hi};
+    apply<K, T>(reinterpret_cast<std::byte*>(block), s, G);
+    lo = block[0];
+    hi = block[1];
+  }
+}
+
+// The 16-byte way over `blocks` aligned blocks of 16 / extent elements each. The halves are
+// kept as two scalars (never a 16-byte object in memory: the CAS returns them in rdx:rax, and a
+// 16-byte reload of two 8-byte stores would stall store forwarding).
+template <OpKind K, class T>
+void block_run(std::byte* d, const std::byte* s, size_t blocks, std::byte* o) {
+  constexpr size_t E = Codec<T>::extent, G = kBlock / E;
+  for (size_t b = 0; b < blocks; ++b, d += kBlock, s += kBlock) {
+    // Two 8-byte loads: each element lies inside one of them, so each is read atomically;
+    // a block torn between them only makes the CAS fail once.
+    uint64_t lo = load_relaxed<uint64_t>(d), hi = load_relaxed<uint64_t>(d + 8);
+    for (;;) {
+      uint64_t next_lo = lo, next_hi = hi;
+      apply_block<K, T>(next_lo, next_hi, s);
+      if (next_lo == lo && next_hi == hi) break;  // no bit changes: nothing to write
+      if (cas_block(d, lo, hi, next_lo, next_hi)) break;
+    }
+    if (o != nullptr) {
+      std::byte* ob = o + b * kBlock;
+      if constexpr (whole_word_v<T>()) {
+        std::memcpy(ob, &lo, 8);
+        std::memcpy(ob + 8, &hi, 8);
+      } else {
+        const uint64_t old[2] = {lo, hi};
+        for (size_t j = 0; j < G; ++j) copy_data_t<T>(ob + j * E, reinterpret_cast<const std::byte*>(old) + j * E);
       }
     }
-    if (old_out != nullptr) copy_data(ti, old_out + k * w, reinterpret_cast<const std::byte*>(&old));
   }
+}
+#endif
+
+// NO_OP: old values only. Narrow whole-word types are read 8 bytes at a time.
+template <class T>
+void load_run(const std::byte* d, size_t n, std::byte* o) {
+  if (o == nullptr) return;  // a read nobody looks at
+  constexpr size_t E = Codec<T>::extent;
+  using U = typename WordOfSize<E>::type;
+  size_t k = 0;
+  if constexpr (whole_word_v<T>() && E < 8) {
+    while (k < n && (reinterpret_cast<uintptr_t>(d + k * E) & 7) != 0) {
+      U v = load_relaxed<U>(d + k * E);
+      std::memcpy(o + k * E, &v, E);
+      ++k;
+    }
+    constexpr size_t per = 8 / E;
+    for (; k + per <= n; k += per) {
+      uint64_t v = load_relaxed<uint64_t>(d + k * E);
+      std::memcpy(o + k * E, &v, 8);
+    }
+  }
+  for (; k < n; ++k) {
+    U v = load_relaxed<U>(d + k * E);
+    copy_data_t<T>(o + k * E, reinterpret_cast<const std::byte*>(&v));
+  }
+}
+
+// REPLACE without old values, no padding: aligned stores. Narrow types 8 bytes at a time (every
+// element of such a word is being replaced, so one atomic store replaces each of them).
+template <class U>
+void store_run(std::byte* d, const std::byte* s, size_t n) {
+  constexpr size_t E = sizeof(U);
+  size_t k = 0;
+  if constexpr (E < 8) {
+    for (; k < n && (reinterpret_cast<uintptr_t>(d + k * E) & 7) != 0; ++k) {
+      U v;
+      std::memcpy(&v, s + k * E, E);
+      store_relaxed<U>(d + k * E, v);
+    }
+  }
+  constexpr size_t per = 8 / E;
+  for (; k + per <= n; k += per) {
+    uint64_t v;
+    std::memcpy(&v, s + k * E, 8);  // src may be misaligned
+    store_relaxed<uint64_t>(d + k * E, v);
+  }
+  for (; k < n; ++k) {
+    U v;
+    std::memcpy(&v, s + k * E, E);
+    store_relaxed<U>(d + k * E, v);
+  }
+}
+
+using AtomicFn = void (*)(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out);
+
+template <OpKind K, class T>
+void atomic_run(std::byte* d, const std::byte* s, size_t n, std::byte* o) {
+  if constexpr (K == OpKind::no_op) {
+    load_run<T>(d, n, o);
+    return;
+  } else {
+    constexpr size_t E = Codec<T>::extent;
+    if constexpr (K == OpKind::replace && whole_word_v<T>()) {
+      if (o == nullptr) {
+        store_run<typename WordOfSize<E>::type>(d, s, n);
+        return;
+      }
+    }
+    size_t k = 0;
+#ifdef FRMA_WIDE_CAS
+    constexpr size_t G = kBlock / E;
+    if (n >= G && wide_cas_on()) {  // (a single element, e.g. MPI_Fetch_and_op, never asks)
+      const size_t head = ((kBlock - (reinterpret_cast<uintptr_t>(d) & (kBlock - 1))) & (kBlock - 1)) / E;
+      const size_t blocks = (n - head) / G;  // head < G <= n
+      if (blocks > 0) {
+        element_run<K, T>(d, s, head, o);
+        block_run<K, T>(d + head * E, s + head * E, blocks, o != nullptr ? o + head * E : nullptr);
+        k = head + blocks * G;
+      }
+    }
+#endif
+    element_run<K, T>(d + k * E, s + k * E, n - k, o != nullptr ? o + k * E : nullptr);
+  }
+}
+
+// atomic_run instantiations by (op, Repr): nullptr where the op has no kernel on the
+// representation or the representation is never native. REPLACE and NO_OP on types without
+// padding only move bytes, so they share the instantiation of the unsigned word of that width.
+template <OpKind K, size_t R>
+constexpr AtomicFn pick_atomic() {
+  using T = typename ReprType<static_cast<Repr>(R)>::type;
+  if constexpr (!native_v<T>()) {
+    return nullptr;  // opaque (void) included: chosen by width in atomic_for()
+  } else if constexpr (K == OpKind::replace || K == OpKind::no_op) {
+    if constexpr (whole_word_v<T>()) return &atomic_run<K, typename WordOfSize<Codec<T>::extent>::type>;
+    else return &atomic_run<K, T>;
+  } else if constexpr (has_kernel<K, T>()) {
+    return &atomic_run<K, T>;
+  } else {
+    return nullptr;
+  }
+}
+
+constexpr size_t kNumAtomicOps = static_cast<size_t>(OpKind::no_op) + 1;  // max .. no_op
+
+template <size_t Op, size_t... Rs>
+constexpr std::array<AtomicFn, kNumRepr> atomic_row(std::index_sequence<Rs...>) {
+  return {pick_atomic<static_cast<OpKind>(Op), Rs>()...};
+}
+
+template <size_t... Ops>
+constexpr std::array<std::array<AtomicFn, kNumRepr>, kNumAtomicOps> atomic_table(std::index_sequence<Ops...>) {
+  return {atomic_row<Ops>(std::make_index_sequence<kNumRepr>{})...};
+}
+
+constexpr auto kAtomics = atomic_table(std::make_index_sequence<kNumAtomicOps>{});
+
+template <OpKind K>
+AtomicFn opaque_atomic(size_t extent) {
+  switch (extent) {
+    case 1: return &atomic_run<K, uint8_t>;
+    case 2: return &atomic_run<K, uint16_t>;
+    case 4: return &atomic_run<K, uint32_t>;
+    case 8: return &atomic_run<K, uint64_t>;
+    default: return nullptr;
+  }
+}
+
+AtomicFn atomic_for(OpKind op, const TypeInfo& ti) {
+  auto o = static_cast<size_t>(op), i = static_cast<size_t>(ti.repr);
+  if (o >= kNumAtomicOps || i >= kNumRepr) return nullptr;
+  if (ti.repr == Repr::opaque) {  // REPLACE / NO_OP only; no padding (size == extent)
+    if (op == OpKind::replace) return opaque_atomic<OpKind::replace>(ti.extent);
+    if (op == OpKind::no_op) return opaque_atomic<OpKind::no_op>(ti.extent);
+    return nullptr;
+  }
+  return kAtomics[o][i];
 }
 
 template <class U>
 void cas_one(std::byte* dst, const std::byte* origin, const std::byte* compare, std::byte* result) {
-  using Word = typename AliasWord<U>::type;
+  using Word = AWord<U>;
   U expected, desired;
   std::memcpy(&expected, compare, sizeof(U));
   std::memcpy(&desired, origin, sizeof(U));
@@ -847,15 +1216,15 @@ int check_compare_and_swap(MPI_Datatype t, std::string* why) {
 void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  if (old_out != nullptr) copy_elements(ti, static_cast<std::byte*>(old_out), d, count);
-  if (op == OpKind::no_op) return;
-  if (op == OpKind::replace) {
-    copy_elements(ti, d, s, count);
+  auto* o = static_cast<std::byte*>(old_out);
+  if (op == OpKind::no_op || op == OpKind::replace) {
+    if (o != nullptr) copy_elements(ti, o, d, count);
+    if (op == OpKind::replace) copy_elements(ti, d, s, count);
     return;
   }
   KernelFn fn = kernel_for(op, ti.repr);
   assert(fn != nullptr && op_defined_on(op, ti) && "reduce(): op not valid on type; check_accumulate first");
-  if (fn != nullptr) fn(d, s, count);
+  if (fn != nullptr) fn(d, s, count, o);
 }
 
 void reduce(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {
@@ -865,27 +1234,32 @@ void reduce(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t co
 bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count,
                    void* old_out) {
   if (!atomic_possible(ti, dst)) return false;
-  KernelFn fn = nullptr;
-  if (op != OpKind::replace && op != OpKind::no_op) {
-    fn = kernel_for(op, ti.repr);
-    if (fn == nullptr) return false;
-  }
-  AtomicWay way = atomic_way(op, ti);
-  auto* d = static_cast<std::byte*>(dst);
-  const auto* s = static_cast<const std::byte*>(src);
-  auto* o = static_cast<std::byte*>(old_out);
-  switch (ti.extent) {
-    case 1: atomic_elements<uint8_t>(op, way, fn, ti, d, s, count, o); break;
-    case 2: atomic_elements<uint16_t>(op, way, fn, ti, d, s, count, o); break;
-    case 4: atomic_elements<uint32_t>(op, way, fn, ti, d, s, count, o); break;
-    default: atomic_elements<uint64_t>(op, way, fn, ti, d, s, count, o); break;
-  }
+  AtomicFn fn = atomic_for(op, ti);
+  if (fn == nullptr) return false;
+  fn(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), count, static_cast<std::byte*>(old_out));
   return true;
 }
 
 bool reduce_atomic(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count,
                    void* old_out) {
   return reduce_atomic(op_kind(op), ti, dst, src, count, old_out);
+}
+
+bool wide_cas_available() {
+#ifdef FRMA_WIDE_CAS
+  return wide_cas_usable();
+#else
+  return false;
+#endif
+}
+
+bool set_wide_cas(bool on) {
+#ifdef FRMA_WIDE_CAS
+  return g_wide_wanted.exchange(on, std::memory_order_relaxed) && wide_cas_usable();
+#else
+  (void)on;
+  return false;
+#endif
 }
 
 bool compare_and_swap_atomic(const TypeInfo& ti, void* dst, const void* origin, const void* compare,

@@ -4,8 +4,9 @@
 // to carry out MPI_Accumulate, MPI_Get_accumulate, MPI_Fetch_and_op and MPI_Compare_and_swap
 // on memory it can address directly: which (op, type) pairs MPI-3.1 allows (§5.9.2, §11.3.4),
 // the byte layout of each type, and the element-wise kernels, in a plain (caller holds a lock)
-// and an atomic (lock-free CAS/fetch-op per element) flavour. Choosing between the two, and
-// taking the lock, is the job of the caller one level up (DESIGN.md §3 "Accumulates").
+// and an atomic (lock-free: every element updated by one atomic access covering it) flavour.
+// Choosing between the two, and taking the lock, is the job of the caller one level up
+// (DESIGN.md §3 "Accumulates").
 //
 // Invariants the rest of the engine relies on:
 //  * The table needs no MPI_Init: handles of predefined types are addresses of globals in
@@ -22,6 +23,7 @@
 //    writes only its 10 significant x87 bytes. MPI_REPLACE copies the MPI_Type_size bytes.
 //  * Nothing here uses std::atomic<T> on foreign memory or libatomic: types wider than 8 bytes
 //    are never native_atomic, because libatomic's fallback locks are private to one process.
+//    (The 16-byte CAS that updates several narrow elements at once is inline asm.)
 #pragma once
 
 // The deprecated MPI C++ bindings are not used and do not compile warning-free with -Wextra.
@@ -117,8 +119,12 @@ void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t co
             void* old_out = nullptr);
 
 // Atomic, element-wise, on directly addressable memory that other processes may update with
-// this same function: each element is one lock-free fetch-op, exchange or CAS loop of width
-// ti.extent; its old value goes to old_out (may be null). Returns false without touching
+// this same function or with plain CPU atomics of width ti.extent: each element is read or
+// written by one lock-free atomic access that covers it whole (a load, an aligned store for
+// REPLACE without old_out, a fetch-op, an exchange, a CAS loop of width ti.extent, or a
+// 16-byte CAS loop over the 16 / extent whole elements of an aligned block — reduce.cpp §4);
+// its old value goes to old_out (may be null). Memory order is relaxed: the caller's
+// completion point (flush, unlock) supplies the fence. Returns false without touching
 // anything when ti is not native_atomic or dst is not aligned to ti.extent (and, as a
 // precondition failure, when op is not defined on ti); the caller then locks and reduce()s.
 // Each element is atomic on its own; a multi-element call is not atomic as a whole (as MPI).
@@ -126,6 +132,14 @@ bool reduce_atomic(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, si
                    void* old_out = nullptr);
 bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count,
                    void* old_out = nullptr);
+
+// The 16-byte block way of reduce_atomic(): available on x86-64 CPUs with cmpxchg16b (not
+// under ThreadSanitizer), and then on unless set_wide_cas(false). For tests and benchmarks,
+// which exercise or measure the one-element-at-a-time way with it off; both ways are atomic
+// against each other, so flipping it while other threads accumulate is harmless.
+// set_wide_cas returns whether the block way was in use before the call.
+bool wide_cas_available();
+bool set_wide_cas(bool on);
 
 // One element: if *dst == *compare (bitwise) then *dst = *origin; *result = the old *dst.
 // The atomic form returns false on the same conditions as reduce_atomic (and for types whose

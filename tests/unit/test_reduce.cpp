@@ -12,8 +12,13 @@
 #include "ops/reduce.hpp"
 
 #include <gtest/gtest.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <complex>
 #include <cstddef>
@@ -1003,6 +1008,283 @@ TEST(ReduceCas, ConcurrentCasIncrementsExactly) {
   }
   for (auto& x : th) x.join();
   EXPECT_EQ(v, int64_t{kThreads} * (kPerThread / 4));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Long runs: reduce_atomic() takes the 16-byte block way (16 / extent whole elements per CAS)
+// for the aligned blocks of a run and the per-element way for the unaligned head, the tail and
+// short calls. Every valid (op, type) pair on a native type, dst at every offset its alignment
+// allows inside a 16-byte block, several counts, with and without old_out, misaligned src, the
+// block way on and off: byte-identical to reduce(), and no byte outside the run is touched.
+
+// Turns the block way on or off for one scope.
+struct WideCas {
+  bool before;
+  explicit WideCas(bool on) : before(set_wide_cas(on)) {}
+  ~WideCas() { set_wide_cas(before); }
+};
+
+constexpr std::byte kGuardFill{0xc3};
+
+void compare_runs_to_plain(const TypeInfo& ti, MPI_Op op, const std::vector<std::byte>& d0,
+                           const std::vector<std::byte>& s0) {
+  const size_t ext = ti.extent, total = d0.size() / ext, group = 16 / ext;
+  const bool no_op = op == MPI_NO_OP;
+  for (size_t n : {size_t{1}, group - 1, group, group + 1, 2 * group + 1, total}) {
+    if (n == 0 || n > total) continue;
+    const size_t bytes = n * ext;
+    std::vector<std::byte> want_d(d0.begin(), d0.begin() + static_cast<std::ptrdiff_t>(bytes));
+    std::vector<std::byte> want_o(bytes, kOldFill);
+    reduce(op, ti, want_d.data(), no_op ? nullptr : s0.data(), n, want_o.data());
+    for (bool wide : {true, false}) {
+      WideCas w(wide);
+      for (size_t off = 0; off < 16; off += ext) {
+        for (bool with_old : {true, false}) {
+          SCOPED_TRACE("count " + std::to_string(n) + ", dst offset " + std::to_string(off) +
+                       (wide ? ", block way on" : ", block way off") +
+                       (with_old ? ", old_out" : ""));
+          // dst at 16 + off in a 16-aligned buffer (operator new), guards on both sides.
+          std::vector<std::byte> store(bytes + 64, kGuardFill), old(bytes + 32, kGuardFill);
+          std::byte* dst = store.data() + 16 + off;
+          std::memcpy(dst, d0.data(), bytes);
+          std::vector<std::byte> src(bytes + 8);
+          const size_t src_off = with_old ? 0 : 3;  // misaligned src too
+          std::memcpy(src.data() + src_off, s0.data(), bytes);
+          std::fill(old.begin() + 16, old.begin() + 16 + static_cast<std::ptrdiff_t>(bytes), kOldFill);
+          ASSERT_TRUE(reduce_atomic(op, ti, dst, no_op ? nullptr : src.data() + src_off, n,
+                                    with_old ? old.data() + 16 : nullptr));
+          ASSERT_EQ(std::memcmp(dst, want_d.data(), bytes), 0) << "atomic result differs from reduce()";
+          for (size_t i = 0; i < 16 + off; ++i) ASSERT_EQ(store[i], kGuardFill) << "byte before dst touched";
+          for (size_t i = 16 + off + bytes; i < store.size(); ++i) ASSERT_EQ(store[i], kGuardFill) << "byte after dst touched";
+          if (with_old) {
+            ASSERT_EQ(std::memcmp(old.data() + 16, want_o.data(), bytes), 0) << "old_out differs from reduce()";
+            for (size_t i = 0; i < 16; ++i) ASSERT_EQ(old[i], kGuardFill);
+            for (size_t i = 16 + bytes; i < old.size(); ++i) ASSERT_EQ(old[i], kGuardFill);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void check_long_run(const TT& tt, const NamedOp& nop) {
+  const TypeInfo& ti = info_of(tt);
+  SCOPED_TRACE(std::string(nop.name) + " on " + tt.name);
+  const auto smp = samples<T>(tt.group);
+  const size_t ns = smp.size(), ext = sizeof(T), n = 4 * (16 / ext) + 3;
+  std::vector<std::byte> d0(n * ext, kDstFill), s0(n * ext, kDstFill);
+  for (size_t k = 0; k < n; ++k) {  // every sample, then mixed pairs of them
+    put(d0.data() + k * ext, smp[k % ns].first);
+    put(s0.data() + k * ext, k < ns ? smp[k].second : smp[(k * 5 + 1) % ns].second);
+  }
+  compare_runs_to_plain(ti, nop.op, d0, s0);
+}
+
+void check_long_run_bytes(const TT& tt, const NamedOp& nop) {  // REPLACE, NO_OP
+  const TypeInfo& ti = info_of(tt);
+  SCOPED_TRACE(std::string(nop.name) + " on " + tt.name);
+  const size_t ext = ti.extent, n = 4 * (16 / ext) + 3;
+  const auto mask = mpi_data_mask(tt);
+  std::vector<std::byte> d0(n * ext, kDstFill), s0(n * ext, kSrcFill);
+  for (size_t i = 0; i < n * ext; ++i) {
+    if (!mask[i % ext]) continue;
+    d0[i] = std::byte(static_cast<unsigned char>(13 * i + 1));
+    s0[i] = std::byte(static_cast<unsigned char>(71 * i + 200));
+  }
+  compare_runs_to_plain(ti, nop.op, d0, s0);
+}
+
+TEST(ReduceAtomic, LongRunsMatchReduceEveryValidOpTypePair) {
+  size_t checked = 0;
+  for (const NamedOp& o : predefined_ops()) {
+    for (const TT& tt : all_types()) {
+      if (!op_allowed(o.op, tt.group) || !info_of(tt).native_atomic) continue;
+      if (o.op == MPI_REPLACE || o.op == MPI_NO_OP) {
+        check_long_run_bytes(tt, o);
+      } else {
+        with_kind(tt.kind, [&](auto tag) { check_long_run<typename decltype(tag)::type>(tt, o); });
+      }
+      ++checked;
+    }
+  }
+  std::printf("[ reduce   ] long atomic runs checked for %zu (op, native type) pairs\n", checked);
+  EXPECT_GT(checked, 200u);
+}
+
+TEST(ReduceAtomic, WideCasSwitch) {
+  const bool avail = wide_cas_available();
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  EXPECT_TRUE(avail) << "every x86-64 CPU this runs on has cmpxchg16b";
+#endif
+  EXPECT_EQ(set_wide_cas(false), avail);
+  EXPECT_FALSE(set_wide_cas(true));
+  EXPECT_EQ(set_wide_cas(true), avail);
+}
+
+// Arithmetic ops are refused on a misaligned dst just as REPLACE / NO_OP are (the caller then
+// locks): whole runs and single elements, and nothing is touched.
+TEST(ReduceAtomic, MisalignedDstIsRefusedForEveryOp) {
+  struct Case { MPI_Datatype type; MPI_Op op; };
+  for (Case c : {Case{MPI_DOUBLE, MPI_SUM}, Case{MPI_INT64_T, MPI_SUM}, Case{MPI_INT32_T, MPI_MAX},
+                 Case{MPI_UINT16_T, MPI_BAND}, Case{MPI_FLOAT, MPI_MIN}, Case{MPI_2INT, MPI_MAXLOC},
+                 Case{MPI_SHORT_INT, MPI_MINLOC}, Case{MPI_C_FLOAT_COMPLEX, MPI_PROD}}) {
+    const TypeInfo& ti = *lookup_type(c.type);
+    SCOPED_TRACE(std::string(op_name(c.op)) + " on " + ti.name);
+    for (size_t n : {size_t{1}, size_t{40}}) {
+      for (size_t off = 1; off < ti.extent; ++off) {
+        Buf dst(n * ti.extent, kDstFill, off), src(n * ti.extent, std::byte{1}), old(n * ti.extent, kOldFill);
+        EXPECT_FALSE(reduce_atomic(c.op, ti, dst.p(), src.p(), n, old.p()));
+        EXPECT_FALSE(reduce_atomic(c.op, ti, dst.p(), src.p(), n));
+        EXPECT_EQ(dst.store, Buf(n * ti.extent, kDstFill).store);
+        EXPECT_EQ(old.store, Buf(n * ti.extent, kOldFill).store);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A MAX or MIN that loses (and a tie, a NaN in src, a MAXLOC whose dst wins, NO_OP) writes
+// nothing, in the block way and the per-element way: the target is a read-only page, and any
+// store or locked instruction on it would fault.
+
+sigjmp_buf g_fault_jump;
+void on_fault(int) { siglongjmp(g_fault_jump, 1); }
+
+// Runs f with SIGSEGV / SIGBUS caught; false if f faulted.
+template <class F>
+bool without_fault(F&& f) {
+  struct sigaction sa {}, old_segv {}, old_bus {};
+  sa.sa_handler = on_fault;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  sigaction(SIGBUS, &sa, &old_bus);
+  bool ok = false;
+  if (sigsetjmp(g_fault_jump, 1) == 0) {
+    f();
+    ok = true;
+  }
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  sigaction(SIGBUS, &old_bus, nullptr);
+  return ok;
+}
+
+template <class T>
+void check_no_write(MPI_Datatype type, MPI_Op op, T (*dst_at)(size_t), T (*src_at)(size_t)) {
+  const TypeInfo& ti = *lookup_type(type);
+  SCOPED_TRACE(std::string(op_name(op)) + " on " + ti.name);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), n = 100;
+  ASSERT_GE(page, 2 * n * sizeof(T));
+  void* m = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* base = static_cast<std::byte*>(m);
+  std::vector<std::byte> src(n * sizeof(T) + sizeof(T)), want((n + 1) * sizeof(T));
+  for (size_t i = 0; i < n + 1; ++i) {
+    put(base + i * sizeof(T), dst_at(i));
+    put(src.data() + i * sizeof(T), src_at(i));
+  }
+  std::memcpy(want.data(), base, want.size());
+  ASSERT_EQ(mprotect(m, page, PROT_READ), 0);
+  for (bool wide : {true, false}) {
+    WideCas w(wide);
+    for (size_t off : {size_t{0}, sizeof(T)}) {  // 16-aligned, and with a head element
+      for (size_t count : {size_t{1}, n}) {
+        std::vector<std::byte> old(count * sizeof(T), kOldFill);
+        bool refused = false;
+        EXPECT_TRUE(without_fault([&] {
+          refused = !reduce_atomic(op, ti, base + off, src.data(), count, old.data());
+          refused |= !reduce_atomic(op, ti, base + off, src.data(), count);
+        })) << "a losing " << op_name(op) << " wrote: count " << count << ", offset " << off
+            << (wide ? ", block way on" : ", block way off");
+        EXPECT_FALSE(refused);
+        EXPECT_EQ(std::memcmp(old.data(), want.data() + off, count * sizeof(T)), 0) << "old_out";
+      }
+    }
+  }
+  EXPECT_EQ(std::memcmp(base, want.data(), want.size()), 0);
+  munmap(m, page);
+}
+
+TEST(ReduceAtomic, LosingMaxAndMinWriteNothing) {
+  check_no_write<int32_t>(MPI_INT32_T, MPI_MAX, [](size_t i) { return int32_t(1000 + i); },
+                          [](size_t i) { return int32_t(i % 3 == 0 ? 1000 + i : i); });  // ties too
+  check_no_write<int32_t>(MPI_INT32_T, MPI_MIN, [](size_t i) { return int32_t(-5 - i); },
+                          [](size_t i) { return int32_t(i); });
+  check_no_write<uint8_t>(MPI_UINT8_T, MPI_MAX, [](size_t) { return uint8_t{255}; },
+                          [](size_t i) { return uint8_t(i); });
+  check_no_write<int16_t>(MPI_SHORT, MPI_MIN, [](size_t i) { return int16_t(-30000 + i); },
+                          [](size_t i) { return int16_t(i); });
+  check_no_write<double>(MPI_DOUBLE, MPI_MAX, [](size_t i) { return double(i); },
+                         [](size_t i) { return i % 2 ? std::nan("") : -1.0 - double(i); });  // NaN in src ignored
+  check_no_write<double>(MPI_DOUBLE, MPI_MIN, [](size_t i) { return i % 4 ? -double(i) : std::nan(""); },
+                         [](size_t i) { return double(i); });  // NaN in dst stays
+  check_no_write<float>(MPI_FLOAT, MPI_MIN, [](size_t) { return -0.0f; },
+                        [](size_t) { return 0.0f; });  // -0.0 vs 0.0: not smaller, kept
+  check_no_write<uint64_t>(MPI_UINT64_T, MPI_MAX, [](size_t i) { return uint64_t(i) << 40; },
+                           [](size_t i) { return uint64_t(i) << 40; });  // all ties
+  check_no_write<uint32_t>(MPI_UINT32_T, MPI_NO_OP, [](size_t i) { return uint32_t(i * 77); },
+                           [](size_t) { return uint32_t{0}; });
+  using P = TPair<int, int>;
+  check_no_write<P>(MPI_2INT, MPI_MAXLOC, [](size_t i) { return P{int(100 + i), int(i)}; },
+                    [](size_t i) { return P{int(i), 0}; });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mixed widths: a long SUM (16-byte block CASes) against single-element atomics on the same
+// elements — reduce_atomic with count 1 and raw __atomic_fetch_add of the element's own width,
+// which is what the engine's fetch_and_op fast path does. No update may be lost.
+
+template <class T>
+void hammer_mixed(MPI_Datatype type) {
+  const TypeInfo& ti = *lookup_type(type);
+  SCOPED_TRACE(ti.name);
+  using U = std::conditional_t<sizeof(T) == 1, uint8_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  constexpr size_t n = 64;
+  constexpr int rounds = 20000, hits = 100000;
+  alignas(64) T target[n] = {};
+  std::vector<T> ones(n, T(1));
+  WideCas w(true);
+  std::atomic<int> ready{0};
+  auto start = [&] {  // all threads begin together, so the block CASes meet the others
+    ready.fetch_add(1);
+    while (ready.load() < kThreads) std::this_thread::yield();
+  };
+  std::vector<std::thread> th;
+  th.emplace_back([&] {
+    start();
+    for (int r = 0; r < rounds; ++r) EXPECT_TRUE(reduce_atomic(MPI_SUM, ti, target, ones.data(), n));
+  });
+  for (int t = 1; t < kThreads; ++t) {
+    th.emplace_back([&, t] {
+      start();
+      const T one = 1;
+      for (int k = 0; k < hits; ++k) {
+        size_t i = static_cast<size_t>(k * 13 + t * 5) % n;
+        if constexpr (std::is_integral_v<T>) {
+          if (k % 2 == 0) {
+            __atomic_fetch_add(reinterpret_cast<U*>(&target[i]), U{1}, __ATOMIC_SEQ_CST);
+            continue;
+          }
+        }
+        EXPECT_TRUE(reduce_atomic(MPI_SUM, ti, &target[i], &one, 1));
+      }
+    });
+  }
+  for (auto& x : th) x.join();
+  std::vector<long long> want(n, rounds);
+  for (int t = 1; t < kThreads; ++t)
+    for (int k = 0; k < hits; ++k) ++want[static_cast<size_t>(k * 13 + t * 5) % n];
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (sizeof(T) == 1) EXPECT_EQ(target[i], static_cast<T>(want[i] & 0xff)) << "element " << i;
+    else EXPECT_EQ(target[i], static_cast<T>(want[i])) << "element " << i;
+  }
+}
+
+TEST(ReduceConcurrent, BlockCasAndElementAtomicsLoseNothing) {
+  hammer_mixed<int64_t>(MPI_INT64_T);
+  hammer_mixed<double>(MPI_DOUBLE);  // integer values: exact in any order
+  hammer_mixed<uint32_t>(MPI_UINT32_T);
+  hammer_mixed<uint8_t>(MPI_UINT8_T);  // 1-byte lock xadd inside a 16-byte CAS block
 }
 
 }  // namespace
