@@ -767,8 +767,8 @@ class Report:
         # ---- (a) overlap
         L.append("### Overlap: fraction of the origin's communication hidden behind computation\n")
         L.append("Origin, in each batch back to back: op + flush alone (t_comm), the same work alone (t_comp, "
-                 "calibrated to t_comm), then op, work, flush (t_total); per batch overlap = (t_comm + t_comp − t_total) "
-                 "/ t_comm, clamped to [0, 1]; the value is the median over batches. The target "
+                 "calibrated to t_comm), then op, work, flush (t_total); overlap = (t_comm + t_comp − t_total) "
+                 "/ t_comm over the medians of the three parts, clamped to [0, 1]. The target "
                  "computes without calling MPI all the while. *needs target progress*: the ops did not complete "
                  "while the target computed (the origin's flush waited for the target to enter MPI), so nothing "
                  "is reported. Ratios are against the best peer; below "
