@@ -962,6 +962,7 @@ int Window::post(const OpRequest& rq, bool complete_now) {
     if (int rc = check_epoch_for_op(rq.call, r, &m)) return rc;
     if (complete_now && m != AccessMode::per_target && m != AccessMode::lock_all_granted)
         return raise(MPI_ERR_RMA_SYNC, "%s: request-based operations need a passive-target epoch (lock or lock_all)", rq.call);
+    if (desc.kind != RmaKind::put && desc.kind != RmaKind::get) acc_order();
     if (m != AccessMode::per_target) {
         count_op(desc.kind);
         if (desc.bytes == 0) return MPI_SUCCESS;

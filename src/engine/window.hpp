@@ -276,6 +276,9 @@ public:
     // Completion of every copy this window offloaded (flush, unlock_all, fence, free).
     int complete_offloads();
 private:
+    inline void acc_order();
+    static inline void offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
+                                            std::size_t bytes);
 
     std::mutex epoch_mu_;
     std::atomic<AccessMode> mode_{AccessMode::none};

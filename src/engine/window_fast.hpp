@@ -34,6 +34,20 @@ inline bool Window::direct_mode(int rank) {
     return true;
 }
 
+// Accumulates from one origin to one location apply in program order (MPI's default
+// accumulate_ordering): before any accumulate-class op acts, an accumulate still running
+// on the progress thread must have finished. One load when nothing was ever offloaded.
+inline void Window::acc_order() {
+    const std::uint64_t seq = off_seq_.load(std::memory_order_acquire);
+    if (seq && !eng_.offload()->done(seq)) [[unlikely]] eng_.offload()->wait(seq);
+}
+
+inline void Window::offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
+                                         std::size_t bytes) {
+    const TypeInfo& t = *static_cast<const TypeInfo*>(ti);
+    reduce_atomic(OpKind(reinterpret_cast<std::uintptr_t>(opk)), t, dst, src, bytes / t.extent, nullptr);
+}
+
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
     if (am_mode_) return nullptr;  // no node segment holds the peers' state (am windows)
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
@@ -127,6 +141,7 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
         ti->cls == TypeClass::fortran_integer) && !(reinterpret_cast<std::uintptr_t>(dst) & 7);
     if ((!int_add && check_accumulate(op, type, nullptr) != MPI_SUCCESS) || !direct_mode(rank))
         return kSlowPath;
+    acc_order();
     if (int_add) {
         std::uint64_t v;
         std::memcpy(&v, origin, 8);
@@ -148,6 +163,7 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
     if (!ti || !ti->native_atomic) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
     if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    acc_order();
     if (!compare_and_swap_atomic(*ti, dst, origin, compare, result)) return kSlowPath;
     bump(Stat::cases);
     return MPI_SUCCESS;
@@ -161,6 +177,20 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     if (!ti || !ti->native_atomic) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(ocount) * ti->extent);
     if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
+    acc_order();
+    if (offload_now(bytes) && reinterpret_cast<std::uintptr_t>(dst) % ti->extent == 0) [[unlikely]] {
+        // Large: the progress thread accumulates while the caller goes on (one accumulate
+        // in flight at a time: acc_order() above waited for any earlier one).
+        const void* opk = reinterpret_cast<const void*>(std::uintptr_t(op_kind(op)));
+        if (std::uint64_t seq = eng_.offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin,
+                                                              bytes, ti->extent, &off_err_)) {
+            note_offload(seq);
+            eng_.progress().wake();
+            bump(Stat::accs);
+            return MPI_SUCCESS;
+        }
+    }
     if (!reduce_atomic(op, *ti, dst, origin, std::size_t(ocount), nullptr)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
@@ -176,6 +206,7 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
     if (!ti || !ti->native_atomic) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent);
     if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    acc_order();
     if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result))
         return kSlowPath;
     bump(Stat::accs);

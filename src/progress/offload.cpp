@@ -24,17 +24,22 @@ CopyOffload::CopyOffload(std::size_t piece, std::size_t capacity)
       mask_(ring_.size() - 1) {}
 
 std::uint64_t CopyOffload::push(pid_t pid, bool write, void* local, std::uint64_t remote,
-                                std::size_t len, std::atomic<int>* err) {
-    const std::size_t n = (len + piece_ - 1) / piece_;
+                                std::size_t len, std::atomic<int>* err, Kernel fn, const void* a0,
+                                const void* a1, std::size_t elem) {
+    const std::size_t piece = std::max(elem, piece_ / elem * elem);  // whole elements
+    const std::size_t n = (len + piece - 1) / piece;
     std::lock_guard lk(mu_);
     // Pieces between retired_ and tail_ occupy the ring (finished ones until retired).
     if (tail_ - retired_.load(std::memory_order_relaxed) + n > ring_.size()) return 0;
     for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t off = i * piece_;
+        const std::size_t off = i * piece;
         Piece& p = ring_[tail_ & mask_];
         p.local = static_cast<unsigned char*>(local) + off;
         p.remote = remote + off;
-        p.len = std::min(piece_, len - off);
+        p.len = std::min(piece, len - off);
+        p.fn = fn;
+        p.a0 = a0;
+        p.a1 = a1;
         p.pid = pid;
         p.write = write;
         p.finished = false;
@@ -55,7 +60,18 @@ std::uint64_t CopyOffload::submit_cma(pid_t pid, bool write, void* local, std::u
     return push(pid, write, local, raddr, len, err);
 }
 
+std::uint64_t CopyOffload::submit_kernel(Kernel fn, const void* a0, const void* a1, void* dst,
+                                         const void* src, std::size_t len, std::size_t elem,
+                                         std::atomic<int>* err) {
+    return push(0, true, const_cast<void*>(src), reinterpret_cast<std::uint64_t>(dst), len, err, fn,
+                a0, a1, std::max<std::size_t>(elem, 1));
+}
+
 void CopyOffload::execute(const Piece& p) {
+    if (p.fn) {
+        p.fn(p.a0, p.a1, reinterpret_cast<void*>(p.remote), p.local, p.len);
+        return;
+    }
     if (p.pid == 0) {
         std::memcpy(reinterpret_cast<void*>(p.remote), p.local, p.len);
         return;

@@ -37,6 +37,12 @@ public:
     std::uint64_t submit_cma(pid_t pid, bool write, void* local, std::uint64_t raddr,
                              std::size_t len, std::atomic<int>* err);
 
+    // An element-wise kernel instead of a copy (accumulate): fn(a0, a1, dst, src, bytes) on
+    // pieces that are whole multiples of elem bytes.
+    using Kernel = void (*)(const void* a0, const void* a1, void* dst, const void* src, std::size_t bytes);
+    std::uint64_t submit_kernel(Kernel fn, const void* a0, const void* a1, void* dst, const void* src,
+                                std::size_t len, std::size_t elem, std::atomic<int>* err);
+
     bool done(std::uint64_t seq) const { return retired_.load(std::memory_order_acquire) >= seq; }
     // Until every piece before seq is finished, helping with the queue meanwhile.
     void wait(std::uint64_t seq);
@@ -56,9 +62,13 @@ private:
         bool write = false;        // local -> remote
         bool finished = false;
         std::atomic<int>* err = nullptr;
+        Kernel fn = nullptr;       // else a copy
+        const void* a0 = nullptr;
+        const void* a1 = nullptr;
     };
     std::uint64_t push(pid_t pid, bool write, void* local, std::uint64_t remote, std::size_t len,
-                       std::atomic<int>* err);
+                       std::atomic<int>* err, Kernel fn = nullptr, const void* a0 = nullptr,
+                       const void* a1 = nullptr, std::size_t elem = 1);
     static void execute(const Piece& p);
 
     const std::size_t piece_;

@@ -664,7 +664,7 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
                     ASSERT_EQ(w.base[std::size_t(k) * region + i], pattern(left, k, i)) << mode << " size " << sz << " k " << k << " i " << i;
             for (int k = 0; k < 4; ++k) ASSERT_EQ(w.base[std::size_t(k) * region + sz], 0) << "past the end";
             MPI_Barrier(MPI_COMM_WORLD);
-            if (fence) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+            if (fence) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win)); }
         }
     }
     // The copies did go through the progress thread where it runs and memory is reachable
@@ -673,6 +673,57 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
     if (e->offload() && !window_of(w.win)->uses_am() && n > 1 && GetParam() != Flavor::create_allocmem) {
         EXPECT_GT(e->offload()->bytes_offloaded(), off0) << "nothing was offloaded";
     }
+}
+
+TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
+    // Large accumulates may run on the progress thread; every rank accumulates into every
+    // other rank's array at once (atomicity across origins), and each origin follows its
+    // large SUM with a REPLACE then a fetch_and_op on one element and a large MAX, all
+    // without a flush in between: MPI orders accumulates from one origin to one location,
+    // so the REPLACE must land after the SUM and the fetch must see it.
+    const int me = world_rank(), n = world_size();
+    const std::size_t count = (1 << 22) + 3;  // 32 MiB + 24 B of int64: long enough to be still running
+    TestWin w(GetParam(), count * 8 + 64);
+    std::vector<std::int64_t> ones(count), big(count);
+    for (std::size_t i = 0; i < count; ++i) { ones[i] = std::int64_t(i % 7 + 1); big[i] = std::int64_t(1) << 40; }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    for (int t = 0; t < n; ++t) {
+        if (t == me) continue;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, t, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, t, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < count; ++i)
+        ASSERT_EQ(*w.at<std::int64_t>(i), 2 * std::int64_t(n - 1) * std::int64_t(i % 7 + 1)) << "element " << i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Ordering: one origin (the right neighbour of each target) per target.
+    const int right = (me + 1) % n;
+    if (n > 1) {
+        using namespace fastrma::detail;
+        Engine* e = current_engine();
+        const std::uint64_t off0 = e->offload() ? e->offload()->bytes_offloaded() : 0;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        std::int64_t v = 5, got = -1, one = 1;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, right, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
+        // The last element: the one a SUM still running elsewhere reaches last.
+        const MPI_Aint last = MPI_Aint(count - 1) * 8;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT64_T, right, last, 1, MPI_INT64_T, MPI_REPLACE, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &got, MPI_INT64_T, right, last, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(big.data(), int(count), MPI_INT64_T, right, 0, int(count), MPI_INT64_T, MPI_MAX, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+        EXPECT_EQ(got, 5) << "the fetch_and_op passed the REPLACE or the REPLACE passed the SUM";
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        // Allocate windows (CPU atomics on mapped memory) hand large accumulates over.
+        if (e->offload() && !window_of(w.win)->uses_am() && GetParam() == Flavor::allocate) {
+            EXPECT_GT(e->offload()->bytes_offloaded(), off0) << "the accumulate was not offloaded";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(*w.at<std::int64_t>(i), std::int64_t(1) << 40) << i;
+        for (std::size_t b = count * 8; b < count * 8 + 64; ++b) ASSERT_EQ(w.base[b], 0) << "past the end";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
