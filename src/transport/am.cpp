@@ -50,6 +50,7 @@ AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) 
     if (err_ != MPI_SUCCESS) { comm_ = MPI_COMM_NULL; return; }
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     PMPI_Comm_size(comm_, &nprocs_);
+    pending_.resize(std::size_t(nprocs_));
     unanswered_.reset(new std::atomic<int>[std::size_t(nprocs_)]);
     for (int i = 0; i < nprocs_; ++i) unanswered_[std::size_t(i)] = 0;
 }
@@ -57,7 +58,10 @@ AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) 
 AmEndpoint::~AmEndpoint() {
     int finalized = 0;
     PMPI_Finalized(&finalized);
-    if (comm_ != MPI_COMM_NULL && !finalized) PMPI_Comm_free(&comm_);
+    if (comm_ != MPI_COMM_NULL && !finalized) {
+        for (int r = 0; r < nprocs_; ++r) complete_sends(r);
+        PMPI_Comm_free(&comm_);
+    }
 }
 
 int AmEndpoint::next_tag() { return kTagReply0 + (tag_.fetch_add(1, std::memory_order_relaxed) & (kTagReplySpan - 1)); }
@@ -81,6 +85,36 @@ void AmEndpoint::request(int rank, std::vector<unsigned char>& msg, void* reply,
     }
 }
 
+void AmEndpoint::send_async(int rank, std::vector<unsigned char>&& msg) {
+    MPI_Request rq;
+    PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq);
+    std::lock_guard lk(send_mu_);
+    auto& list = pending_[std::size_t(rank)];
+    // Drop the ones already done, so a long epoch without flush holds few buffers.
+    while (!list.empty()) {
+        int done = 0;
+        PMPI_Test(&list.front().rq, &done, MPI_STATUS_IGNORE);
+        if (!done) break;
+        list.erase(list.begin());
+    }
+    list.push_back({rq, std::move(msg)});
+}
+
+void AmEndpoint::complete_sends(int rank) {
+    std::vector<PendingSend> mine;
+    {
+        std::lock_guard lk(send_mu_);
+        mine.swap(pending_[std::size_t(rank)]);
+    }
+    for (auto& p : mine) {
+        for (int done = 0, spins = 0;; ++spins) {
+            PMPI_Test(&p.rq, &done, MPI_STATUS_IGNORE);
+            if (done) break;
+            if (!poll() && spins > 16) sched_yield();
+        }
+    }
+}
+
 void AmEndpoint::note_unanswered(int rank) {
     if (unanswered_[std::size_t(rank)].fetch_add(1, std::memory_order_relaxed) + 1 >= kMaxUnflushed)
         flush(rank);
@@ -100,7 +134,7 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         msg.reserve(sizeof h + 16 * segs.size() + bytes);
         for (auto& s : segs) { append(msg, s.first); append(msg, s.second); }
         for (std::size_t k = 0; k < segs.size(); ++k) append_bytes(msg, srcs[k], segs[k].second);
-        PMPI_Send(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_);
+        send_async(rank, std::move(msg));
         segs.clear();
         srcs.clear();
         bytes = 0;
@@ -160,7 +194,7 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
     if (result) {
         request(rank, msg, result, n * elem_bytes);
     } else {
-        PMPI_Send(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_);
+        send_async(rank, std::move(msg));
         note_unanswered(rank);
     }
     return Post::done;
@@ -180,6 +214,7 @@ void AmEndpoint::flush(int rank) {
     std::memcpy(msg.data(), &h, sizeof h);
     char dummy;
     request(rank, msg, &dummy, 0);
+    complete_sends(rank);  // answered: every earlier message of ours has arrived
 }
 
 // Serving may run inside the host's progress loop (host_progress.hpp), where a blocking

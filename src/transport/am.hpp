@@ -14,7 +14,8 @@
 //   flush     : -> empty reply, sent after every earlier request from this origin was
 //               applied (MPI keeps the order of messages between two processes on a tag).
 // Flow control: at most kMaxUnflushed requests without an answer per target; then the
-// origin flushes, so a flood cannot make the target buffer without bound.
+// origin flushes, so a flood cannot make the target buffer without bound (nor the origin:
+// requests without an answer are sent with MPI_Isend and their buffers kept until then).
 // Needs MPI_THREAD_MULTIPLE (application threads and the progress thread both call MPI).
 #pragma once
 
@@ -75,6 +76,18 @@ private:
     void note_unanswered(int rank);
     void serve(const unsigned char* msg, std::size_t len, int source);
     static void wait_by_test(MPI_Request* rq);
+
+    // Requests without an answer (put, accumulate) leave with MPI_Isend, so the origin goes
+    // on while the target takes them; their buffers live here until flush(rank) completes
+    // them (after the flush's answer every earlier message of ours has arrived).
+    struct PendingSend {
+        MPI_Request rq;
+        std::vector<unsigned char> buf;
+    };
+    void send_async(int rank, std::vector<unsigned char>&& msg);
+    void complete_sends(int rank);
+    std::mutex send_mu_;
+    std::vector<std::vector<PendingSend>> pending_;  // per rank (send_mu_)
 
     MPI_Comm comm_ = MPI_COMM_NULL;
     AmLocal local_;
