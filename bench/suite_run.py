@@ -13,8 +13,8 @@ What runs, in this order (docs/performance.md):
                                      FASTRMA_TRANSPORT=am (its active-message transport forced
                                      for node peers; quick sizes, every section but bibw).
                                      fastrma is measured in the sm run, and also in the rdma
-                                     run in full mode, so its spread over runs shows the
-                                     machine's noise.
+                                     and ucx runs in full mode, so its spread over runs shows
+                                     the machine's noise.
   3. rma_suite --mode scale          at 2, 4, 8 and 16 ranks (oversubscribed past 2 cores),
      and win_memory                  once per peer; fastrma in the rdma run only. --quick:
                                      allocate windows only from 8 ranks on.
@@ -249,7 +249,10 @@ class Runner:
             return ["mpiexec.mpich", "-n", str(ranks)]
 
         have_mpich = bool(a.mpich_bin) and os.access(a.mpich_bin, os.X_OK) and shutil.which("mpiexec.mpich")
-        fastrma_runs = {"ompi-sm"} if a.quick else {"ompi-sm", "ompi-rdma"}
+        # Full: three runs, so that fastrma's value (the median over runs) is one of them: the
+        # median of two is their mean, which on a loaded machine is often a value neither run
+        # saw (one fence run at 0.8 µs, the other stuck at 8 ms scheduler ticks: "4 ms").
+        fastrma_runs = {"ompi-sm"} if a.quick else {"ompi-sm", "ompi-rdma", "ompi-ucx"}
         shm = {"FASTRMA_TRANSPORT": "shm"}
         peers = [  # label, launcher(ranks), extra args, env
             ("ompi-sm", lambda n: ompi(n, "sm"), ["--mpi-label", "ompi-sm"], shm),
