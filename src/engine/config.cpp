@@ -11,12 +11,13 @@ namespace fastrma::detail {
 const std::vector<ConfigParam>& config_params() {
     static const std::vector<ConfigParam> table = {
         {"FASTRMA_PROGRESS", "1", "Run the asynchronous progress thread (0: sync calls make progress)."},
-        {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset."},
+        {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset; -2 leaves it unpinned."},
         {"FASTRMA_SPIN_US", "20", "How long the idle progress thread spins before it sleeps on its futex."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
         {"FASTRMA_POLL_IDLE_US", "2000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
         {"FASTRMA_POLL_QUIET_MS", "20", "How long without work before the progress thread switches to FASTRMA_POLL_IDLE_US."},
         {"FASTRMA_HOST_PROGRESS", "1", "Serve am requests also inside the host MPI's own progress loop (Open MPI's opal_progress_register, found at run time), so a target waiting inside MPI answers at once; 0: only the progress thread serves."},
+        {"FASTRMA_OFFLOAD", "auto", "Hand large transfers to the progress thread: on, off, or auto (on only when the process may run on more processing units than the window has ranks on this node: a progress thread without a core of its own only takes time from the computation)."},
         {"FASTRMA_OFFLOAD_MIN", "65536", "Contiguous put/get of at least this many bytes in a lock_all or fence epoch is copied by the progress thread while the caller goes on (overlap); completion points wait and help. 0 disables (the caller always copies)."},
         {"FASTRMA_OFFLOAD_WAKE_MIN", "262144", "Below this size a transfer is offloaded only while the progress thread is awake; waking a sleeping thread costs more than copying a small transfer (tens of microseconds on a VM)."},
         {"FASTRMA_OFFLOAD_PIECE", "65536", "Piece size of offloaded copies: the unit the progress thread and a waiting flush share."},
@@ -57,12 +58,16 @@ long env_long(const char* name, long dflt, long lo, long hi) {
 Config Config::from_env() {
     Config c;
     c.progress_thread = env_long("FASTRMA_PROGRESS", 1, 0, 1) != 0;
-    c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -1, 1 << 20));
+    c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -2, 1 << 20));
     c.spin_us = int(env_long("FASTRMA_SPIN_US", 20, 0, 1000000));
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
     c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 2000, 1, 1000000));
     c.poll_quiet_ms = int(env_long("FASTRMA_POLL_QUIET_MS", 20, 0, 1000000));
     c.host_progress = env_long("FASTRMA_HOST_PROGRESS", 1, 0, 1) != 0;
+    if (const char* o = env("FASTRMA_OFFLOAD")) {
+        if (!std::strcmp(o, "on") || !std::strcmp(o, "off") || !std::strcmp(o, "auto")) c.offload = o;
+        else std::fprintf(stderr, "fastrma: ignoring FASTRMA_OFFLOAD=%s (auto, on, off)\n", o);
+    }
     c.offload_min = std::size_t(env_long("FASTRMA_OFFLOAD_MIN", 65536, 0, 1L << 40));
     c.offload_wake_min = std::size_t(env_long("FASTRMA_OFFLOAD_WAKE_MIN", 262144, 0, 1L << 40));
     c.offload_piece = std::size_t(env_long("FASTRMA_OFFLOAD_PIECE", 65536, 4096, 1L << 30));

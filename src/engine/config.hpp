@@ -18,6 +18,7 @@ struct Config {
     int poll_idle_us = 2000;         // FASTRMA_POLL_IDLE_US
     int poll_quiet_ms = 20;          // FASTRMA_POLL_QUIET_MS
     bool host_progress = true;       // FASTRMA_HOST_PROGRESS
+    std::string offload = "auto";    // FASTRMA_OFFLOAD: auto | on | off
     std::size_t offload_min = 65536; // FASTRMA_OFFLOAD_MIN (0: never offload copies)
     std::size_t offload_piece = 65536;  // FASTRMA_OFFLOAD_PIECE
     std::size_t offload_wake_min = 262144;  // FASTRMA_OFFLOAD_WAKE_MIN

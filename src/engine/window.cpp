@@ -48,7 +48,6 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
       slots_(eng.config().slots),
       op_pool_(eng.config().win_op_pool, &eng.op_pool()),
       target_pool_(eng.config().win_target_pool, &eng.target_pool()) {
-    off_min_ = eng.offload() ? eng.config().offload_min : 0;
     off_wake_min_ = eng.config().offload_wake_min;
 }
 
@@ -59,6 +58,20 @@ int Window::complete_offloads() {
     if (int e = off_err_.exchange(0, std::memory_order_acq_rel))
         return raise(e, "an offloaded transfer failed (cross-memory attach to a peer that exited?)");
     return MPI_SUCCESS;
+}
+
+// FASTRMA_OFFLOAD: a progress thread without a processing unit of its own can only take
+// time from the computation it is meant to overlap (docs/progress.md, measured there).
+std::size_t Window::offload_threshold(Engine& eng, const NodeTopology& topo) {
+    const std::string& mode = eng.config().offload;
+    if (!eng.offload() || mode == "off") return 0;
+    if (mode == "auto") {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        const int pus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+        if (pus <= int(topo.local_ranks.size())) return 0;
+    }
+    return eng.config().offload_min;
 }
 
 Window::~Window() {
@@ -139,6 +152,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // (The arrays of this function are temporaries: the window keeps O(1) per peer.)
     int err = MPI_SUCCESS;
     NodeTopology topo = discover_topology(b);
+    w->off_min_ = offload_threshold(eng, topo);
     if (size < 0) err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(size));
     else if (disp_unit <= 0)
         err = raise(MPI_ERR_DISP, "%s: disp_unit %d must be positive", call, disp_unit);

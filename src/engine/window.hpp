@@ -175,6 +175,7 @@ public:
     bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
     bool cpu_atomics() const { return cpu_atomics_; }
     bool uses_am() const { return am_mode_; }
+    bool offloads() const { return off_min_ != 0; }  // FASTRMA_OFFLOAD decided yes
     const std::uint64_t* state_words(int r) const { return state_of(r); }
 
     // Pools (for tests and statistics).
@@ -262,6 +263,7 @@ private:
     // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest
     // sequence this window queued, and the first error of a queued transfer.
     std::size_t off_min_ = 0;  // 0: this window never offloads
+    static std::size_t offload_threshold(Engine& eng, const NodeTopology& topo);
     std::size_t off_wake_min_ = 0;
     bool offload_now(std::uint64_t bytes) const {
         return off_min_ && bytes >= off_min_ && (bytes >= off_wake_min_ || eng_.progress().awake());

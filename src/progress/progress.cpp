@@ -87,6 +87,7 @@ std::uint64_t ProgressEngine::thread_cpu_ns() const {
 }
 
 void ProgressEngine::pin() {
+    if (cfg_.progress_core == -2) return;  // not pinned: the scheduler places it
     // Pick a PU inside the process's own cpuset (mpirun may have bound the rank):
     // FASTRMA_PROGRESS_CORE as a logical index into it, else one per local rank counted
     // from the end of the set, where application threads usually are not placed first.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <complex>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -670,7 +671,11 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
     // The copies did go through the progress thread where it runs and memory is reachable
     // without messages (not over am, not with FASTRMA_PROGRESS=0 or FASTRMA_OFFLOAD_MIN=0;
     // FRMA_Alloc_mem memory of create windows takes the general path, which copies at once).
-    if (e->offload() && !window_of(w.win)->uses_am() && n > 1 && GetParam() != Flavor::create_allocmem) {
+    const char* forced = std::getenv("FASTRMA_OFFLOAD");
+    if (forced && !std::strcmp(forced, "on") && e->offload() && !window_of(w.win)->uses_am()) {
+        EXPECT_TRUE(window_of(w.win)->offloads()) << "FASTRMA_OFFLOAD=on did not turn it on";
+    }
+    if (window_of(w.win)->offloads() && n > 1 && GetParam() != Flavor::create_allocmem) {
         EXPECT_GT(e->offload()->bytes_offloaded(), off0) << "nothing was offloaded";
     }
 }
@@ -716,7 +721,7 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
         EXPECT_EQ(got, 5) << "the fetch_and_op passed the REPLACE or the REPLACE passed the SUM";
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
         // Allocate windows (CPU atomics on mapped memory) hand large accumulates over.
-        if (e->offload() && !window_of(w.win)->uses_am() && GetParam() == Flavor::allocate) {
+        if (window_of(w.win)->offloads() && GetParam() == Flavor::allocate) {
             EXPECT_GT(e->offload()->bytes_offloaded(), off0) << "the accumulate was not offloaded";
         }
         MPI_Barrier(MPI_COMM_WORLD);
