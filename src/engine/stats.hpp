@@ -15,7 +15,7 @@ enum class Stat : int {
     count_
 };
 
-struct StatShard {
+struct alignas(64) StatShard {  // one cache line per thread: no false sharing between threads
     std::atomic<std::uint64_t> v[int(Stat::count_)] = {};
 };
 
