@@ -17,10 +17,15 @@ AmTransport& am_transport() {
 
 namespace {
 constexpr int kTagRequest = 7;
+constexpr int kTagData = 8;   // the payload of a kPutData request, received in place
+// Pieces at least this long travel as a header plus the user's own buffer, received
+// straight into the window: no packing at the origin, no copy out of a bounce buffer at
+// the target (above Open MPI's eager limit the host moves it with one copy).
+constexpr std::uint64_t kZeroCopyMin = 16 * 1024;
 constexpr int kTagReply0 = 1000;
 constexpr int kTagReplySpan = 1 << 20;
 
-enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState };
+enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData };
 
 template <class T>
 void append(std::vector<unsigned char>& v, const T& x) {
@@ -100,6 +105,18 @@ void AmEndpoint::send_async(int rank, std::vector<unsigned char>&& msg) {
     list.push_back({rq, std::move(msg)});
 }
 
+void AmEndpoint::send_pair(int rank, std::vector<unsigned char>&& header, const void* data, std::size_t n) {
+    // Header and payload leave together: a second thread's pair must not slip between
+    // them, or the target would receive its payload for our header.
+    std::lock_guard lk(send_mu_);
+    MPI_Request rh, rd;
+    PMPI_Isend(header.data(), int(header.size()), MPI_BYTE, rank, kTagRequest, comm_, &rh);
+    PMPI_Isend(data, int(n), MPI_BYTE, rank, kTagData, comm_, &rd);
+    auto& list = pending_[std::size_t(rank)];
+    list.push_back({rh, std::move(header)});
+    list.push_back({rd, {}});  // the user's buffer: theirs until flush
+}
+
 void AmEndpoint::complete_sends(int rank) {
     std::vector<PendingSend> mine;
     {
@@ -142,6 +159,18 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
     };
     for (std::size_t i = 0; i < n; ++i) {
         const Chunk& c = chunks[i];
+        if (c.len >= kZeroCopyMin) {
+            send();  // what was packed before goes first (order per target)
+            for (std::uint64_t off = 0; off < c.len; off += kMaxMessage) {
+                const std::uint64_t piece = std::min<std::uint64_t>(kMaxMessage, c.len - off);
+                std::vector<unsigned char> msg(sizeof(Header));
+                Header h{kPutData, 1, -1, 0, 0, 0, c.offset + off, piece, 0, 0, 0};
+                std::memcpy(msg.data(), &h, sizeof h);
+                send_pair(rank, std::move(msg), static_cast<const unsigned char*>(c.local) + off, piece);
+                note_unanswered(rank);
+            }
+            continue;
+        }
         for (std::uint64_t off = 0; off < c.len;) {
             const std::uint64_t piece = std::min<std::uint64_t>(kMaxMessage, c.len - off);
             if (bytes + piece > kMaxMessage || segs.size() == 256) send();
@@ -270,6 +299,12 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             std::memcpy(local_.base + off, data, n);  // dynamic windows: base null, off = address
             data += n;
         }
+        break;
+    }
+    case kPutData: {
+        MPI_Request rq;
+        PMPI_Irecv(local_.base + h.a, int(h.b), MPI_BYTE, source, kTagData, comm_, &rq);
+        wait_by_test(&rq);
         break;
     }
     case kGet: {

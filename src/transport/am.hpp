@@ -4,9 +4,10 @@
 // One AmEndpoint per window, on a private duplicate of the window's communicator. Requests
 // go to the target with one tag; each request that needs an answer carries a fresh reply
 // tag on which the origin has already posted its receive.
-//   put       : segments (offset, length) + data, at most kMaxMessage bytes a message —
-//               larger transfers are pipelined in such messages (above Open MPI's eager
-//               limit each one travels with the host's own rendezvous protocol);
+//   put       : segments (offset, length) + data, at most kMaxMessage bytes a message;
+//               pieces of 16 KiB and more go as a header plus a second message straight
+//               from the user's buffer, which the target receives in place (no packing,
+//               no bounce buffer: above Open MPI's eager limit one copy in all);
 //   get       : segments -> reply with the data;
 //   atomic8   : one synchronization word of the target's state area -> reply old value;
 //   accumulate: a run of n basic elements (op and type as portable ids) -> the target's
@@ -85,6 +86,7 @@ private:
         std::vector<unsigned char> buf;
     };
     void send_async(int rank, std::vector<unsigned char>&& msg);
+    void send_pair(int rank, std::vector<unsigned char>&& header, const void* data, std::size_t n);
     void complete_sends(int rank);
     std::mutex send_mu_;
     std::vector<std::vector<PendingSend>> pending_;  // per rank (send_mu_)
