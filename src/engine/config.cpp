@@ -14,7 +14,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset; -2 leaves it unpinned."},
         {"FASTRMA_SPIN_US", "20", "How long the idle progress thread spins before it sleeps on its futex."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
-        {"FASTRMA_POLL_IDLE_US", "2000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
+        {"FASTRMA_POLL_IDLE_US", "5000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
         {"FASTRMA_POLL_QUIET_MS", "20", "How long without work before the progress thread switches to FASTRMA_POLL_IDLE_US."},
         {"FASTRMA_HOST_PROGRESS", "1", "Serve am requests also inside the host MPI's own progress loop (Open MPI's opal_progress_register, found at run time), so a target waiting inside MPI answers at once; 0: only the progress thread serves."},
         {"FASTRMA_OFFLOAD", "auto", "Hand large transfers to the progress thread: on, off, or auto (on only when the process may run on more processing units than the window has ranks on this node: a progress thread without a core of its own only takes time from the computation)."},
@@ -61,7 +61,7 @@ Config Config::from_env() {
     c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -2, 1 << 20));
     c.spin_us = int(env_long("FASTRMA_SPIN_US", 20, 0, 1000000));
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
-    c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 2000, 1, 1000000));
+    c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 5000, 1, 1000000));
     c.poll_quiet_ms = int(env_long("FASTRMA_POLL_QUIET_MS", 20, 0, 1000000));
     c.host_progress = env_long("FASTRMA_HOST_PROGRESS", 1, 0, 1) != 0;
     if (const char* o = env("FASTRMA_OFFLOAD")) {

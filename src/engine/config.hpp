@@ -15,7 +15,7 @@ struct Config {
     int progress_core = -1;          // FASTRMA_PROGRESS_CORE (-1: auto)
     int spin_us = 20;                // FASTRMA_SPIN_US
     int poll_max_us = 100;           // FASTRMA_POLL_MAX_US
-    int poll_idle_us = 2000;         // FASTRMA_POLL_IDLE_US
+    int poll_idle_us = 5000;         // FASTRMA_POLL_IDLE_US
     int poll_quiet_ms = 20;          // FASTRMA_POLL_QUIET_MS
     bool host_progress = true;       // FASTRMA_HOST_PROGRESS
     std::string offload = "auto";    // FASTRMA_OFFLOAD: auto | on | off
