@@ -91,6 +91,7 @@ struct Options {
   double budget_scale = 1.0;
   int windows = 0;  // scale mode: windows per flavor (0 = default)
   std::string overlap_sizes;  // "quick" | "full" | "" (as --quick)
+  std::string fastrma_label = "fastrma";  // a run of fastrma in a non-default configuration
 };
 
 Options g_opt;
@@ -152,7 +153,7 @@ std::string csv_field(std::string s) {
 }
 
 std::string transport_of(const std::string& impl) {
-  if (impl != "fastrma") return "-";
+  if (impl != g_opt.fastrma_label) return "-";
   const char* t = std::getenv("FASTRMA_TRANSPORT");
   return t && *t ? t : "auto";
 }
@@ -265,7 +266,7 @@ struct MpiImpl {
 #ifndef RMA_SUITE_NO_FASTRMA
 struct FastrmaImpl {
   using Win = FRMA_Win;
-  static std::string name() { return "fastrma"; }
+  static std::string name() { return g_opt.fastrma_label; }
   static Win null_win() { return FRMA_WIN_NULL; }
   static int win_allocate(MPI_Aint size, MPI_Comm comm, void* baseptr, Win* w) {
     return FRMA_Win_allocate(size, 1, MPI_INFO_NULL, comm, baseptr, w);
@@ -1322,7 +1323,7 @@ void usage() {
       "         [--flavors allocate,create,dynamic,shared] [--sections lat,bw,rate,bibw,overlap|win,sync]\n"
       "         [--run LABEL] [--mpi-label LABEL] [--csv F] [--status-csv F] [--progress F]\n"
       "         [--skip IMPL:FLAVOR:PHASE]... [--skip-file F] [--thread multiple|serialized]\n"
-      "         [--budget-scale X] [--windows K] [--overlap-sizes quick|full]\n"
+      "         [--budget-scale X] [--windows K] [--overlap-sizes quick|full] [--fastrma-label NAME]\n"
       "  p2p needs 2 ranks; PHASE as in the progress file (lat.flush.put, bw.get, ...), '*' wildcards.\n");
 }
 
@@ -1355,6 +1356,7 @@ bool parse(int argc, char** argv, Options& o) {
     } else if (a == "--budget-scale" && value()) o.budget_scale = std::atof(v.c_str());
     else if (a == "--windows" && value()) o.windows = std::atoi(v.c_str());
     else if (a == "--overlap-sizes" && value() && (v == "quick" || v == "full")) o.overlap_sizes = v;
+    else if (a == "--fastrma-label" && value()) o.fastrma_label = v;
     else if (a == "--thread" && value()) {
       if (v == "multiple") o.thread_level = MPI_THREAD_MULTIPLE;
       else if (v == "serialized") o.thread_level = MPI_THREAD_SERIALIZED;

@@ -230,8 +230,9 @@ class Plots:
     def style(self, impl):
         if impl == FASTRMA:
             return dict(color="#d62728", lw=3.0, marker="o", ms=4, zorder=10, label="fastrma")
-        if impl.startswith(FASTRMA):  # another transport: same colour, thin, dotted
-            return dict(color="#f08080", lw=1.5, ls=":", marker="x", ms=4, zorder=9, label=impl)
+        if impl.startswith(FASTRMA):  # another transport or configuration: reds, thin, dotted
+            color = {"fastrma-am": "#f08080", "fastrma-offload": "#c2185b"}.get(impl, "#e377c2")
+            return dict(color=color, lw=1.5, ls=":", marker="x", ms=4, zorder=9, label=impl)
         palette = {"ompi-sm": "#1f77b4", "ompi-rdma": "#2ca02c", "ompi-ucx": "#9467bd",
                    "ompi-pt2pt": "#8c564b", "mpich": "#ff7f0e"}
         return dict(color=palette.get(impl, "#7f7f7f"), lw=1.4, marker=".", ms=5, zorder=5,
@@ -735,6 +736,7 @@ class Report:
         notes, refused = self.p2p_notes()
         impls = d.impls
         am = FASTRMA + "-am"
+        variants = [i for i in impls if i.startswith(FASTRMA)]  # fastrma, fastrma-am, fastrma-offload
         pt2pt = "ompi-pt2pt"
         ops = ("put", "get", "acc")
         flavors = [fl for fl in FLAVORS if any(d.sizes(i, fl, "overlap", "flush", op, "overlap") for i in impls for op in ops)]
@@ -762,7 +764,11 @@ class Report:
              "fastrma is measured over both transports: `fastrma` = shared memory (shm), `fastrma-am` = the "
              "active-message transport forced for node peers (`FASTRMA_TRANSPORT=am`, quick sizes"
              + (", allocate windows only" if not any(d.sizes(am, fl, "lat", "flush", "put", "ns") for fl in ("create", "dynamic")) else "")
-             + "). The same tables, every flavor: progress_overlap.csv, progress_rate.csv, progress_am_latency.csv.\n"]
+             + ")" + ("; `fastrma-offload` = shared memory with `FASTRMA_OFFLOAD=on`, overlap only: the default "
+                      "(`auto`) hands large put/get to the progress thread only when a process may run on more "
+                      "cores than the window has ranks on the node, so on 2 cores the default runs do not offload"
+                      if "fastrma-offload" in impls else "")
+             + ". The same tables, every flavor: progress_overlap.csv, progress_rate.csv, progress_am_latency.csv.\n"]
 
         # ---- (a) overlap
         L.append("### Overlap: fraction of the origin's communication hidden behind computation\n")
@@ -781,8 +787,8 @@ class Report:
             if fl == "allocate":
                 L.append(f"**{fl} windows** (fastrma measured in several runs: the median, and in brackets the range over runs)\n")
                 L.append("| op | size | fastrma t_comm | " + " | ".join(PEER_NOTE.get(i, i).replace(" (MPI_THREAD_SERIALIZED)", "") for i in impls)
-                         + " | best peer | fastrma ÷ best peer | fastrma-am ÷ best peer |")
-                L.append("|" + "---|" * (6 + len(impls)))
+                         + " | best peer | " + " | ".join(f"{v} ÷ best peer" for v in variants) + " |")
+                L.append("|" + "---|" * (4 + len(impls) + len(variants)))
             for op in ops:
                 for s_ in sizes:
                     getter = lambda i: d.get(i, fl, "overlap", "flush", op, s_, "overlap")
@@ -808,23 +814,25 @@ class Report:
                     if fl == "allocate":
                         L.append(f"| {op} | {size_label(s_)} | {fmt_ns(d.get(FASTRMA, fl, 'overlap', 'flush', op, s_, 'comm_ns'))} | "
                                  + " | ".join(cells) + f" | {best[0] + ' ' + format(best[1], '.2f') if best else '—'} | "
-                                 + ratio(getter(FASTRMA), best, OVERLAP_FLOOR)[0] + " | " + ratio(getter(am), best, OVERLAP_FLOOR)[0] + " |")
+                                 + " | ".join(ratio(getter(v), best, OVERLAP_FLOOR)[0] for v in variants) + " |")
         others = [fl for fl in flavors if fl != "allocate"]
         if others:
             L.append("\n**create and dynamic windows** (64 KiB and 1 MiB; every size in progress_overlap.csv)\n")
-            L.append("| flavor | op | size | fastrma | fastrma-am | best peer | fastrma ÷ best peer |")
-            L.append("|---|---|---|---|---|---|---|")
+            L.append("| flavor | op | size | " + " | ".join(variants) + " | best peer | fastrma ÷ best peer |")
+            L.append("|" + "---|" * (5 + len(variants)))
             for fl in others:
                 for op in ops:
                     for s_ in (65536, 1 << 20):
                         getter = lambda i: d.get(i, fl, "overlap", "flush", op, s_, "overlap")
-                        f, a = getter(FASTRMA), getter(am)
+                        vals = [getter(v) for v in variants]
                         best = self.best_peer(getter, True)
-                        if f is None and a is None and best is None:
+                        if all(v is None for v in vals) and best is None:
                             continue
-                        L.append(f"| {fl} | {op} | {size_label(s_)} | {'—' if f is None else f'**{f:.2f}**'} | "
-                                 f"{'—' if a is None else f'{a:.2f}'} | {best[0] + ' ' + format(best[1], '.2f') if best else '—'} | "
-                                 + ratio(f, best, OVERLAP_FLOOR)[0] + " |")
+                        cells = ["—" if v is None else (f"**{v:.2f}**" if n == FASTRMA else f"{v:.2f}")
+                                 for n, v in zip(variants, vals)]
+                        L.append(f"| {fl} | {op} | {size_label(s_)} | " + " | ".join(cells)
+                                 + f" | {best[0] + ' ' + format(best[1], '.2f') if best else '—'} | "
+                                 + ratio(getter(FASTRMA), best, OVERLAP_FLOOR)[0] + " |")
         with open(os.path.join(out, "progress_overlap.csv"), "w", newline="") as f_:
             w = csv.writer(f_)
             w.writerow(["flavor", "op", "size_bytes", "impl", "overlap", "comm_ns", "comp_ns", "total_ns", "status",
@@ -914,7 +922,7 @@ class Report:
 
         # ---- the goals, checked
         L.append("\n### Issue #4 goals against this run (allocate windows)\n")
-        for impl in (FASTRMA, am):
+        for impl in [v for v in variants if any(k[0] == v for k in ov_points)] or [FASTRMA]:
             pts = [(op, s_, v) for op, s_, v in ov_points.get((impl, "allocate"), []) if s_ >= 65536]
             if not pts:
                 L.append(f"- overlap > 90 % ({impl}): not measured")
