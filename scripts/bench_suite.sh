@@ -6,8 +6,9 @@
 #
 #   bash scripts/bench_suite.sh [--quick] [OUTDIR]     default OUTDIR: bench-results/suite
 #
-# Full: about 10-14 minutes on a 2-core machine; --quick: about 3 (fewer sizes, shorter
-# batches, fastrma measured in one run instead of three). Assumes scripts/setup.sh has run
+# Full: 5 minutes on a quiet 2-core machine, 8-10 with builds running beside it; --quick:
+# 1.5 minutes, 2-2.5 loaded (fewer sizes, shorter batches, fastrma measured in one run
+# instead of three). Add the build when the library changed (a full rebuild: a few minutes). Assumes scripts/setup.sh has run
 # (g++, cmake, Open MPI; python3-matplotlib for the plots; mpich for the MPICH peer —
 # without it the MPICH column is left out).
 # Environment: BENCH_SUITE_BUILD_DIR (default build-suite), FASTRMA_BUILD_JOBS (default 2).
