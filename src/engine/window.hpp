@@ -270,9 +270,14 @@ private:
     }
     std::atomic<std::uint64_t> off_seq_{0};
     std::atomic<int> off_err_{0};
-    void note_offload(std::uint64_t seq) {
+    // After a submit: remember the sequence and wake the copier. False when nothing was
+    // queued (seq 0: the ring was full), and the caller does the work itself.
+    bool queued(std::uint64_t seq) {
+        if (!seq) return false;
         std::uint64_t cur = off_seq_.load(std::memory_order_relaxed);
         while (cur < seq && !off_seq_.compare_exchange_weak(cur, seq, std::memory_order_release)) {}
+        eng_.progress().wake();
+        return true;
     }
 public:
     // Completion of every copy this window offloaded (flush, unlock_all, fence, free).

@@ -78,11 +78,8 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     if (info[kInfoArena] || off + bytes > info[kInfoSize]) return false;
     const pid_t pid = pid_t(info[kInfoPid]);
     if (offload_now(bytes)) {
-        if (std::uint64_t seq = eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_)) {
-            note_offload(seq);
-            eng_.progress().wake();
+        if (queued(eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_)))
             return true;
-        }
     }
     if (bytes > (1u << 20)) return false;
     iovec l{local, bytes}, r{reinterpret_cast<void*>(info[kInfoBase] + off), bytes};
@@ -105,9 +102,8 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
             // Large: the progress thread copies while the caller returns to its work.
             seq = is_put ? eng_.offload()->submit(remote, origin, bytes, &off_err_)
                          : eng_.offload()->submit(origin, remote, bytes, &off_err_);
-            if (seq) { note_offload(seq); eng_.progress().wake(); }
         }
-        if (!seq) {
+        if (!queued(seq)) {
             if (is_put) std::memcpy(remote, origin, bytes);
             else std::memcpy(origin, remote, bytes);
         }
@@ -183,10 +179,8 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
         // Large: the progress thread accumulates while the caller goes on (one accumulate
         // in flight at a time: acc_order() above waited for any earlier one).
         const void* opk = reinterpret_cast<const void*>(std::uintptr_t(op_kind(op)));
-        if (std::uint64_t seq = eng_.offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin,
-                                                              bytes, ti->extent, &off_err_)) {
-            note_offload(seq);
-            eng_.progress().wake();
+        if (queued(eng_.offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin, bytes,
+                                                 ti->extent, &off_err_))) {
             bump(Stat::accs);
             return MPI_SUCCESS;
         }

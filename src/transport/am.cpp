@@ -80,9 +80,13 @@ void AmEndpoint::request(int rank, std::vector<unsigned char>& msg, void* reply,
     PMPI_Send(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_);
     if (!reply) return;
     unanswered_[std::size_t(rank)].store(0, std::memory_order_relaxed);
+    wait_serving(&rq);
+}
+
+void AmEndpoint::wait_serving(MPI_Request* rq) {
     for (unsigned spins = 0;; ++spins) {
         int done = 0;
-        PMPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+        PMPI_Test(rq, &done, MPI_STATUS_IGNORE);
         if (done) return;
         // Serve others while waiting: a target that is itself waiting on us must progress
         // even when no progress thread runs.
@@ -123,13 +127,7 @@ void AmEndpoint::complete_sends(int rank) {
         std::lock_guard lk(send_mu_);
         mine.swap(pending_[std::size_t(rank)]);
     }
-    for (auto& p : mine) {
-        for (int done = 0, spins = 0;; ++spins) {
-            PMPI_Test(&p.rq, &done, MPI_STATUS_IGNORE);
-            if (done) break;
-            if (!poll() && spins > 16) sched_yield();
-        }
-    }
+    for (auto& p : mine) wait_serving(&p.rq);
 }
 
 void AmEndpoint::note_unanswered(int rank) {
@@ -197,11 +195,7 @@ Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
     fl.reserve(kGetWindow);
     auto drain = [&] {
         for (auto& f : fl) {
-            for (int done = 0, spins = 0;; ++spins) {
-                PMPI_Test(&f.reply, &done, MPI_STATUS_IGNORE);
-                if (done) break;
-                if (!poll() && spins > 16) sched_yield();  // serve others meanwhile
-            }
+            wait_serving(&f.reply);
             wait_by_test(&f.req);
         }
         fl.clear();

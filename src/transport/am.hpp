@@ -76,7 +76,8 @@ private:
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
     void note_unanswered(int rank);
     void serve(const unsigned char* msg, std::size_t len, int source);
-    static void wait_by_test(MPI_Request* rq);
+    static void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
+    void wait_serving(MPI_Request* rq);         // an origin's wait: serves requests meanwhile
 
     // Requests without an answer (put, accumulate) leave with MPI_Isend, so the origin goes
     // on while the target takes them; their buffers live here until flush(rank) completes
