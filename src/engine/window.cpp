@@ -398,8 +398,11 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
         w->host_hooked_ = host_progress_add(ep, [ep] { return ep->poll(); });
     }
     // Every accumulate on my memory runs in this process (mine directly, others' through
-    // the endpoint) with the same code: CPU atomics are the one atomicity domain.
-    w->cpu_atomics_ = true;
+    // the endpoint) with the same code, so one atomicity domain of our own choosing: the
+    // striped accumulate lock in my state words, with plain (vectorised) kernels under it.
+    // Per-element CPU atomics would cost a compare-and-swap loop per element for types
+    // without a native atomic (a 1 MiB SUM of doubles: 0.9 ms, against 0.1 ms locked).
+    w->cpu_atomics_ = false;
     w->local_size_ = is_dynamic ? 0 : size;
     w->disp_unit_ = disp_unit;
     w->attr_size_ = w->local_size_;
@@ -474,6 +477,11 @@ void Window::backoff(unsigned& step) {
     // After kYieldSteps, sleep with exponential back-off up to poll_max_us.
     constexpr unsigned kYieldSteps = 2000;
     if (!eng_.progress().running()) eng_.progress().progress_once();
+    // Over am what we wait for (a post, a complete, a lock grant, a peer's request that
+    // must be answered before it can send ours) arrives as a message: serve it here rather
+    // than leave it to the progress thread, which may be in a back-off sleep of up to
+    // FASTRMA_POLL_IDLE_US (measured: a PSCW epoch took 400 us this way, 5 us served here).
+    else if (endpoint_ && endpoint_->poll()) step = 0;
     if (step < kYieldSteps) {
         ++step;
         sched_yield();
@@ -982,6 +990,7 @@ int Window::post(const OpRequest& rq, bool complete_now) {
         if (desc.bytes == 0) return MPI_SUCCESS;
         bump(Stat::direct);
         if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
+        if (complete_now && am_mode_) tp(r).flush(peer(r));  // a request is complete when handed out
         return MPI_SUCCESS;
     }
 
@@ -1008,6 +1017,9 @@ int Window::post(const OpRequest& rq, bool complete_now) {
             if (spare) Pool<Op>::put(spare);
             bump(Stat::direct);
             if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
+            // A request is complete when handed out; over am a get's data or a put's buffer
+            // is in flight until the transport's flush.
+            if (complete_now && am_mode_) tp(r).flush(peer(r));
             return MPI_SUCCESS;
         }
         if (complete_now) {

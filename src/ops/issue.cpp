@@ -23,7 +23,7 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     bool ok = zip_chunks(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
                          [&](const Chunk* c, std::size_t n) {
                              Post p = is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n);
-                             return p == Post::done;
+                             return accepted(p);
                          });
     return ok ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
@@ -96,7 +96,7 @@ int accumulate(const IssueContext& ctx, const Op& op) {
         const std::uint64_t max_run = std::max<std::uint64_t>(1, (32 * 1024) / ti.extent);
         bool failed = false;
         auto send = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
-            failed = ctx.tp.accumulate(ctx.peer, kind, opid, tid, toff, n, ti.extent, src, nullptr, res) != Post::done;
+            failed = !accepted(ctx.tp.accumulate(ctx.peer, kind, opid, tid, toff, n, ti.extent, src, nullptr, res));
             return !failed;
         };
         if (op.op == MPI_NO_OP) {
@@ -160,8 +160,8 @@ int accumulate(const IssueContext& ctx, const Op& op) {
 int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
     if (ctx.tp.caps(ctx.peer).needs_target_cpu)
-        return ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
-                                 ti.extent, op.origin, op.compare, op.result) == Post::done
+        return accepted(ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
+                                          ti.extent, op.origin, op.compare, op.result))
                    ? MPI_SUCCESS : MPI_ERR_OTHER;
     unsigned char* dst = ctx.peer.mapped ? ctx.peer.mapped + op.offset : nullptr;
     if (ctx.cpu_atomics && dst && ti.native_atomic &&

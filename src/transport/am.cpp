@@ -51,36 +51,142 @@ struct AmEndpoint::Header {
 };
 
 AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) {
+    for (auto& r : ring_) r = MPI_REQUEST_NULL;
     err_ = PMPI_Comm_dup(comm, &comm_);
     if (err_ != MPI_SUCCESS) { comm_ = MPI_COMM_NULL; return; }
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     PMPI_Comm_size(comm_, &nprocs_);
-    pending_.resize(std::size_t(nprocs_));
-    unanswered_.reset(new std::atomic<int>[std::size_t(nprocs_)]);
-    for (int i = 0; i < nprocs_; ++i) unanswered_[std::size_t(i)] = 0;
+    peers_.reset(new Peer[std::size_t(nprocs_)]);
+    if (!start_ring()) err_ = MPI_ERR_INTERN;
 }
 
 AmEndpoint::~AmEndpoint() {
     int finalized = 0;
     PMPI_Finalized(&finalized);
     if (comm_ != MPI_COMM_NULL && !finalized) {
-        for (int r = 0; r < nprocs_; ++r) complete_sends(r);
+        for (int r = 0; r < nprocs_; ++r) {
+            wait_until(r, [](const Peer& p) { return p.answers.empty(); });  // acks not yet reaped
+            complete_sends(r);
+        }
+        stop_ring();
         PMPI_Comm_free(&comm_);
+    }
+}
+
+// Pre-posted receives: an incoming request lands straight in one of these buffers (no
+// probe, no allocation, no copy out of the host's unexpected-message buffers).
+bool AmEndpoint::start_ring() {
+    ring_buf_.resize(std::size_t(kRing) * kMaxRequest);
+    for (int i = 0; i < kRing; ++i) {
+        if (PMPI_Recv_init(ring_buf_.data() + std::size_t(i) * kMaxRequest, int(kMaxRequest), MPI_BYTE,
+                           MPI_ANY_SOURCE, kTagRequest, comm_, &ring_[i]) != MPI_SUCCESS)
+            return false;
+        if (PMPI_Start(&ring_[i]) != MPI_SUCCESS) return false;
+    }
+    return true;
+}
+
+void AmEndpoint::stop_ring() {
+    // Called after the window's closing barrier: no request is on its way to us.
+    for (auto& rq : ring_) {
+        if (rq == MPI_REQUEST_NULL) continue;
+        PMPI_Cancel(&rq);
+        wait_by_test(&rq);
+        PMPI_Request_free(&rq);
     }
 }
 
 int AmEndpoint::next_tag() { return kTagReply0 + (tag_.fetch_add(1, std::memory_order_relaxed) & (kTagReplySpan - 1)); }
 
-void AmEndpoint::request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len) {
-    MPI_Request rq = MPI_REQUEST_NULL;
-    if (reply) {
-        auto* h = reinterpret_cast<Header*>(msg.data());
-        PMPI_Irecv(reply, int(reply_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq);
+void AmEndpoint::note_answered(Peer& p, std::uint64_t seq) {
+    std::uint64_t cur = p.answered.load(std::memory_order_relaxed);
+    while (cur < seq && !p.answered.compare_exchange_weak(cur, seq, std::memory_order_release)) {}
+}
+
+void AmEndpoint::reap(Peer& p) {
+    // Sends complete in order (one destination, one tag): stop at the first one in flight,
+    // so a long epoch without a flush holds few buffers.
+    std::size_t done_sends = 0;
+    for (auto& s : p.sends) {
+        int done = 0;
+        PMPI_Test(&s.rq, &done, MPI_STATUS_IGNORE);
+        if (!done) break;
+        ++done_sends;
     }
-    PMPI_Send(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_);
-    if (!reply) return;
-    unanswered_[std::size_t(rank)].store(0, std::memory_order_relaxed);
-    wait_serving(&rq);
+    p.sends.erase(p.sends.begin(), p.sends.begin() + std::ptrdiff_t(done_sends));
+    // Answers: any order (different tags); each one's arrival means the target applied
+    // every request up to its sequence number.
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < p.answers.size(); ++i) {
+        Answer& a = p.answers[i];
+        int done = 0;
+        PMPI_Test(&a.rq, &done, MPI_STATUS_IGNORE);
+        if (done) {
+            note_answered(p, a.seq);
+            if (a.ack) p.ack_in_flight = false;
+        } else {
+            p.answers[keep++] = a;
+        }
+    }
+    p.answers.resize(keep);
+}
+
+std::uint64_t AmEndpoint::send(int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
+                               std::size_t data_len, void* answer_buf, std::size_t answer_len) {
+    auto* h = reinterpret_cast<Header*>(msg.data());
+    Peer& p = peers_[std::size_t(rank)];
+    std::lock_guard lk(send_mu_);
+    reap(p);
+    const bool want = ack == Ack::always || (ack == Ack::maybe && !p.ack_in_flight);
+    const std::uint64_t seq = p.sent.load(std::memory_order_relaxed) + 1;
+    p.sent.store(seq, std::memory_order_relaxed);
+    if (want) {
+        h->reply_tag = next_tag();
+        MPI_Request rq;
+        PMPI_Irecv(answer_buf, int(answer_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq);
+        p.answers.push_back({seq, rq, ack == Ack::maybe});
+        if (ack == Ack::maybe) p.ack_in_flight = true;
+    } else {
+        h->reply_tag = -1;
+    }
+    MPI_Request rq;
+    PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq);
+    p.sends.push_back({rq, std::move(msg)});
+    if (data) {
+        // The payload right behind its header (same lock): another thread's pair must not
+        // slip between them, or the target would receive its payload for our header. The
+        // user's buffer is theirs again when this send completes (by the next flush).
+        PMPI_Isend(data, int(data_len), MPI_BYTE, rank, kTagData, comm_, &rq);
+        p.sends.push_back({rq, {}});
+    }
+    return seq;
+}
+
+template <class Done>
+void AmEndpoint::wait_until(int rank, Done done) {
+    Peer& p = peers_[std::size_t(rank)];
+    for (unsigned spins = 0;; ++spins) {
+        {
+            std::lock_guard lk(send_mu_);
+            reap(p);
+            if (done(p)) return;
+        }
+        // Serve others while waiting: a target that is itself waiting on us must progress
+        // even when no progress thread runs.
+        if (!poll() && spins > 16) sched_yield();
+    }
+}
+
+void AmEndpoint::wait_answer(int rank, std::uint64_t seq) {
+    wait_until(rank, [seq](const Peer& p) {
+        for (const Answer& a : p.answers)
+            if (a.seq == seq) return false;
+        return true;
+    });
+}
+
+void AmEndpoint::request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len) {
+    wait_answer(rank, send(rank, std::move(msg), Ack::always, nullptr, 0, reply, reply_len));
 }
 
 void AmEndpoint::wait_serving(MPI_Request* rq) {
@@ -88,60 +194,48 @@ void AmEndpoint::wait_serving(MPI_Request* rq) {
         int done = 0;
         PMPI_Test(rq, &done, MPI_STATUS_IGNORE);
         if (done) return;
-        // Serve others while waiting: a target that is itself waiting on us must progress
-        // even when no progress thread runs.
         if (!poll() && spins > 16) sched_yield();
     }
-}
-
-void AmEndpoint::send_async(int rank, std::vector<unsigned char>&& msg) {
-    MPI_Request rq;
-    PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq);
-    std::lock_guard lk(send_mu_);
-    auto& list = pending_[std::size_t(rank)];
-    // Drop the ones already done, so a long epoch without flush holds few buffers.
-    while (!list.empty()) {
-        int done = 0;
-        PMPI_Test(&list.front().rq, &done, MPI_STATUS_IGNORE);
-        if (!done) break;
-        list.erase(list.begin());
-    }
-    list.push_back({rq, std::move(msg)});
-}
-
-void AmEndpoint::send_pair(int rank, std::vector<unsigned char>&& header, const void* data, std::size_t n) {
-    // Header and payload leave together: a second thread's pair must not slip between
-    // them, or the target would receive its payload for our header.
-    std::lock_guard lk(send_mu_);
-    MPI_Request rh, rd;
-    PMPI_Isend(header.data(), int(header.size()), MPI_BYTE, rank, kTagRequest, comm_, &rh);
-    PMPI_Isend(data, int(n), MPI_BYTE, rank, kTagData, comm_, &rd);
-    auto& list = pending_[std::size_t(rank)];
-    list.push_back({rh, std::move(header)});
-    list.push_back({rd, {}});  // the user's buffer: theirs until flush
 }
 
 void AmEndpoint::complete_sends(int rank) {
     std::vector<PendingSend> mine;
     {
         std::lock_guard lk(send_mu_);
-        mine.swap(pending_[std::size_t(rank)]);
+        Peer& p = peers_[std::size_t(rank)];
+        reap(p);
+        mine.swap(p.sends);
     }
-    for (auto& p : mine) wait_serving(&p.rq);
+    for (auto& s : mine) wait_serving(&s.rq);
 }
 
-void AmEndpoint::note_unanswered(int rank) {
-    if (unanswered_[std::size_t(rank)].fetch_add(1, std::memory_order_relaxed) + 1 >= kMaxUnflushed)
+void AmEndpoint::throttle(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    if (p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) >= std::uint64_t(kMaxUnflushed))
         flush(rank);
 }
 
 Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
+    // One chunk that fits a message: one message, no staging.
+    if (n == 1 && chunks[0].len < kZeroCopyMin) {
+        std::vector<unsigned char> msg(sizeof(Header) + 16 + chunks[0].len);
+        Header h{kPut, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+        std::memcpy(msg.data(), &h, sizeof h);
+        const std::uint64_t seg[2] = {chunks[0].offset, chunks[0].len};
+        std::memcpy(msg.data() + sizeof h, seg, 16);
+        std::memcpy(msg.data() + sizeof h + 16, chunks[0].local, chunks[0].len);
+        send(rank, std::move(msg), Ack::maybe);
+        throttle(rank);
+        return Post::done;
+    }
     // Pieces of at most a message, packed into messages of at most kMaxMessage data bytes
     // and 256 segments: small strided transfers travel together, large ones are pipelined.
+    // Only the last message of the transfer asks for an ack: the flush after it then needs
+    // no request of its own.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> segs;
     std::vector<const unsigned char*> srcs;
     std::size_t bytes = 0;
-    auto send = [&] {
+    auto pack = [&](Ack ack) {
         if (segs.empty()) return;
         std::vector<unsigned char> msg(sizeof(Header));
         Header h{kPut, std::uint32_t(segs.size()), -1, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -149,83 +243,64 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         msg.reserve(sizeof h + 16 * segs.size() + bytes);
         for (auto& s : segs) { append(msg, s.first); append(msg, s.second); }
         for (std::size_t k = 0; k < segs.size(); ++k) append_bytes(msg, srcs[k], segs[k].second);
-        send_async(rank, std::move(msg));
+        send(rank, std::move(msg), ack);
         segs.clear();
         srcs.clear();
         bytes = 0;
-        note_unanswered(rank);
+        throttle(rank);
     };
     for (std::size_t i = 0; i < n; ++i) {
         const Chunk& c = chunks[i];
         if (c.len >= kZeroCopyMin) {
-            send();  // what was packed before goes first (order per target)
+            pack(Ack::none);  // what was packed before goes first (order per target)
             for (std::uint64_t off = 0; off < c.len; off += kMaxMessage) {
                 const std::uint64_t piece = std::min<std::uint64_t>(kMaxMessage, c.len - off);
                 std::vector<unsigned char> msg(sizeof(Header));
                 Header h{kPutData, 1, -1, 0, 0, 0, c.offset + off, piece, 0, 0, 0};
                 std::memcpy(msg.data(), &h, sizeof h);
-                send_pair(rank, std::move(msg), static_cast<const unsigned char*>(c.local) + off, piece);
-                note_unanswered(rank);
+                const bool last = i + 1 == n && off + piece == c.len;
+                send(rank, std::move(msg), last ? Ack::maybe : Ack::none,
+                     static_cast<const unsigned char*>(c.local) + off, piece);
+                throttle(rank);
             }
             continue;
         }
         for (std::uint64_t off = 0; off < c.len;) {
             const std::uint64_t piece = std::min<std::uint64_t>(kMaxMessage, c.len - off);
-            if (bytes + piece > kMaxMessage || segs.size() == 256) send();
+            if (bytes + piece > kMaxMessage || segs.size() == 256) pack(Ack::none);
             segs.emplace_back(c.offset + off, piece);
             srcs.push_back(static_cast<const unsigned char*>(c.local) + off);
             bytes += piece;
             off += piece;
         }
     }
-    send();
+    pack(Ack::maybe);
     return Post::done;
 }
 
 Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
-    // One request per piece of at most a message, up to kGetWindow of them in flight: a
-    // 1 MiB get is 16 requests answered back to back, not 16 round trips. Gets are
-    // synchronous: the data is in place when this returns.
-    constexpr std::size_t kGetWindow = 32;
-    struct InFlight {
-        MPI_Request reply, req;
-        std::vector<unsigned char> msg;
-    };
-    std::vector<InFlight> fl;
-    fl.reserve(kGetWindow);
-    auto drain = [&] {
-        for (auto& f : fl) {
-            wait_serving(&f.reply);
-            wait_by_test(&f.req);
-        }
-        fl.clear();
-        unanswered_[std::size_t(rank)].store(0, std::memory_order_relaxed);
-    };
+    // One request per piece of at most a message, each answered straight into the user's
+    // buffer; nothing waits here: the data is in place at the next flush (MPI's contract),
+    // so the round trips overlap with whatever the caller does meanwhile.
     for (std::size_t i = 0; i < n; ++i) {
         for (std::uint64_t off = 0; off < chunks[i].len; off += kMaxMessage) {
             const std::uint64_t len = std::min<std::uint64_t>(kMaxMessage, chunks[i].len - off);
-            InFlight f;
-            f.msg.resize(sizeof(Header));
-            Header h{kGet, 1, next_tag(), 0, 0, 0, 0, 0, 0, 0, 0};
-            std::memcpy(f.msg.data(), &h, sizeof h);
-            append(f.msg, std::uint64_t(chunks[i].offset + off));
-            append(f.msg, len);
-            PMPI_Irecv(static_cast<unsigned char*>(chunks[i].local) + off, int(len), MPI_BYTE, rank,
-                       h.reply_tag, comm_, &f.reply);
-            fl.push_back(std::move(f));
-            InFlight& g = fl.back();
-            PMPI_Isend(g.msg.data(), int(g.msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &g.req);
-            if (fl.size() == kGetWindow) drain();
+            std::vector<unsigned char> msg(sizeof(Header) + 16);
+            Header h{kGet, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+            std::memcpy(msg.data(), &h, sizeof h);
+            const std::uint64_t seg[2] = {chunks[i].offset + off, len};
+            std::memcpy(msg.data() + sizeof h, seg, 16);
+            send(rank, std::move(msg), Ack::always, nullptr, 0, static_cast<unsigned char*>(chunks[i].local) + off, len);
+            throttle(rank);
         }
     }
-    drain();
-    return Post::done;
+    return Post::posted;
 }
 
 std::uint64_t AmEndpoint::atomic8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
                                   std::uint64_t compare) {
     std::vector<unsigned char> msg(sizeof(Header));
-    Header h{kAtomic8, 0, next_tag(), 0, 0, 0, word, operand, compare, std::uint32_t(op), 0};
+    Header h{kAtomic8, 0, -1, 0, 0, 0, word, operand, compare, std::uint32_t(op), 0};
     std::memcpy(msg.data(), &h, sizeof h);
     std::uint64_t old = 0;
     request(rank, msg, &old, sizeof old);
@@ -235,35 +310,53 @@ std::uint64_t AmEndpoint::atomic8(int rank, std::size_t word, AtomicOp op, std::
 Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
                             std::uint64_t n, std::size_t elem_bytes, const void* src,
                             const void* compare, void* result) {
-    std::vector<unsigned char> msg(sizeof(Header));
+    const std::size_t src_len = src ? n * elem_bytes : 0, cmp_len = compare ? elem_bytes : 0;
+    if (sizeof(Header) + src_len + cmp_len > kMaxRequest) return Post::error;  // the ops layer keeps runs at 32 KiB
+    std::vector<unsigned char> msg(sizeof(Header) + src_len + cmp_len);
     const std::uint32_t flags = (result ? 1u : 0u) | (compare ? 2u : 0u) | (src ? 4u : 0u);
-    Header h{kAccumulate, 0, result ? next_tag() : -1, op_id, type_id, rma_kind, toff, n, elem_bytes, flags, 0};
+    Header h{kAccumulate, 0, -1, op_id, type_id, rma_kind, toff, n, elem_bytes, flags, 0};
     std::memcpy(msg.data(), &h, sizeof h);
-    if (src) append_bytes(msg, src, n * elem_bytes);
-    if (compare) append_bytes(msg, compare, elem_bytes);
-    if (result) {
-        request(rank, msg, result, n * elem_bytes);
-    } else {
-        send_async(rank, std::move(msg));
-        note_unanswered(rank);
-    }
-    return Post::done;
+    if (src_len) std::memcpy(msg.data() + sizeof h, src, src_len);
+    if (cmp_len) std::memcpy(msg.data() + sizeof h + src_len, compare, cmp_len);
+    // The old values are answered straight into the caller's result buffer, in place at
+    // the next flush, like a get's data.
+    if (result) send(rank, std::move(msg), Ack::always, nullptr, 0, result, n * elem_bytes);
+    else send(rank, std::move(msg), Ack::maybe);
+    throttle(rank);
+    return result ? Post::posted : Post::done;
 }
 
 Post AmEndpoint::read_state(int rank, std::size_t word, std::size_t count, std::uint64_t* out) {
     std::vector<unsigned char> msg(sizeof(Header));
-    Header h{kReadState, 0, next_tag(), 0, 0, 0, word, count, 0, 0, 0};
+    Header h{kReadState, 0, -1, 0, 0, 0, word, count, 0, 0, 0};
     std::memcpy(msg.data(), &h, sizeof h);
     request(rank, msg, out, count * 8);
     return Post::done;
 }
 
 void AmEndpoint::flush(int rank) {
-    std::vector<unsigned char> msg(sizeof(Header));
-    Header h{kFlush, 0, next_tag(), 0, 0, 0, 0, 0, 0, 0, 0};
-    std::memcpy(msg.data(), &h, sizeof h);
-    char dummy;
-    request(rank, msg, &dummy, 0);
+    Peer& p = peers_[std::size_t(rank)];
+    std::uint64_t upto;
+    bool tail_answered;
+    {
+        std::lock_guard lk(send_mu_);
+        reap(p);
+        upto = p.sent.load(std::memory_order_relaxed);
+        tail_answered = !p.answers.empty() && p.answers.back().seq == upto;
+    }
+    if (p.answered.load(std::memory_order_acquire) < upto && !tail_answered) {
+        // The newest request has no answer coming: ask for one. Its answer covers everything.
+        std::vector<unsigned char> msg(sizeof(Header));
+        Header h{kFlush, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+        std::memcpy(msg.data(), &h, sizeof h);
+        request(rank, msg, nullptr, 0);
+    }
+    // Every answer up to upto in place (a get's data, old values), and the newest covers
+    // every request without one.
+    wait_until(rank, [upto](const Peer& q) {
+        if (q.answered.load(std::memory_order_acquire) < upto) return false;
+        return q.answers.empty() || q.answers.front().seq > upto;
+    });
     complete_sends(rank);  // answered: every earlier message of ours has arrived
 }
 
@@ -283,19 +376,19 @@ bool AmEndpoint::poll() {
     if (!lk.owns_lock()) return false;
     HostProgressGuard no_reentry;  // the MPI calls below progress the host, which calls us
     bool any = false;
+    // Requests are served in the order the ring's receives matched them (posting order):
+    // one origin's requests in the order it sent them.
     for (int batch = 0; batch < 64; ++batch) {
+        MPI_Request& rq = ring_[ring_head_];
         int flag = 0;
-        MPI_Message m;
         MPI_Status st;
-        PMPI_Improbe(MPI_ANY_SOURCE, kTagRequest, comm_, &flag, &m, &st);
+        PMPI_Test(&rq, &flag, &st);
         if (!flag) break;
         int count = 0;
         PMPI_Get_count(&st, MPI_BYTE, &count);
-        std::vector<unsigned char> buf(std::size_t(count > 0 ? count : 1));
-        MPI_Request rq;
-        PMPI_Imrecv(buf.data(), count, MPI_BYTE, &m, &rq);
-        wait_by_test(&rq);
-        serve(buf.data(), std::size_t(count), st.MPI_SOURCE);
+        serve(ring_buf_.data() + std::size_t(ring_head_) * kMaxRequest, std::size_t(count), st.MPI_SOURCE);
+        PMPI_Start(&rq);
+        ring_head_ = (ring_head_ + 1) % kRing;
         any = true;
     }
     return any;
@@ -320,12 +413,14 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             std::memcpy(local_.base + off, data, n);  // dynamic windows: base null, off = address
             data += n;
         }
+        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
         break;
     }
     case kPutData: {
         MPI_Request rq;
         PMPI_Irecv(local_.base + h.a, int(h.b), MPI_BYTE, source, kTagData, comm_, &rq);
         wait_by_test(&rq);
+        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
         break;
     }
     case kGet: {
@@ -358,7 +453,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         std::vector<unsigned char> result((h.aop & 1) ? n * eb : 0);
         local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, src, cmp,
                           result.empty() ? nullptr : result.data());
-        if (h.aop & 1) reply(result.data(), result.size());
+        if (h.reply_tag >= 0) reply(result.data(), result.size());  // old values, or the ack
         break;
     }
     case kReadState: {

@@ -1,22 +1,33 @@
 // am.hpp — the active-message transport: RMA over MPI two-sided messages, executed at the
-// target by its progress thread (or by a sync call of the target that waits anyway).
+// target by its progress thread (or by any thread of the target inside MPI, or waiting).
 //
 // One AmEndpoint per window, on a private duplicate of the window's communicator. Requests
-// go to the target with one tag; each request that needs an answer carries a fresh reply
-// tag on which the origin has already posted its receive.
+// go to the target with one tag, into a ring of pre-posted receives served in the order
+// they matched (MPI keeps the order of two messages between two processes on one tag, so
+// the target applies one origin's requests in the order that origin sent them). A request
+// that wants an answer carries a fresh reply tag on which the origin has already posted
+// its receive.
 //   put       : segments (offset, length) + data, at most kMaxMessage bytes a message;
 //               pieces of 16 KiB and more go as a header plus a second message straight
 //               from the user's buffer, which the target receives in place (no packing,
 //               no bounce buffer: above Open MPI's eager limit one copy in all);
-//   get       : segments -> reply with the data;
+//   get       : segments -> reply with the data, received straight into the user's buffer;
+//               returns at once, the data is in place at the next flush;
 //   atomic8   : one synchronization word of the target's state area -> reply old value;
 //   accumulate: a run of n basic elements (op and type as portable ids) -> the target's
 //               accumulate path, the same code and atomicity domain its local ops use;
 //   flush     : -> empty reply, sent after every earlier request from this origin was
-//               applied (MPI keeps the order of messages between two processes on a tag).
-// Flow control: at most kMaxUnflushed requests without an answer per target; then the
-// origin flushes, so a flood cannot make the target buffer without bound (nor the origin:
-// requests without an answer are sent with MPI_Isend and their buffers kept until then).
+//               applied.
+// Completion by sequence numbers: every request to a target gets the next number; an
+// answer to request s means the target has applied every request up to s. A put or
+// accumulate asks for an (empty) answer when no such ack is already on its way, so there is
+// at most one ack in flight per target: a flush whose newest request carries an answer
+// waits for the answers only (after work that hid their round trip: nothing to wait for),
+// and sends a flush request only when the newest request has none.
+// Flow control: at most kMaxUnflushed requests beyond the newest answer per target; then
+// the origin flushes, so a flood cannot make the target buffer without bound (nor the
+// origin: requests without an answer are sent with MPI_Isend and their buffers kept until
+// they complete).
 // Needs MPI_THREAD_MULTIPLE (application threads and the progress thread both call MPI).
 #pragma once
 
@@ -68,36 +79,67 @@ public:
     // Target side: serve what has arrived (bounded batch). True if anything was served.
     bool poll();
 
+    // The largest request message (put: header, 256 segments, kMaxMessage bytes of data;
+    // accumulate runs are at most 32 KiB): the size of each pre-posted receive.
+    static constexpr std::size_t kMaxRequest = 64 + 256 * 16 + kMaxMessage;
+
 private:
     struct Header;
     int next_tag();
     // Sends a request and, when reply != null, waits for reply_len bytes of answer,
     // serving incoming requests meanwhile (so two processes asking each other progress).
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
-    void note_unanswered(int rank);
     void serve(const unsigned char* msg, std::size_t len, int source);
     static void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
     void wait_serving(MPI_Request* rq);         // an origin's wait: serves requests meanwhile
+    bool start_ring();
+    void stop_ring();
 
-    // Requests without an answer (put, accumulate) leave with MPI_Isend, so the origin goes
-    // on while the target takes them; their buffers live here until flush(rank) completes
-    // them (after the flush's answer every earlier message of ours has arrived).
-    struct PendingSend {
+    // What is on its way to one target (send_mu_).
+    struct PendingSend {  // a request sent with MPI_Isend; buf lives until it completes
         MPI_Request rq;
         std::vector<unsigned char> buf;
     };
-    void send_async(int rank, std::vector<unsigned char>&& msg);
-    void send_pair(int rank, std::vector<unsigned char>&& header, const void* data, std::size_t n);
+    struct Answer {       // a posted receive of an answer: an ack, or a get's data
+        std::uint64_t seq;
+        MPI_Request rq;
+        bool ack;         // the empty answer a put/accumulate asked for
+    };
+    struct Peer {
+        std::atomic<std::uint64_t> sent{0};       // sequence number of the newest request (send_mu_)
+        std::atomic<std::uint64_t> answered{0};   // newest sequence number whose answer arrived
+        std::vector<PendingSend> sends;
+        std::vector<Answer> answers;              // in sequence order
+        bool ack_in_flight = false;               // a put/accumulate ack among answers
+    };
+    enum class Ack { none, maybe, always };
+    // Sends msg (its Header's reply_tag patched when an answer is wanted) and, for put data,
+    // the payload after it, under send_mu_ so that sequence numbers follow MPI's order.
+    // answer_buf/answer_len: where the answer lands (a get's data; null for an empty ack).
+    // Returns the request's sequence number.
+    std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack,
+                       const void* data = nullptr, std::size_t data_len = 0,
+                       void* answer_buf = nullptr, std::size_t answer_len = 0);
+    void reap(Peer& p);                 // send_mu_ held: drop completed sends and answers
+    template <class Done>
+    void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (send_mu_ held)
+    void wait_answer(int rank, std::uint64_t seq);
+    void note_answered(Peer& p, std::uint64_t seq);
+    void throttle(int rank);            // flow control after an unanswered request
     void complete_sends(int rank);
     std::mutex send_mu_;
-    std::vector<std::vector<PendingSend>> pending_;  // per rank (send_mu_)
+    std::unique_ptr<Peer[]> peers_;
 
     MPI_Comm comm_ = MPI_COMM_NULL;
     AmLocal local_;
     int err_ = MPI_SUCCESS;
     std::atomic<int> tag_{0};
     std::mutex serve_mu_;  // one server at a time keeps requests in arrival order
-    std::unique_ptr<std::atomic<int>[]> unanswered_;
+    // The ring of pre-posted receives for requests (persistent), served in posting order.
+    static constexpr int kRing = 8;
+    std::vector<unsigned char> ring_buf_;
+    MPI_Request ring_[kRing];
+    int ring_head_ = 0;  // serve_mu_
     int nprocs_ = 0;
 };
 

@@ -18,6 +18,9 @@
 namespace fastrma::detail {
 
 enum class Post : std::uint8_t { done, posted, retry, error };
+// done: complete (the data is where it goes); posted: on its way, complete at the next
+// flush(peer) of this transport (an am get's data, an am fetch's old values).
+inline bool accepted(Post p) { return p == Post::done || p == Post::posted; }
 
 // fetch_or has no plain IB verb (masked atomics are an extension): a verbs transport
 // would do it with a compare-swap loop.
