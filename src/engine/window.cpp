@@ -605,7 +605,12 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
             continue;
         }
         int rc = drain(t);
-        tp(rank).flush(peer(rank));
+        // Over an ordered transport the lock release is answered only after every op
+        // before it was applied: local completion suffices ahead of it (one round trip
+        // less per epoch). MPI_Win_flush_local asks no more than that either.
+        const bool release_covers = remove && t->acquired && tp(rank).caps(peer(rank)).ordered;
+        if (release_covers || flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
+        else tp(rank).flush(peer(rank));
         if (int e = complete_offloads(); e && !rc) rc = e;  // direct ops of the epoch
         if (remove) {
             release(t);
@@ -1109,8 +1114,8 @@ int Window::expose(const std::vector<int>& group, int assert_) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (!(assert_ & MPI_MODE_NOCHECK))
         for (int g : group)
-            tp(g).atomic8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64,
-                                         AtomicOp::fetch_or, 1ull << (rank_ % 64));
+            tp(g).notify8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or,
+                          1ull << (rank_ % 64));
     return MPI_SUCCESS;
 }
 
@@ -1152,8 +1157,12 @@ int Window::complete() {
         mode_.store(AccessMode::none, std::memory_order_release);
     }
     for (int g : group) {
-        tp(g).flush(peer(g));  // remote completion before the signal
-        tp(g).atomic8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
+        // Remote completion before the signal; an ordered transport applies the signal
+        // after our ops anyway, so local completion is enough (MPI asks no more of
+        // complete: the target's wait is where the ops are complete at the target).
+        if (tp(g).caps(peer(g)).ordered) tp(g).flush_local(peer(g));
+        else tp(g).flush(peer(g));
+        tp(g).notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
     }
     return off_rc;
 }

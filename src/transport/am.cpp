@@ -307,6 +307,14 @@ std::uint64_t AmEndpoint::atomic8(int rank, std::size_t word, AtomicOp op, std::
     return old;
 }
 
+void AmEndpoint::notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
+    std::vector<unsigned char> msg(sizeof(Header));
+    Header h{kAtomic8, 0, -1, 0, 0, 0, word, operand, 0, std::uint32_t(op), 0};
+    std::memcpy(msg.data(), &h, sizeof h);
+    send(rank, std::move(msg), Ack::none);
+    throttle(rank);
+}
+
 Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
                             std::uint64_t n, std::size_t elem_bytes, const void* src,
                             const void* compare, void* result) {
@@ -358,6 +366,22 @@ void AmEndpoint::flush(int rank) {
         return q.answers.empty() || q.answers.front().seq > upto;
     });
     complete_sends(rank);  // answered: every earlier message of ours has arrived
+}
+
+void AmEndpoint::flush_local(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    std::uint64_t upto;
+    {
+        std::lock_guard lk(send_mu_);
+        reap(p);
+        upto = p.sent.load(std::memory_order_relaxed);
+    }
+    wait_until(rank, [upto](const Peer& q) {
+        for (const Answer& a : q.answers)
+            if (!a.ack && a.seq <= upto) return false;
+        return true;
+    });
+    complete_sends(rank);
 }
 
 // Serving may run inside the host's progress loop (host_progress.hpp), where a blocking
@@ -443,7 +467,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             __atomic_compare_exchange_n(w, &old, h.b, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
             break;
         }
-        reply(&old, sizeof old);
+        if (h.reply_tag >= 0) reply(&old, sizeof old);  // a notify8 wants none
         break;
     }
     case kAccumulate: {

@@ -74,7 +74,9 @@ public:
                     std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
                     void* result);
     Post read_state(int rank, std::size_t word, std::size_t count, std::uint64_t* out);
+    void notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // no answer
     void flush(int rank);
+    void flush_local(int rank);  // sends complete, every answer carrying data in place
 
     // Target side: serve what has arrived (bounded batch). True if anything was served.
     bool poll();
@@ -147,14 +149,18 @@ private:
 class AmTransport final : public Transport {
 public:
     const char* name() const override { return "am"; }
-    Caps caps(const PeerRegion&) const override { return {false, false, true}; }
+    Caps caps(const PeerRegion&) const override { return {false, false, true, true}; }
     Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep(p).put(p.rank, c, n); }
     Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep(p).get(p.rank, c, n); }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override {
         return ep(p).atomic8(p.rank, word, op, operand, compare);
     }
+    void notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
+        ep(p).notify8(p.rank, word, op, operand);
+    }
     void flush(const PeerRegion& p) override { ep(p).flush(p.rank); }
+    void flush_local(const PeerRegion& p) override { ep(p).flush_local(p.rank); }
     Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,
                     std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
                     void* result) override {

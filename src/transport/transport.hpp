@@ -50,6 +50,11 @@ public:
         bool load_store;        // peer memory is mapped here
         bool native_atomics;    // element atomics on peer data without the target's CPU
         bool needs_target_cpu;  // the target's progress thread must act
+        // The peer applies this process's requests in the order they were posted, and an
+        // answer to one means every earlier one was applied (am): a synchronization message
+        // that is answered (a lock release) completes everything before it, and one that is
+        // not (a PSCW complete) needs no flush ahead of it.
+        bool ordered = false;
     };
     virtual ~Transport() = default;
     virtual const char* name() const = 0;
@@ -59,8 +64,15 @@ public:
     // 8-byte atomic on a synchronization word of the peer; returns the old value.
     virtual std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
                                   std::uint64_t operand, std::uint64_t compare = 0) = 0;
+    // An 8-byte atomic whose old value nobody wants (a post, a complete): may leave
+    // without waiting for the peer.
+    virtual void notify8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand) {
+        (void)atomic8(peer, word, op, operand);
+    }
     // Remote completion of everything posted to peer.
     virtual void flush(const PeerRegion& peer) = 0;
+    // Local completion: origin buffers reusable, fetched data (gets, old values) in place.
+    virtual void flush_local(const PeerRegion& peer) { flush(peer); }
     // Transports that need the target's CPU run accumulates there: n basic elements of
     // type type_id (portable ids, TypeInfo::id / OpKind) at toff; src null for MPI_NO_OP,
     // compare only for compare-and-swap, old values to result (may be null).
