@@ -1253,6 +1253,16 @@ void scale_syncs(MPI_Comm comm, const std::string& flavor) {
          int r1 = Impl::lock(MPI_LOCK_EXCLUSIVE, right, win), r2 = Impl::unlock(right, win);
          return r1 ? r1 : r2;
        }},
+      // Every rank takes rank 0's exclusive lock, puts 8 B, unlocks: lock hand-off under
+      // contention (waiters wake on the releaser's doorbell, or poll). Not on dynamic
+      // windows (the put would need rank 0's attached address).
+      {"lock_contended", false, [&] {
+         const int64_t v = g_rank;
+         int r1 = Impl::lock(MPI_LOCK_EXCLUSIVE, 0, win);
+         int r2 = r1 ? r1 : Impl::put(&v, 8, 0, MPI_Aint(8 * g_rank), win);
+         int r3 = Impl::unlock(0, win);
+         return r1 ? r1 : r2 ? r2 : r3;
+       }},
       {"lock_shared", false, [&] {
          int r1 = Impl::lock(MPI_LOCK_SHARED, right, win), r2 = Impl::unlock(right, win);
          return r1 ? r1 : r2;
@@ -1268,6 +1278,7 @@ void scale_syncs(MPI_Comm comm, const std::string& flavor) {
   for (const SyncCase& c : cases) {
     const std::string phase = std::string("sync.") + c.name;
     if (skipped(impl, flavor, phase)) continue;
+    if (flavor == "dynamic" && std::string(c.name) == "lock_contended") continue;
     if (g_rank == 0) progress(impl, flavor, phase);
     const bool fence = std::string(c.name) == "fence";
     if (c.in_lock_all) Impl::lock_all(win);

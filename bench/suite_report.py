@@ -31,7 +31,7 @@ FLAVORS = ["allocate", "create", "dynamic"]
 SYNCS = ["flush", "lock", "fence", "pscw"]
 LAT_OPS = ["put", "get", "acc", "get_acc", "fetch_and_op", "cas"]
 SIZED_OPS = ["put", "get", "acc", "get_acc"]
-SYNC_CALLS = ["fence", "pscw", "lock_excl", "lock_shared", "lock_all", "flush", "flush_all", "sync"]
+SYNC_CALLS = ["fence", "pscw", "lock_excl", "lock_contended", "lock_shared", "lock_all", "flush", "flush_all", "sync"]
 OP_TITLE = {"put": "MPI_Put", "get": "MPI_Get", "acc": "MPI_Accumulate (SUM, double)",
             "get_acc": "MPI_Get_accumulate (SUM, double)", "fetch_and_op": "MPI_Fetch_and_op (SUM, int64)",
             "cas": "MPI_Compare_and_swap (int64)"}
@@ -359,9 +359,9 @@ class Plots:
 
     def syncs(self):
         d, plt = self.d, self.plt
-        fig, axes = plt.subplots(2, 4, figsize=(18, 8.5), squeeze=False)
+        fig, axes = plt.subplots(3, 3, figsize=(15, 12), squeeze=False)
         for n, call in enumerate(SYNC_CALLS):
-            ax = axes[n // 4][n % 4]
+            ax = axes[n // 3][n % 3]
             for impl in d.impls:
                 xs = d.ranks(impl, "allocate", "sync", call, call, "ns")
                 if xs:
@@ -583,7 +583,7 @@ class Report:
             bw("create", "bw", "put")
             lat("dynamic", "flush", "put", 8)
             lat("dynamic", "flush", "fetch_and_op", 8)
-            for call in ("fence", "pscw", "lock_excl", "lock_all", "flush"):
+            for call in ("fence", "pscw", "lock_excl", "lock_contended", "lock_all", "flush"):
                 sync(call, 2)
                 sync(call, pmax)
             win("allocate", pmax)

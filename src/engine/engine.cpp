@@ -26,6 +26,34 @@ Engine::Engine(const Config& cfg, int local_index)
     }
 }
 
+struct Engine::PeerBell {
+    ShmSegment seg;
+    BellPage* page = nullptr;  // null: could not map (never retried)
+};
+
+bool Engine::ring_peer(const ProgressEngine::SegmentRef& bell) {
+    if (bell.pid <= 0 || bell.fd < 0) return false;
+    BellPage* page;
+    {
+        std::lock_guard lk(bells_mu_);
+        auto& slot = bells_[{bell.pid, bell.fd}];
+        if (!slot) {
+            slot = std::make_unique<PeerBell>();
+            SegmentExport ex;
+            ex.pid = bell.pid;
+            ex.fd = bell.fd;
+            ex.size = bell.size;
+            if (slot->seg.map_peer(ex) == MPI_SUCCESS) slot->page = reinterpret_cast<BellPage*>(slot->seg.data());
+            // (else: not fatal, that peer's waits fall back to polling; the message raise()d
+            // by map_peer stays in this thread's last-error buffer only)
+        }
+        page = slot->page;
+    }
+    if (!page) return false;
+    BellPage::ring_it(page);
+    return true;
+}
+
 Engine::~Engine() {
     // The report reads the progress thread's CPU clock, so it comes before the join.
     if (cfg_.stats) std::fprintf(stderr, "%s", stats_report().c_str());
@@ -78,14 +106,15 @@ std::string Engine::stats_report() const {
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   "fastrma stats: windows=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
-                  "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu op_pool_peak=%zu "
+                  "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu bells_rung=%llu op_pool_peak=%zu "
                   "progress_cpu_ms=%.3f progress_pu=%d progress_sleeps=%llu\n",
                   (unsigned long long)stat_total(Stat::windows_created),
                   (unsigned long long)stat_total(Stat::puts), (unsigned long long)stat_total(Stat::gets),
                   (unsigned long long)stat_total(Stat::accs), (unsigned long long)stat_total(Stat::fops),
                   (unsigned long long)stat_total(Stat::cases), (unsigned long long)stat_total(Stat::direct),
                   (unsigned long long)stat_total(Stat::queued), (unsigned long long)stat_total(Stat::gc_runs),
-                  (unsigned long long)stat_total(Stat::lock_retries), op_pool_.peak(),
+                  (unsigned long long)stat_total(Stat::lock_retries),
+                  (unsigned long long)stat_total(Stat::bells_rung), op_pool_.peak(),
                   double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(),
                   (unsigned long long)progress_.sleeps());
     return buf;

@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/bootstrap.hpp"
@@ -44,6 +46,9 @@ public:
     Transport* select_transport(const NodeTopology& topo, int rank, bool load_store) const;
 
     std::atomic<int>& live_windows() { return live_windows_; }
+    // Rings a node-local peer's doorbell (its progress thread and dozing threads wake),
+    // mapping its bell page on first use. False if it cannot be reached (no shared bell).
+    bool ring_peer(const ProgressEngine::SegmentRef& bell);
     std::string stats_report() const;
 
 private:
@@ -54,6 +59,9 @@ private:
     ProgressEngine progress_;
     int offload_poller_ = 0;
     std::atomic<int> live_windows_{0};
+    struct PeerBell;
+    std::mutex bells_mu_;
+    std::map<std::pair<int, int>, std::unique_ptr<PeerBell>> bells_;  // (pid, fd) -> mapping
 };
 
 }  // namespace fastrma::detail

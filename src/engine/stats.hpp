@@ -11,7 +11,7 @@
 namespace fastrma::detail {
 
 enum class Stat : int {
-    puts, gets, accs, fops, cases, direct, queued, gc_runs, lock_retries, windows_created,
+    puts, gets, accs, fops, cases, direct, queued, gc_runs, lock_retries, windows_created, bells_rung,
     count_
 };
 

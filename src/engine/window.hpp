@@ -216,7 +216,13 @@ private:
     bool collect_garbage();
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
     int wait_target(int rank, SyncFlag flag, bool remove);  // flush / unlock core
-    void backoff(unsigned& step);  // step: 0 at the start of a wait
+    // step: 0 at the start of a wait; lock_rank >= 0: waiting for that rank's lock (and, if
+    // lock_excl, the master's): register for its releaser's doorbell before dozing.
+    void backoff(unsigned& step, int lock_rank = -1, bool lock_excl = false);
+    bool try_lock(Target* t);             // one attempt at t's lock words
+    bool try_lock_all_once();             // one attempt at lock_all
+    void register_lock_wait(int rank);    // my bit in rank's lock-waiter bitmap
+    void ring_lock_waiters(int rank);     // after releasing a lock word of rank's
     Poll poll();
     Poll poll_targets();
 
@@ -227,6 +233,7 @@ private:
     MPI_Aint local_size_ = 0;
     int disp_unit_ = 1;
     bool cpu_atomics_ = false;
+    std::atomic<std::uint64_t> kick_seen_{0};  // the last kLockKick value poll_targets saw
 
     // Peers, in O(1) memory: one node segment holds every process's state area at a
     // stride of state_bytes_ (and, for allocate and shared windows, the data after all

@@ -14,11 +14,15 @@ constexpr std::size_t kStateBytes = 4096;  // the fixed words: one page
 // After the fixed page come, in this order (word offsets from the segment start):
 //   the PSCW post bitmap: bit r set = rank r has posted to me and I have not started yet
 //     (ceil(p / 64) words; at most one outstanding post per pair, so a bit suffices);
+//   the lock-waiter bitmap: bit r set = rank r found one of my lock words taken and waits
+//     (ceil(p / 64) words); whoever releases a lock word of mine takes the bitmap and rings
+//     each waiter's doorbell (shared-memory peers only);
 //   dynamic windows only: the region table, kDynHeaderWords + 2 words per region.
 // The window data of allocate windows follows the whole state area, page-aligned.
 constexpr std::size_t kPostBitmap0 = kStateBytes / 8;
 inline std::size_t post_bitmap_words(int nprocs) { return (std::size_t(nprocs) + 63) / 64; }
-inline std::size_t dyn_table_word0(int nprocs) { return kPostBitmap0 + post_bitmap_words(nprocs); }
+inline std::size_t lock_waiters_word0(int nprocs) { return kPostBitmap0 + post_bitmap_words(nprocs); }
+inline std::size_t dyn_table_word0(int nprocs) { return lock_waiters_word0(nprocs) + post_bitmap_words(nprocs); }
 constexpr std::size_t kDynHeaderWords = 2;  // [0] version (seqlock: odd while changing), [1] count
 
 enum StateWord : std::size_t {
@@ -42,8 +46,12 @@ enum InfoWord : std::size_t {
     kInfoArenaSeg,   // a SegmentExport, kArenaSegWords words
 };
 constexpr std::size_t kArenaSegWords = 12;
+// My process's doorbell (ProgressEngine::bell_export: pid, descriptor, size), and a counter
+// a releaser bumps before ringing it: "a lock you wait for in this window came free".
+constexpr std::size_t kInfoBell = kInfoArenaSeg + kArenaSegWords;  // 3 words
+constexpr std::size_t kLockKick = (kInfoBell + 3 + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
-static_assert((kInfoArenaSeg + kArenaSegWords) * 8 <= kStateBytes);
+static_assert((kLockKick + 1) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
 constexpr std::uint64_t kGlobalLockAll = 1ull << 32;   // in kLockGlobal

@@ -7,7 +7,11 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <climits>
+#include <new>
 
 #include <algorithm>
 #include <chrono>
@@ -15,21 +19,55 @@
 namespace fastrma::detail {
 
 namespace {
+// Process-shared futex operations: node-local peers ring the same word through their
+// own mapping of the bell page.
 void futex_wait(std::atomic<std::uint32_t>* w, std::uint32_t expected, long timeout_ns) {
     timespec ts{timeout_ns / 1000000000L, timeout_ns % 1000000000L};
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT_PRIVATE, expected,
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT, expected,
             timeout_ns > 0 ? &ts : nullptr, nullptr, 0);
 }
-void futex_wake(std::atomic<std::uint32_t>* w) {
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE_PRIVATE, 1, nullptr,
-            nullptr, 0);
+void futex_wake_all(std::atomic<std::uint32_t>* w) {
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 }  // namespace
 
-ProgressEngine::ProgressEngine(const Config& cfg, int local_index)
-    : cfg_(cfg), local_index_(local_index) {}
+void BellPage::ring_it(BellPage* b) {
+    b->ring.fetch_add(1, std::memory_order_seq_cst);
+    if (b->sleepers.load(std::memory_order_seq_cst)) futex_wake_all(&b->ring);
+}
 
-ProgressEngine::~ProgressEngine() { stop(); }
+void BellPage::wait(BellPage* b, std::uint32_t seen, long timeout_ns) {
+    b->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (b->ring.load(std::memory_order_seq_cst) == seen) futex_wait(&b->ring, seen, timeout_ns);
+    b->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+ProgressEngine::ProgressEngine(const Config& cfg, int local_index)
+    : cfg_(cfg), local_index_(local_index) {
+    bell_ = &bell_local_;
+    // The bell page: an anonymous memfd that peers fetch with pidfd_getfd (it stays open
+    // for our lifetime). Without it (no memfd, or peers may not take our descriptors:
+    // FASTRMA_SHM_METHOD=shm_open) the doorbell is private and peers' events are polled.
+    if (cfg_.shm_method == ShmMethod::shm_open) return;
+    const long pg = sysconf(_SC_PAGESIZE);
+    int fd = int(syscall(SYS_memfd_create, "fastrma-bell", MFD_CLOEXEC));
+    if (fd < 0) return;
+    void* m = ftruncate(fd, pg) == 0 ? mmap(nullptr, std::size_t(pg), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                     : MAP_FAILED;
+    if (m == MAP_FAILED) { close(fd); return; }
+    bell_mem_ = m;
+    bell_fd_ = fd;
+    bell_ = new (m) BellPage;
+    bell_ref_ = {int(getpid()), fd, std::uint64_t(pg)};
+}
+
+ProgressEngine::~ProgressEngine() {
+    stop();
+    if (bell_mem_) {
+        munmap(bell_mem_, std::size_t(bell_ref_.size));
+        close(bell_fd_);
+    }
+}
 
 void ProgressEngine::start() {
     if (thread_.joinable()) return;
@@ -65,9 +103,10 @@ void ProgressEngine::remove_poller(int id) {
                    pollers_.end());
 }
 
-void ProgressEngine::wake() {
-    doorbell_.fetch_add(1, std::memory_order_seq_cst);
-    if (sleeping_.load(std::memory_order_seq_cst)) futex_wake(&doorbell_);
+void ProgressEngine::wake() { BellPage::ring_it(bell_); }
+
+void ProgressEngine::doze(unsigned us) {
+    BellPage::wait(bell_, bell_->ring.load(std::memory_order_acquire), long(us) * 1000);
 }
 
 Poll ProgressEngine::progress_once() {
@@ -124,7 +163,7 @@ void ProgressEngine::loop() {
     std::uint32_t backoff_us = 1;
     std::uint64_t last_busy = now_ns();
     while (true) {
-        std::uint32_t bell = doorbell_.load(std::memory_order_acquire);
+        std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         Poll p = progress_once();
         if (p == Poll::busy) { backoff_us = 1; last_busy = now_ns(); continue; }
         if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;
@@ -138,8 +177,7 @@ void ProgressEngine::loop() {
             // Work that no doorbell announces (a lock held elsewhere, an am peer): poll
             // with exponential back-off, bounded by poll_max_us.
             sleeping_.store(true, std::memory_order_release);
-            if (doorbell_.load(std::memory_order_acquire) == bell)
-                futex_wait(&doorbell_, bell, long(backoff_us) * 1000);
+            BellPage::wait(bell_, bell, long(backoff_us) * 1000);
             sleeping_.store(false, std::memory_order_release);
             // Two tiers: poll_max_us while work was seen recently; after quiet_ms without
             // any, poll_idle_us (an am peer's first request then waits up to that long).
@@ -153,14 +191,14 @@ void ProgressEngine::loop() {
         std::uint64_t until = now_ns() + std::uint64_t(cfg_.spin_us) * 1000;
         bool rang = false;
         while (now_ns() < until) {
-            if (doorbell_.load(std::memory_order_acquire) != bell) { rang = true; break; }
+            if (bell_->ring.load(std::memory_order_acquire) != bell) { rang = true; break; }
             __builtin_ia32_pause();
         }
         if (rang) continue;
         sleeping_.store(true, std::memory_order_seq_cst);
-        if (doorbell_.load(std::memory_order_seq_cst) == bell && !stop_.load()) {
+        if (bell_->ring.load(std::memory_order_seq_cst) == bell && !stop_.load()) {
             sleeps_.fetch_add(1, std::memory_order_relaxed);
-            futex_wait(&doorbell_, bell, 0);
+            BellPage::wait(bell_, bell, 0);
             wakeups_.fetch_add(1, std::memory_order_relaxed);
         }
         sleeping_.store(false, std::memory_order_release);

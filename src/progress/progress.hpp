@@ -8,6 +8,9 @@
 // sleeps with exponential back-off up to poll_max_us; when all are idle it spins for
 // spin_us and then sleeps on a futex until wake() rings the doorbell (a post that queues
 // work, a new lock request). Idle, it costs nothing: no timer, no polling.
+// The doorbell lives in a shared-memory page (a memfd, BellPage) that node-local peers
+// map, so they can ring it too (Engine::ring_peer: a lock released that we wait for).
+// Application threads waiting in a sync call doze on the same futex (doze()).
 // It is pinned with hwloc inside the process's cpuset. stop() drains: it runs the
 // pollers until every one reports idle.
 #pragma once
@@ -26,6 +29,16 @@
 namespace fastrma::detail {
 
 enum class Poll : std::uint8_t { idle, waiting, busy };
+
+// The shared doorbell: a futex word and the number of threads asleep on it. Whoever rings
+// adds to `ring` and wakes the sleepers, if any (process-shared futex operations).
+struct BellPage {
+    std::atomic<std::uint32_t> ring{0};
+    std::atomic<std::uint32_t> sleepers{0};
+    static void ring_it(BellPage* b);
+    // Sleeps while ring == seen, at most timeout_ns (0: no limit).
+    static void wait(BellPage* b, std::uint32_t seen, long timeout_ns);
+};
 
 // Monotonic time in nanoseconds (back-off deadlines).
 inline std::uint64_t now_ns() {
@@ -48,6 +61,12 @@ public:
     int add_poller(Poller p);
     void remove_poller(int id);  // on return the poller is not running and will not run
     void wake();                 // ring the doorbell
+    // An application thread waiting for something a peer will signal: sleep up to us
+    // microseconds or until the doorbell rings (a peer released a lock, a local post).
+    void doze(unsigned us);
+    // What a node-local peer maps to ring us (pid == 0: not shared; peers cannot ring).
+    struct SegmentRef { int pid = 0; int fd = -1; std::uint64_t size = 0; };
+    SegmentRef bell_export() const { return bell_ref_; }
     // The thread is running or spinning (not asleep on its futex): work handed to it now
     // starts within microseconds, without paying a wake-up.
     bool awake() const { return running() && !sleeping_.load(std::memory_order_relaxed); }
@@ -69,7 +88,11 @@ private:
     int local_index_;
     std::thread thread_;
     std::atomic<bool> stop_{false};
-    std::atomic<std::uint32_t> doorbell_{0};
+    BellPage* bell_ = nullptr;      // in bell_mem_ (shared) or bell_local_
+    BellPage bell_local_;
+    void* bell_mem_ = nullptr;
+    int bell_fd_ = -1;
+    SegmentRef bell_ref_;
     std::atomic<bool> sleeping_{false};
     std::mutex mu_;  // guards pollers_ and serializes passes
     std::vector<std::pair<int, Poller>> pollers_;

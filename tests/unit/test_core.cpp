@@ -267,6 +267,67 @@ TEST(LockProtocolAsThreads, ExclusiveRmwLosesNoUpdateAndLockAllExcludes) {
     EXPECT_EQ(failures.load(), 0) << last_error_message();
 }
 
+// The doorbell is a process-shared futex: a peer rings it through its own mapping of our
+// bell page (here: a second mapping of the same memfd, taken with pidfd_getfd as a node
+// peer does). A private futex would key on the address and never wake us: this test would
+// then hang until the ctest TIMEOUT.
+TEST(Doorbell, ARingThroughAnotherMappingWakesAThreadDozing) {
+    Config cfg;
+    Engine ringer(cfg, 1);
+    ProgressEngine pe(cfg, 0);
+    const ProgressEngine::SegmentRef bell = pe.bell_export();
+    ASSERT_GT(bell.pid, 0) << "no shared bell page (memfd)";
+    std::atomic<bool> go{false}, woke{false};
+    std::thread sleeper([&] {
+        while (!go.load()) pe.doze(0);  // 0: no time limit, only a ring ends it
+        woke = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    go = true;
+    for (int i = 0; i < 5000 && !woke.load(); ++i) {
+        ASSERT_TRUE(ringer.ring_peer(bell));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    sleeper.join();
+    EXPECT_TRUE(woke.load());
+}
+
+// A process that waits for a lock marks itself in the lock owner's waiter bitmap; the
+// releaser kicks it (its kLockKick word) and rings its doorbell.
+TEST(Doorbell, ReleasingALockRingsTheWaiter) {
+    std::atomic<int> failures{0}, phase{0};
+    std::atomic<std::uint64_t> kicks{0};
+    const std::uint64_t rung0 = stat_total(Stat::bells_rung);
+    run_ranks(3, [&](Engine& eng, std::unique_ptr<Bootstrap> bs, int r) {
+        std::unique_ptr<Window> w;
+        void* base = nullptr;
+        Bootstrap* b = bs.get();
+        ASSERT_EQ(Window::allocate(eng, std::move(bs), 64, 1, &base, &w), MPI_SUCCESS);
+        b->barrier();
+        if (r == 1) {
+            failures += w->lock(MPI_LOCK_EXCLUSIVE, 0, 0) != MPI_SUCCESS;
+            phase = 1;
+            while (phase.load() < 2) std::this_thread::yield();  // rank 2 is waiting
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            failures += w->unlock(0) != MPI_SUCCESS;
+        } else if (r == 2) {
+            while (phase.load() < 1) std::this_thread::yield();
+            std::int64_t v = 7;
+            failures += w->lock(MPI_LOCK_EXCLUSIVE, 0, 0) != MPI_SUCCESS;  // not granted yet
+            phase = 2;
+            failures += w->post(rma(RmaKind::put, &v, nullptr, 0, 0, MPI_INT64_T)) != MPI_SUCCESS;
+            failures += w->unlock(0) != MPI_SUCCESS;  // waits: rung awake by rank 1's release
+            kicks = w->state_words(2)[kLockKick];
+        }
+        b->barrier();
+        if (r == 0) EXPECT_EQ(*static_cast<std::int64_t*>(base), 7);
+        failures += w->free_collective() != MPI_SUCCESS;
+    });
+    EXPECT_EQ(failures.load(), 0) << last_error_message();
+    EXPECT_GE(kicks.load(), 1u) << "the releaser did not kick the waiting process";
+    EXPECT_GE(stat_total(Stat::bells_rung) - rung0, 1u) << "no doorbell was rung";
+}
+
 TEST(LockProtocolAsThreads, WordsReturnToZeroAfterEveryKindOfLock) {
     run_ranks(2, [&](Engine& eng, std::unique_ptr<Bootstrap> bs, int r) {
         std::unique_ptr<Window> w;
