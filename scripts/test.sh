@@ -58,7 +58,10 @@ case "$sanitizer" in
     bash scripts/build.sh --tsan
     build_dir=build-tsan
     timeout_s=${FASTRMA_TEST_TIMEOUT:-10800}
-    export TSAN_OPTIONS="suppressions=$supp_dir/tsan.supp:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+    # history_size=7: enough history to restore the stack of the earlier access, so that the
+    # suppressions (which match frames) apply: with the default, a write by the am server
+    # is reported with "[failed to restore the stack]" and nothing can match it.
+    export TSAN_OPTIONS="suppressions=$supp_dir/tsan.supp:second_deadlock_stack=1:history_size=7${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
     # GCC 12's TSan cannot map its shadow memory when the kernel randomises mmap with more
     # than 28 bits ("FATAL: ThreadSanitizer: unexpected memory mapping"); running without
     # ASLR avoids that. Some container seccomp profiles forbid it: then run as is.

@@ -93,43 +93,47 @@ private:
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
     void serve(const unsigned char* msg, std::size_t len, int source);
     static void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
-    void wait_serving(MPI_Request* rq);         // an origin's wait: serves requests meanwhile
     bool start_ring();
     void stop_ring();
 
-    // What is on its way to one target (send_mu_).
-    struct PendingSend {  // a request sent with MPI_Isend; buf lives until it completes
-        MPI_Request rq;
-        std::vector<unsigned char> buf;
-    };
+    // What is on its way to one target, under its own mutex: threads sending to different
+    // targets never meet; to one target the mutex keeps sequence numbers in MPI's order.
     struct Answer {       // a posted receive of an answer: an ack, or a get's data
         std::uint64_t seq;
-        MPI_Request rq;
         bool ack;         // the empty answer a put/accumulate asked for
     };
+    // Requests in flight are kept as arrays of MPI_Request beside what belongs to them, so
+    // that one MPI_Testsome / MPI_Testall (one pass of the host's progress) covers them all.
     struct Peer {
-        std::atomic<std::uint64_t> sent{0};       // sequence number of the newest request (send_mu_)
+        std::mutex mu;
+        std::atomic<std::uint64_t> sent{0};       // sequence number of the newest request (mu)
         std::atomic<std::uint64_t> answered{0};   // newest sequence number whose answer arrived
-        std::vector<PendingSend> sends;
-        std::vector<Answer> answers;              // in sequence order
+        std::vector<MPI_Request> send_rq;         // requests sent with MPI_Isend ...
+        std::vector<std::vector<unsigned char>> send_buf;  // ... and their buffers
+        std::vector<MPI_Request> answer_rq;       // posted receives of answers ...
+        std::vector<Answer> answers;              // ... in sequence order
         bool ack_in_flight = false;               // a put/accumulate ack among answers
+        std::vector<int> testsome_idx;            // MPI_Testsome's scratch
     };
     enum class Ack { none, maybe, always };
     // Sends msg (its Header's reply_tag patched when an answer is wanted) and, for put data,
-    // the payload after it, under send_mu_ so that sequence numbers follow MPI's order.
+    // the payload after it, under the peer's mutex so that sequence numbers follow MPI's order.
     // answer_buf/answer_len: where the answer lands (a get's data; null for an empty ack).
     // Returns the request's sequence number.
     std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack,
                        const void* data = nullptr, std::size_t data_len = 0,
                        void* answer_buf = nullptr, std::size_t answer_len = 0);
-    void reap(Peer& p);                 // send_mu_ held: drop completed sends and answers
+    void reap(Peer& p);                 // p.mu held: drop completed sends and answers
+    void reap_answers(Peer& p);
+    void reap_sends(Peer& p);
+    void test_some(Peer& p, std::vector<MPI_Request>& rqs);  // p.mu held
+    void wait_all_serving(std::vector<MPI_Request>& rqs);  // MPI_Testall, serving meanwhile
     template <class Done>
-    void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (send_mu_ held)
+    void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (p.mu held)
     void wait_answer(int rank, std::uint64_t seq);
     void note_answered(Peer& p, std::uint64_t seq);
     void throttle(int rank);            // flow control after an unanswered request
     void complete_sends(int rank);
-    std::mutex send_mu_;
     std::unique_ptr<Peer[]> peers_;
 
     MPI_Comm comm_ = MPI_COMM_NULL;

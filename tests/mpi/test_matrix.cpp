@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -270,13 +271,18 @@ TEST_P(Matrix, FourThreadsPostIntoOneEpoch) {
     open_epoch(sync, w.win, left, right);
     std::atomic<int> errors{0};
     std::vector<std::thread> ts;
+    // The fetched values land by the end of the epoch (MPI's contract: a result buffer is
+    // the implementation's until the op completes; over am it is written when the answer
+    // arrives), so they live until then.
+    std::vector<std::int64_t> olds(4 * 32, -1);
+    const std::int64_t one = 1;
     for (int th = 0; th < 4; ++th)
         ts.emplace_back([&, th] {
             for (int i = 0; i < 32; ++i) {
                 std::int64_t v = (std::int64_t(me) << 32) | (th << 8) | i;
                 errors += FRMA_Put(&v, 1, MPI_INT64_T, right, w.disp(right, th * 32 + i), 1, MPI_INT64_T, w.win) != MPI_SUCCESS;
-                std::int64_t one = 1, old;
-                errors += FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, right, w.disp(right, 200), MPI_SUM, w.win) != MPI_SUCCESS;
+                errors += FRMA_Fetch_and_op(&one, &olds[std::size_t(th * 32 + i)], MPI_INT64_T, right,
+                                            w.disp(right, 200), MPI_SUM, w.win) != MPI_SUCCESS;
             }
         });
     for (auto& t : ts) t.join();
@@ -285,6 +291,9 @@ TEST_P(Matrix, FourThreadsPostIntoOneEpoch) {
     for (int th = 0; th < 4; ++th)
         for (int i = 0; i < 32; ++i) ASSERT_EQ(w.mem[th * 32 + i], (std::int64_t(left) << 32) | (th << 8) | i);
     EXPECT_EQ(w.mem[200], 4 * 32);
+    // Atomic fetch-and-add: the 128 old values are 0..127, each once.
+    std::sort(olds.begin(), olds.end());
+    for (std::size_t k = 0; k < olds.size(); ++k) ASSERT_EQ(olds[k], std::int64_t(k)) << "fetched values";
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <complex>
@@ -316,14 +317,19 @@ TEST_P(Passive, AccumulateIsAtomicAcrossRanksAndThreads) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
     std::vector<std::thread> ts;
     std::atomic<int> errors{0};
+    // Fetched values are the implementation's until the epoch completes them (over am they
+    // are written when the answer arrives): they live until the unlock_all.
+    std::vector<std::int64_t> olds(std::size_t(threads * iters), -1);
+    std::vector<double> dolds(std::size_t(threads * iters));
+    const std::int64_t one = 1;
+    const double half = 0.5;
+    const long double ld = 1.0L;
     for (int t = 0; t < threads; ++t)
-        ts.emplace_back([&] {
-            std::int64_t one = 1, old;
-            double half = 0.5, dold;
-            long double ld = 1.0L;
+        ts.emplace_back([&, t] {
             for (int i = 0; i < iters; ++i) {
-                errors += FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 0, 0, MPI_SUM, w.win) != MPI_SUCCESS;
-                errors += FRMA_Fetch_and_op(&half, &dold, MPI_DOUBLE, 0, 8, MPI_SUM, w.win) != MPI_SUCCESS;
+                const std::size_t k = std::size_t(t * iters + i);
+                errors += FRMA_Fetch_and_op(&one, &olds[k], MPI_INT64_T, 0, 0, MPI_SUM, w.win) != MPI_SUCCESS;
+                errors += FRMA_Fetch_and_op(&half, &dolds[k], MPI_DOUBLE, 0, 8, MPI_SUM, w.win) != MPI_SUCCESS;
                 if (i % 4 == 0)
                     errors += FRMA_Accumulate(&ld, 1, MPI_LONG_DOUBLE, 0, 32, 1, MPI_LONG_DOUBLE, MPI_SUM, w.win) != MPI_SUCCESS;
             }
@@ -331,11 +337,16 @@ TEST_P(Passive, AccumulateIsAtomicAcrossRanksAndThreads) {
     for (auto& t : ts) t.join();
     ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
-    MPI_Barrier(MPI_COMM_WORLD);
+    // Every fetch_and_op saw a distinct value: the old values of all ranks are 0..total-1.
+    const std::size_t total = std::size_t(n) * olds.size();
+    std::vector<std::int64_t> all(world_rank() == 0 ? total : 0);
+    MPI_Gather(olds.data(), int(olds.size()), MPI_INT64_T, all.data(), int(olds.size()), MPI_INT64_T, 0, MPI_COMM_WORLD);
     if (world_rank() == 0) {
         EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(n) * threads * iters);
         EXPECT_EQ(*w.at<double>(1), 0.5 * n * threads * iters);
         EXPECT_EQ(*reinterpret_cast<long double*>(w.base + 32), (long double)(n * threads * iters / 4));
+        std::sort(all.begin(), all.end());
+        for (std::size_t k = 0; k < total; ++k) ASSERT_EQ(all[k], std::int64_t(k)) << "a fetched value was lost or duplicated";
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
