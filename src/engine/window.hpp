@@ -265,6 +265,8 @@ private:
         return am_mode_ ? am_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
     }
     inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
+    inline bool fast_locked(int rank, unsigned char* dst, const TypeInfo& ti, MPI_Op op, MPI_Datatype type,
+                            const void* origin, std::size_t n, void* result);
     inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write);
 
     // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest

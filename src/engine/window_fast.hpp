@@ -126,12 +126,14 @@ inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int ra
 
 inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type,
                                      int rank, MPI_Aint disp, MPI_Op op) {
-    if (!cpu_atomics_ || !result || (!origin && op != MPI_NO_OP))
+    if (!result || (!origin && op != MPI_NO_OP))
         return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
-    if (!ti || !ti->native_atomic) return kSlowPath;
+    if (!ti) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
     if (!dst) return kSlowPath;
+    if (!cpu_atomics_ || !ti->cpu_domain)
+        return fast_locked(rank, dst, *ti, op, type, origin, 1, result) ? MPI_SUCCESS : kSlowPath;
     // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
     const bool int_add = op == MPI_SUM && ti->extent == 8 && (ti->cls == TypeClass::c_integer ||
         ti->cls == TypeClass::fortran_integer) && !(reinterpret_cast<std::uintptr_t>(dst) & 7);
@@ -156,7 +158,7 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
     if (!cpu_atomics_ || !origin || !compare || !result)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
-    if (!ti || !ti->native_atomic) return kSlowPath;
+    if (!ti || !ti->cpu_domain) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
     if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
     acc_order();
@@ -167,12 +169,15 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
 
 inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
                                    MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
-    if (!cpu_atomics_ || otype != ttype || ocount != tcount || ocount <= 0 || !origin)
+    if (otype != ttype || ocount != tcount || ocount <= 0 || !origin)
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
-    if (!ti || !ti->native_atomic) return kSlowPath;
+    if (!ti) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(ocount) * ti->extent);
-    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    if (!dst) return kSlowPath;
+    if (!cpu_atomics_ || !ti->cpu_domain)
+        return fast_locked(rank, dst, *ti, op, ttype, origin, std::size_t(ocount), nullptr) ? MPI_SUCCESS : kSlowPath;
+    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     acc_order();
     if (offload_now(bytes) && reinterpret_cast<std::uintptr_t>(dst) % ti->extent == 0) [[unlikely]] {
@@ -193,18 +198,36 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
 inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype,
                                        void* result, int rcount, MPI_Datatype rtype, int rank,
                                        MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
-    if (!cpu_atomics_ || !result || rtype != ttype || rcount != tcount || tcount <= 0)
+    if (!result || rtype != ttype || rcount != tcount || tcount <= 0)
         return kSlowPath;
     if (op != MPI_NO_OP && (otype != ttype || ocount != tcount || !origin)) return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
-    if (!ti || !ti->native_atomic) return kSlowPath;
+    if (!ti) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent);
-    if (!dst || check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    if (!dst) return kSlowPath;
+    if (!cpu_atomics_ || !ti->cpu_domain)
+        return fast_locked(rank, dst, *ti, op, ttype, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result)
+                   ? MPI_SUCCESS : kSlowPath;
+    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
     acc_order();
     if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result))
         return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
+}
+
+// The locked domain's fast path (types whose domain is the accumulate lock, or windows
+// whose domain it is for every type): the stripes covering the target range, the plain
+// kernel, in place. Same checks as the atomic fast paths; false: take the general path.
+inline bool Window::fast_locked(int rank, unsigned char* dst, const TypeInfo& ti, MPI_Op op, MPI_Datatype type,
+                                const void* origin, std::size_t n, void* result) {
+    if (check_accumulate(op, type, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return false;
+    const IssueContext c = ctx(rank);
+    if (!c.peer.mapped) return false;
+    acc_order();
+    accumulate_locked_in_place(c, op, ti, std::uint64_t(dst - c.peer.mapped), origin, n, result);
+    bump(result ? (n == 1 && origin ? Stat::fops : Stat::accs) : Stat::accs);
+    return true;
 }
 
 inline int Window::fast_flush(int rank) {

@@ -30,30 +30,49 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
 
 // ---- acc_locked: the target's striped accumulate lock ----
 
+// Stripes cover kStripeUnit-byte units of the target's window, unit u on stripe u % n: an
+// accumulate of up to a few KiB takes one or two stripes (two atomics each), one of 16n
+// KiB or more takes them all. Coarse on purpose: a 512 B accumulate with 64 B units took
+// 8 stripes, 16 atomics on lines other processes bounce (0.9 us against 0.17 us).
+constexpr std::uint64_t kStripeUnit = 4096;
+
 class StripeGuard {
 public:
     StripeGuard(const IssueContext& ctx, std::uint64_t offset, std::uint64_t bytes)
         : ctx_(ctx) {
         const int n = std::max(1, std::min(ctx.acc_stripes, kMaxAccStripes));
-        std::uint64_t first = offset / 64, last = (offset + (bytes ? bytes - 1 : 0)) / 64;
+        std::uint64_t first = offset / kStripeUnit, last = (offset + (bytes ? bytes - 1 : 0)) / kStripeUnit;
         if (last - first + 1 >= std::uint64_t(n)) {
             for (int s = 0; s < n; ++s) mask_ |= 1ull << s;
         } else {
             for (std::uint64_t l = first; l <= last; ++l) mask_ |= 1ull << (l % n);
         }
-        for (int s = 0; s < kMaxAccStripes; ++s)  // ascending order: no deadlock between origins
-            if (mask_ >> s & 1) acquire(word(s));
+        for (std::uint64_t m = mask_; m; m &= m - 1)  // ascending order: no deadlock between origins
+            acquire(word(__builtin_ctzll(m)));
     }
     ~StripeGuard() {
-        for (int s = kMaxAccStripes - 1; s >= 0; --s)
-            if (mask_ >> s & 1) ctx_.tp.atomic8(ctx_.peer, word(s), AtomicOp::swap, 0);
+        for (std::uint64_t m = mask_; m;) {
+            const int s = 63 - __builtin_clzll(m);
+            m &= ~(1ull << s);
+            // Mapped state words: a release store (no locked instruction) frees the stripe.
+            if (ctx_.peer.state) __atomic_store_n(&ctx_.peer.state[word(s)], 0, __ATOMIC_RELEASE);
+            else ctx_.tp.atomic8(ctx_.peer, word(s), AtomicOp::swap, 0);
+        }
     }
 
 private:
     static std::size_t word(int s) { return kAccStripe0 + std::size_t(s) * kWordsPerLine; }
+    bool try_take(std::size_t w) {
+        if (ctx_.peer.state) {
+            std::uint64_t expect = 0;
+            return __atomic_compare_exchange_n(&ctx_.peer.state[w], &expect, 1, false, __ATOMIC_ACQUIRE,
+                                               __ATOMIC_RELAXED);
+        }
+        return ctx_.tp.atomic8(ctx_.peer, w, AtomicOp::compare_swap, 1, 0) == 0;
+    }
     void acquire(std::size_t w) {
         for (unsigned spins = 0;; ++spins) {
-            if (ctx_.tp.atomic8(ctx_.peer, w, AtomicOp::compare_swap, 1, 0) == 0) return;
+            if (try_take(w)) return;
             // The holder may be descheduled (oversubscribed ranks): yield soon.
             if (spins > 64) sched_yield(); else __builtin_ia32_pause();
         }
@@ -115,7 +134,7 @@ int accumulate(const IssueContext& ctx, const Op& op) {
         }
         return failed ? raise(MPI_ERR_OTHER, "accumulate: the target did not take the request") : MPI_SUCCESS;
     }
-    const bool native = ctx.cpu_atomics && ctx.peer.mapped && ti.native_atomic;
+    const bool native = ctx.cpu_atomics && ctx.peer.mapped && ti.cpu_domain;
     // Runs are bounded so that the locked path's bounce buffer stays small.
     const std::uint64_t max_run = std::max<std::uint64_t>(1, (64 * 1024) / ti.extent);
     std::vector<unsigned char> tmp;
@@ -164,7 +183,7 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
                                           ti.extent, op.origin, op.compare, op.result))
                    ? MPI_SUCCESS : MPI_ERR_OTHER;
     unsigned char* dst = ctx.peer.mapped ? ctx.peer.mapped + op.offset : nullptr;
-    if (ctx.cpu_atomics && dst && ti.native_atomic &&
+    if (ctx.cpu_atomics && dst && ti.cpu_domain &&
         compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))
         return MPI_SUCCESS;
     StripeGuard g(ctx, op.offset, ti.extent);
@@ -184,6 +203,12 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
 }
 
 }  // namespace
+
+void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
+                                const void* src, std::size_t n, void* result) {
+    StripeGuard g(ctx, toff, std::uint64_t(n) * ti.extent);
+    reduce(op, ti, ctx.peer.mapped + toff, src, n, result);
+}
 
 int issue_op(const IssueContext& ctx, const Op& op) {
     switch (op.kind) {

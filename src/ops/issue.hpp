@@ -31,4 +31,10 @@ struct IssueContext {
 // completed remotely when this returns.
 int issue_op(const IssueContext& ctx, const Op& op);
 
+// The locked accumulate domain on mapped memory, for the fast paths: n contiguous elements
+// of ti at target offset toff, under the target's accumulate-lock stripes that cover them,
+// with the plain kernel; old values to result (may be null). ctx.peer.mapped must be set.
+void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
+                                const void* src, std::size_t n, void* result);
+
 }  // namespace fastrma::detail

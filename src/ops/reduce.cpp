@@ -953,6 +953,8 @@ class TypeTable {
       ti.index_offset = l.index_offset;
       ti.index_size = l.index_size;
       ti.native_atomic = l.extent == 1 || l.extent == 2 || l.extent == 4 || l.extent == 8;
+      ti.cpu_domain = ti.native_atomic && (e.cls == TypeClass::c_integer || e.cls == TypeClass::fortran_integer ||
+                                           e.cls == TypeClass::logical || e.cls == TypeClass::byte);
       ti.multi_language = e.multi_language;
       ti.repr = e.repr;
       ti.id = static_cast<uint8_t>(infos_.size());
