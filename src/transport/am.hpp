@@ -146,6 +146,11 @@ private:
     std::vector<unsigned char> ring_buf_;
     MPI_Request ring_[kRing];
     int ring_head_ = 0;  // serve_mu_
+    // Answers on their way back (serve_mu_): completed by later polls.
+    std::vector<MPI_Request> replies_rq_;
+    std::vector<std::vector<unsigned char>> replies_buf_;
+    std::vector<int> reply_idx_;
+    void reap_replies();
     int nprocs_ = 0;
 };
 
