@@ -515,21 +515,21 @@ bool Window::try_lock(Target* t) {
 // and buy nothing (measured: contended hand-off 0.95 -> 2.4 us with every waiter rung).
 // A release between a waiter's failed try and its bit costs that waiter one back-off.
 void Window::register_lock_wait(int rank) {
-    const PeerRegion p = peer(rank);
-    if (!p.state || am_mode_) return;
-    __atomic_fetch_or(&p.state[lock_waiters_word0(nprocs_) + std::size_t(rank_) / 64], 1ull << (rank_ % 64),
+    if (am_mode_) return;
+    std::uint64_t* state = state_of(rank);
+    __atomic_fetch_or(&state[lock_waiters_word0(nprocs_) + std::size_t(rank_) / 64], 1ull << (rank_ % 64),
                       __ATOMIC_SEQ_CST);
 }
 
 void Window::ring_lock_waiters(int rank) {
-    const PeerRegion p = peer(rank);
-    if (!p.state || am_mode_) return;
+    if (am_mode_) return;  // (shm windows: every state area is mapped)
+    std::uint64_t* const state = state_of(rank);
     // One waiter per release, the one after the releaser in rank order (round robin, so no
     // rank starves): one process can take what was released, and waking every sleeper on
     // a node with fewer cores than ranks only takes the cores from the next holder
     // (measured at 4 ranks on 2 cores: 3.8 us per hand-off polling, 4.7-14.6 waking all).
     const std::size_t nw = post_bitmap_words(nprocs_);
-    std::uint64_t* words = &p.state[lock_waiters_word0(nprocs_)];
+    std::uint64_t* words = &state[lock_waiters_word0(nprocs_)];
     for (std::size_t k = 0; k <= nw; ++k) {
         const std::size_t w = (std::size_t(rank_ + 1) / 64 + k) % nw;
         std::uint64_t bits = __atomic_load_n(&words[w], __ATOMIC_SEQ_CST);
