@@ -101,6 +101,7 @@ private:
     struct Answer {       // a posted receive of an answer: an ack, or a get's data
         std::uint64_t seq;
         bool ack;         // the empty answer a put/accumulate asked for
+        bool big;         // larger than the eager limit: counted in big_in_flight
     };
     // Requests in flight are kept as arrays of MPI_Request beside what belongs to them, so
     // that one MPI_Testsome / MPI_Testall (one pass of the host's progress) covers them all.
@@ -109,7 +110,9 @@ private:
         std::atomic<std::uint64_t> sent{0};       // sequence number of the newest request (mu)
         std::atomic<std::uint64_t> answered{0};   // newest sequence number whose answer arrived
         std::vector<MPI_Request> send_rq;         // requests sent with MPI_Isend ...
-        std::vector<std::vector<unsigned char>> send_buf;  // ... and their buffers
+        std::vector<std::vector<unsigned char>> send_buf;  // ... their buffers
+        std::vector<std::uint8_t> send_big;       // ... and whether each is above the eager limit
+        std::uint32_t big_in_flight = 0;          // such sends and answers not yet completed
         std::vector<MPI_Request> answer_rq;       // posted receives of answers ...
         std::vector<Answer> answers;              // ... in sequence order
         bool ack_in_flight = false;               // a put/accumulate ack among answers

@@ -692,6 +692,34 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
     }
 }
 
+// Large fetched results: over am each 32 KiB run's old values come back as an answer the
+// target sends from a buffer of its own and completes later, while it serves the next runs;
+// the origin pulls them all at the flush. Every old value must arrive intact (a server that
+// lost an answer's buffer while the answer was in flight crashed here, or returned garbage).
+TEST_P(Passive, LargeFetchedResultsArriveIntact) {
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    const std::size_t count = std::size_t(1) << 17;  // 1 MiB of doubles
+    TestWin w(GetParam(), count * sizeof(double));
+    auto* mine = reinterpret_cast<double*>(w.base);
+    for (std::size_t i = 0; i < count; ++i) mine[i] = double(me * 1000000 + i);
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<double> add(count, 0.5), old(count, -1.0);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    for (int round = 0; round < 3; ++round) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add.data(), int(count), MPI_DOUBLE, old.data(), int(count), MPI_DOUBLE,
+                                                   right, 0, int(count), MPI_DOUBLE, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+        for (std::size_t i = 0; i < count; ++i)
+            ASSERT_EQ(old[i], double(right * 1000000 + i) + 0.5 * round) << "round " << round << " element " << i;
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    (void)left;
+    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(mine[i], double(me * 1000000 + i) + 1.5) << "element " << i;
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
     // Large accumulates may run on the progress thread; every rank accumulates into every
     // other rank's array at once (atomicity across origins), and each origin follows its
