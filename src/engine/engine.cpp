@@ -31,7 +31,7 @@ struct Engine::PeerBell {
     BellPage* page = nullptr;  // null: could not map (never retried)
 };
 
-bool Engine::ring_peer(const ProgressEngine::SegmentRef& bell) {
+bool Engine::ring_peer(const SegmentExport& bell) {
     if (bell.pid <= 0 || bell.fd < 0) return false;
     BellPage* page;
     {
@@ -39,15 +39,11 @@ bool Engine::ring_peer(const ProgressEngine::SegmentRef& bell) {
         auto& slot = bells_[{bell.pid, bell.fd}];
         if (!slot) {
             slot = std::make_unique<PeerBell>();
-            SegmentExport ex;
-            ex.pid = bell.pid;
-            ex.fd = bell.fd;
-            ex.size = bell.size;
-            if (slot->seg.map_peer(ex) == MPI_SUCCESS) slot->page = reinterpret_cast<BellPage*>(slot->seg.data());
+            if (slot->seg.map_peer(bell) == MPI_SUCCESS) slot->page = reinterpret_cast<BellPage*>(slot->seg.data());
             // (else: not fatal, that peer's waits fall back to polling; the message raise()d
             // by map_peer stays in this thread's last-error buffer only)
         }
-        page = slot->page;
+    page = slot->page;
     }
     if (!page) return false;
     BellPage::ring_it(page);

@@ -48,7 +48,7 @@ public:
     std::atomic<int>& live_windows() { return live_windows_; }
     // Rings a node-local peer's doorbell (its progress thread and dozing threads wake),
     // mapping its bell page on first use. False if it cannot be reached (no shared bell).
-    bool ring_peer(const ProgressEngine::SegmentRef& bell);
+    bool ring_peer(const SegmentExport& bell);
     std::string stats_report() const;
 
 private:

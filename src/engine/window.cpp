@@ -249,10 +249,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             info[kInfoArenaOff] = hit.offset;
             std::memcpy(&info[kInfoArenaSeg], &hit.seg, sizeof hit.seg);
         }
-        const ProgressEngine::SegmentRef bell = eng.progress().bell_export();
-        info[kInfoBell] = std::uint64_t(bell.pid);
-        info[kInfoBell + 1] = std::uint64_t(std::int64_t(bell.fd));
-        info[kInfoBell + 2] = bell.size;
+        const SegmentExport bell = eng.progress().bell_export();
+        std::memcpy(&info[kInfoBell], &bell, sizeof bell);
     }
     if (err) msg = last_error_message();
     if ((err = agree(b, err, msg, call))) return err;  // also: everyone has published
@@ -541,10 +539,8 @@ void Window::ring_lock_waiters(int rank) {
         std::uint64_t* info = state_of(r);
         if (!info) return;
         __atomic_fetch_add(&info[kLockKick], 1, __ATOMIC_SEQ_CST);
-        ProgressEngine::SegmentRef bell;
-        bell.pid = int(info[kInfoBell]);
-        bell.fd = int(std::int64_t(info[kInfoBell + 1]));
-        bell.size = info[kInfoBell + 2];
+        SegmentExport bell;
+        std::memcpy(static_cast<void*>(&bell), &info[kInfoBell], sizeof bell);
         if (eng_.ring_peer(bell)) bump(Stat::bells_rung);
         return;
     }

@@ -226,7 +226,7 @@ inline bool Window::fast_locked(int rank, unsigned char* dst, const TypeInfo& ti
     if (!c.peer.mapped) return false;
     acc_order();
     accumulate_locked_in_place(c, op, ti, std::uint64_t(dst - c.peer.mapped), origin, n, result);
-    bump(result ? (n == 1 && origin ? Stat::fops : Stat::accs) : Stat::accs);
+    bump(result && n == 1 ? Stat::fops : Stat::accs);
     return true;
 }
 

@@ -46,10 +46,10 @@ enum InfoWord : std::size_t {
     kInfoArenaSeg,   // a SegmentExport, kArenaSegWords words
 };
 constexpr std::size_t kArenaSegWords = 12;
-// My process's doorbell (ProgressEngine::bell_export: pid, descriptor, size), and a counter
-// a releaser bumps before ringing it: "a lock you wait for in this window came free".
-constexpr std::size_t kInfoBell = kInfoArenaSeg + kArenaSegWords;  // 3 words
-constexpr std::size_t kLockKick = (kInfoBell + 3 + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;
+// My process's doorbell (ProgressEngine::bell_export, a SegmentExport like kInfoArenaSeg),
+// and a counter a releaser bumps before ringing it: "a lock you wait for here came free".
+constexpr std::size_t kInfoBell = kInfoArenaSeg + kArenaSegWords;  // kArenaSegWords words
+constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
 static_assert((kLockKick + 1) * 8 <= kStateBytes);
 

@@ -7,7 +7,6 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <climits>
@@ -45,29 +44,16 @@ void BellPage::wait(BellPage* b, std::uint32_t seen, long timeout_ns) {
 ProgressEngine::ProgressEngine(const Config& cfg, int local_index)
     : cfg_(cfg), local_index_(local_index) {
     bell_ = &bell_local_;
-    // The bell page: an anonymous memfd that peers fetch with pidfd_getfd (it stays open
-    // for our lifetime). Without it (no memfd, or peers may not take our descriptors:
-    // FASTRMA_SHM_METHOD=shm_open) the doorbell is private and peers' events are polled.
+    // The bell page: a memfd segment that peers fetch with pidfd_getfd (it is never sealed:
+    // the descriptor stays open for our lifetime). Without it (no memfd, or peers may not take
+    // our descriptors: FASTRMA_SHM_METHOD=shm_open) the doorbell is private and peers' events
+    // are polled.
     if (cfg_.shm_method == ShmMethod::shm_open) return;
-    const long pg = sysconf(_SC_PAGESIZE);
-    int fd = int(syscall(SYS_memfd_create, "fastrma-bell", MFD_CLOEXEC));
-    if (fd < 0) return;
-    void* m = ftruncate(fd, pg) == 0 ? mmap(nullptr, std::size_t(pg), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                                     : MAP_FAILED;
-    if (m == MAP_FAILED) { close(fd); return; }
-    bell_mem_ = m;
-    bell_fd_ = fd;
-    bell_ = new (m) BellPage;
-    bell_ref_ = {int(getpid()), fd, std::uint64_t(pg)};
+    if (bell_seg_.create(sizeof(BellPage), ShmMethod::pidfd) != 0) return;  // (raise()d)
+    bell_ = new (bell_seg_.data()) BellPage;
 }
 
-ProgressEngine::~ProgressEngine() {
-    stop();
-    if (bell_mem_) {
-        munmap(bell_mem_, std::size_t(bell_ref_.size));
-        close(bell_fd_);
-    }
-}
+ProgressEngine::~ProgressEngine() { stop(); }
 
 void ProgressEngine::start() {
     if (thread_.joinable()) return;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/config.hpp"
+#include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
 
@@ -65,8 +66,7 @@ public:
     // microseconds or until the doorbell rings (a peer released a lock, a local post).
     void doze(unsigned us);
     // What a node-local peer maps to ring us (pid == 0: not shared; peers cannot ring).
-    struct SegmentRef { int pid = 0; int fd = -1; std::uint64_t size = 0; };
-    SegmentRef bell_export() const { return bell_ref_; }
+    SegmentExport bell_export() const { return bell_ == &bell_local_ ? SegmentExport{} : bell_seg_.export_info(); }
     // The thread is running or spinning (not asleep on its futex): work handed to it now
     // starts within microseconds, without paying a wake-up.
     bool awake() const { return running() && !sleeping_.load(std::memory_order_relaxed); }
@@ -88,11 +88,9 @@ private:
     int local_index_;
     std::thread thread_;
     std::atomic<bool> stop_{false};
-    BellPage* bell_ = nullptr;      // in bell_mem_ (shared) or bell_local_
+    ShmSegment bell_seg_;           // the shared bell page (pidfd method: never sealed)
+    BellPage* bell_ = nullptr;      // in bell_seg_, or bell_local_ without one
     BellPage bell_local_;
-    void* bell_mem_ = nullptr;
-    int bell_fd_ = -1;
-    SegmentRef bell_ref_;
     std::atomic<bool> sleeping_{false};
     std::mutex mu_;  // guards pollers_ and serializes passes
     std::vector<std::pair<int, Poller>> pollers_;

@@ -112,53 +112,59 @@ void AmEndpoint::note_answered(Peer& p, std::uint64_t seq) {
     while (cur < seq && !p.answered.compare_exchange_weak(cur, seq, std::memory_order_release)) {}
 }
 
-// One MPI_Testsome over the array (completed entries become MPI_REQUEST_NULL).
-void AmEndpoint::test_some(Peer& p, std::vector<MPI_Request>& rqs) {
-    if (p.testsome_idx.size() < rqs.size()) p.testsome_idx.resize(rqs.size());
+namespace {
+// One MPI_Testsome over rqs (one pass of the host's progress engine), then the completed
+// entries go: done(i) for each, and the rest move to the front with move(to, from) keeping
+// their parallel data beside them. Returns the new length; the caller shrinks the parallel
+// arrays to it. Never moves an entry onto itself (a vector moved onto itself frees its
+// buffer: an answer in flight was once sent from freed memory that way).
+template <class Done, class Move>
+std::size_t test_and_compact(std::vector<MPI_Request>& rqs, std::vector<int>& idx, Done done, Move move) {
+    if (idx.size() < rqs.size()) idx.resize(rqs.size());
     int outcount = 0;
-    PMPI_Testsome(int(rqs.size()), rqs.data(), &outcount, p.testsome_idx.data(), MPI_STATUSES_IGNORE);
-}
-
-void AmEndpoint::reap_sends(Peer& p) {
-    if (p.send_rq.empty()) return;
-    test_some(p, p.send_rq);
+    PMPI_Testsome(int(rqs.size()), rqs.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
     std::size_t keep = 0;
-    for (std::size_t i = 0; i < p.send_rq.size(); ++i) {
-        if (p.send_rq[i] == MPI_REQUEST_NULL) {
-            if (p.send_big[i]) --p.big_in_flight;
+    for (std::size_t i = 0; i < rqs.size(); ++i) {
+        if (rqs[i] == MPI_REQUEST_NULL) {
+            done(i);
             continue;
         }
         if (keep != i) {
-            p.send_rq[keep] = p.send_rq[i];
-            p.send_buf[keep] = std::move(p.send_buf[i]);
-            p.send_big[keep] = p.send_big[i];
+            rqs[keep] = rqs[i];
+            move(keep, i);
         }
         ++keep;
     }
-    p.send_rq.resize(keep);
-    p.send_buf.resize(keep);
-    p.send_big.resize(keep);
+    rqs.resize(keep);
+    return keep;
+}
+}  // namespace
+
+void AmEndpoint::reap_sends(Peer& p) {
+    if (p.send_rq.empty()) return;
+    const std::size_t n = test_and_compact(
+        p.send_rq, p.testsome_idx, [&](std::size_t i) { p.big_in_flight -= p.send_big[i]; },
+        [&](std::size_t to, std::size_t from) {
+            p.send_buf[to] = std::move(p.send_buf[from]);
+            p.send_big[to] = p.send_big[from];
+        });
+    p.send_buf.resize(n);
+    p.send_big.resize(n);
 }
 
 void AmEndpoint::reap_answers(Peer& p) {
     // Any order (different tags); each one's arrival means the target applied every
     // request up to its sequence number.
     if (p.answer_rq.empty()) return;
-    test_some(p, p.answer_rq);
-    std::size_t keep = 0;
-    for (std::size_t i = 0; i < p.answer_rq.size(); ++i) {
-        if (p.answer_rq[i] == MPI_REQUEST_NULL) {
+    const std::size_t n = test_and_compact(
+        p.answer_rq, p.testsome_idx,
+        [&](std::size_t i) {
             note_answered(p, p.answers[i].seq);
             if (p.answers[i].ack) p.ack_in_flight = false;
             if (p.answers[i].big) --p.big_in_flight;
-            continue;
-        }
-        p.answer_rq[keep] = p.answer_rq[i];
-        p.answers[keep] = p.answers[i];
-        ++keep;
-    }
-    p.answer_rq.resize(keep);
-    p.answers.resize(keep);
+        },
+        [&](std::size_t to, std::size_t from) { p.answers[to] = p.answers[from]; });
+    p.answers.resize(n);
 }
 
 void AmEndpoint::reap(Peer& p) {
@@ -450,20 +456,9 @@ void AmEndpoint::wait_by_test(MPI_Request* rq) {
 
 void AmEndpoint::reap_replies() {  // serve_mu_ held
     if (replies_rq_.empty()) return;
-    if (reply_idx_.size() < replies_rq_.size()) reply_idx_.resize(replies_rq_.size());
-    int outcount = 0;
-    PMPI_Testsome(int(replies_rq_.size()), replies_rq_.data(), &outcount, reply_idx_.data(), MPI_STATUSES_IGNORE);
-    std::size_t keep = 0;
-    for (std::size_t i = 0; i < replies_rq_.size(); ++i) {
-        if (replies_rq_[i] == MPI_REQUEST_NULL) continue;
-        if (keep != i) {  // never self-move: a vector moved onto itself frees its buffer
-            replies_rq_[keep] = replies_rq_[i];
-            replies_buf_[keep] = std::move(replies_buf_[i]);
-        }
-        ++keep;
-    }
-    replies_rq_.resize(keep);
-    replies_buf_.resize(keep);
+    replies_buf_.resize(test_and_compact(
+        replies_rq_, reply_idx_, [](std::size_t) {},
+        [&](std::size_t to, std::size_t from) { replies_buf_[to] = std::move(replies_buf_[from]); }));
 }
 
 bool AmEndpoint::poll() {

@@ -116,7 +116,7 @@ private:
         std::vector<MPI_Request> answer_rq;       // posted receives of answers ...
         std::vector<Answer> answers;              // ... in sequence order
         bool ack_in_flight = false;               // a put/accumulate ack among answers
-        std::vector<int> testsome_idx;            // MPI_Testsome's scratch
+        std::vector<int> testsome_idx;            // MPI_Testsome's scratch (mu)
     };
     enum class Ack { none, maybe, always };
     // Sends msg (its Header's reply_tag patched when an answer is wanted) and, for put data,
@@ -129,7 +129,6 @@ private:
     void reap(Peer& p);                 // p.mu held: drop completed sends and answers
     void reap_answers(Peer& p);
     void reap_sends(Peer& p);
-    void test_some(Peer& p, std::vector<MPI_Request>& rqs);  // p.mu held
     void wait_all_serving(std::vector<MPI_Request>& rqs);  // MPI_Testall, serving meanwhile
     template <class Done>
     void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (p.mu held)

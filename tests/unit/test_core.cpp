@@ -275,7 +275,7 @@ TEST(Doorbell, ARingThroughAnotherMappingWakesAThreadDozing) {
     Config cfg;
     Engine ringer(cfg, 1);
     ProgressEngine pe(cfg, 0);
-    const ProgressEngine::SegmentRef bell = pe.bell_export();
+    const SegmentExport bell = pe.bell_export();
     ASSERT_GT(bell.pid, 0) << "no shared bell page (memfd)";
     std::atomic<bool> go{false}, woke{false};
     std::thread sleeper([&] {
