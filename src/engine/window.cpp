@@ -1321,6 +1321,8 @@ Poll Window::poll() {
     // Active messages: serve what peers asked of us. MPI has no wake-up for an incoming
     // message, so while an am window exists the thread polls with bounded back-off.
     bool served = endpoint_ && endpoint_->poll();
+    // ... and send the batches of small puts/accumulates that have waited long enough.
+    if (endpoint_ && endpoint_->send_old_batches()) served = true;
     Poll p = poll_targets();
     if (served) return Poll::busy;
     return endpoint_ && p == Poll::idle ? Poll::waiting : p;

@@ -18,6 +18,12 @@
 //               accumulate path, the same code and atomicity domain its local ops use;
 //   flush     : -> empty reply, sent after every earlier request from this origin was
 //               applied.
+// Batching: a small put or an accumulate without result joins the peer's open batch (one
+// kBatch message of records, at most kBatchMax bytes) instead of leaving as a message of
+// its own; the batch leaves when it is full, before any other request to that peer (so
+// order per target holds), at flush / flush_local, and when it has waited kBatchAge
+// (send_old_batches(), called by the progress thread). One MPI message then carries many
+// puts: the host's per-message cost (~1 us here) is paid once per batch.
 // Completion by sequence numbers: every request to a target gets the next number; an
 // answer to request s means the target has applied every request up to s. A put or
 // accumulate asks for an (empty) answer when no such ack is already on its way, so there is
@@ -80,6 +86,12 @@ public:
 
     // Target side: serve what has arrived (bounded batch). True if anything was served.
     bool poll();
+    // Origin side: sends the batches that have waited long enough. True if any left.
+    bool send_old_batches();
+    // Records of a batch, a batch message's size (one eager message of the host).
+    static constexpr std::size_t kBatchMax = 4096;
+    static constexpr std::size_t kBatchItemMax = 1024;   // larger puts/accumulates go alone
+    static constexpr std::uint64_t kBatchAgeNs = 20000;  // the progress thread sends it then
 
     // The largest request message (put: header, 256 segments, kMaxMessage bytes of data;
     // accumulate runs are at most 32 KiB): the size of each pre-posted receive.
@@ -98,6 +110,7 @@ private:
 
     // What is on its way to one target, under its own mutex: threads sending to different
     // targets never meet; to one target the mutex keeps sequence numbers in MPI's order.
+    enum class Ack { none, maybe, always };
     struct Answer {       // a posted receive of an answer: an ack, or a get's data
         std::uint64_t seq;
         bool ack;         // the empty answer a put/accumulate asked for
@@ -117,8 +130,16 @@ private:
         std::vector<Answer> answers;              // ... in sequence order
         bool ack_in_flight = false;               // a put/accumulate ack among answers
         std::vector<int> testsome_idx;            // MPI_Testsome's scratch (mu)
+        std::vector<unsigned char> batch;         // the open batch (Header + records), or empty
+        std::uint32_t batch_records = 0;
+        std::uint64_t batch_opened_ns = 0;        // when its first record joined
     };
-    enum class Ack { none, maybe, always };
+    // Appends one record (kind, body parts) to rank's batch, sending the batch first when
+    // the record does not fit. p.mu held.
+    void batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen,
+                      const void* b, std::size_t blen);
+    void send_batch(Peer& p, int rank, Ack ack);  // p.mu held; no-op when no batch is open
+    std::atomic<int> batches_open_{0};
     // Sends msg (its Header's reply_tag patched when an answer is wanted) and, for put data,
     // the payload after it, under the peer's mutex so that sequence numbers follow MPI's order.
     // answer_buf/answer_len: where the answer lands (a get's data; null for an empty ack).
@@ -126,6 +147,9 @@ private:
     std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack,
                        const void* data = nullptr, std::size_t data_len = 0,
                        void* answer_buf = nullptr, std::size_t answer_len = 0);
+    std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
+                              const void* data, std::size_t data_len, void* answer_buf,
+                              std::size_t answer_len);
     void reap(Peer& p);                 // p.mu held: drop completed sends and answers
     void reap_answers(Peer& p);
     void reap_sends(Peer& p);

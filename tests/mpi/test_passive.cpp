@@ -771,6 +771,62 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_P(Passive, SmallOpsInterleavedWithOthersLandInOrder) {
+    // Over am, small puts and accumulates without result travel in batches (several to a
+    // message) while fetching ops, larger puts and gets go alone: the order per target must
+    // still hold. Without any flush in between, each fetch_and_op(NO_OP) must see exactly
+    // the SUMs issued before it (MPI orders accumulates from one origin to one location),
+    // and puts of every size (batched, single message, zero-copy) land with their data.
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    constexpr int kSlots = 64, kOps = 3000, kEvery = 97;
+    const std::size_t put_base = 4096, put_bytes = 1 << 18;
+    TestWin w(GetParam(), put_base + put_bytes);
+    std::vector<std::int64_t> fetched(kOps / kEvery + 1, -1), expect(kOps / kEvery + 1, -2);
+    const std::int64_t one = 1;
+    const double half = 0.5;
+    std::vector<std::size_t> sizes = {8, 24, 1000, 1024, 1025, 3000, 4096, 20000, 8, 16};
+    std::vector<unsigned char> src(put_bytes);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + me);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    std::int64_t slot0 = 0;
+    std::size_t put_off = 0, puts = 0;
+    for (int k = 0, f = 0; k < kOps; ++k) {
+        const int slot = k % kSlots;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, right, MPI_Aint(slot) * 8, 1, MPI_INT64_T, MPI_SUM, w.win));
+        if (slot == 0) ++slot0;
+        if (k % 5 == 0) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&half, 1, MPI_DOUBLE, right, MPI_Aint(kSlots) * 8, 1, MPI_DOUBLE, MPI_SUM, w.win));
+        }
+        if (k % kEvery == 0) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &fetched[std::size_t(f)], MPI_INT64_T, right, 0, MPI_NO_OP, w.win));
+            expect[std::size_t(f++)] = slot0;
+        }
+        const std::size_t len = sizes[puts % sizes.size()];
+        if (k % 11 == 0 && put_off + len <= put_bytes) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data() + put_off, int(len), MPI_BYTE, right, MPI_Aint(put_base + put_off), int(len), MPI_BYTE, w.win));
+            put_off += len;
+            ++puts;
+        }
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+    for (std::size_t f = 0; f < fetched.size(); ++f) ASSERT_EQ(fetched[f], expect[f]) << "fetch " << f;
+    std::vector<unsigned char> back(put_off);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back.data(), int(put_off), MPI_BYTE, right, MPI_Aint(put_base), int(put_off), MPI_BYTE, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    for (std::size_t i = 0; i < put_off; ++i) ASSERT_EQ(back[i], src[i]) << "byte " << i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    // What the left neighbour did to me.
+    for (int s = 0; s < kSlots; ++s)
+        ASSERT_EQ(*w.at<std::int64_t>(std::size_t(s)), kOps / kSlots + (s < kOps % kSlots ? 1 : 0)) << "slot " << s;
+    double d;
+    std::memcpy(&d, w.base + kSlots * 8, 8);
+    EXPECT_EQ(d, 0.5 * ((kOps + 4) / 5));
+    for (std::size_t i = 0; i < put_off; ++i)
+        ASSERT_EQ(w.base[put_base + i], static_cast<unsigned char>(i * 7 + left)) << "byte " << i;
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
                          [](const auto& info) { return std::string(flavor_name(info.param)); });
 

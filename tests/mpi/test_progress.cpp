@@ -93,4 +93,31 @@ void run(bool allocate) {
 TEST(PassiveProgress, TargetComputesWithoutMpiOnAllocateWindow) { run(true); }
 TEST(PassiveProgress, TargetComputesWithoutMpiOnCreateWindow) { run(false); }
 
+// A small put leaves within a bounded time even when the origin makes no further fastrma
+// call: over am it waits in a batch, which the origin's progress thread sends once it has
+// aged (am.hpp, kBatchAgeNs). MPI does not promise this (completion is at flush), fastrma
+// does, for overlap: the origin waits in MPI_Recv, the target spins on its memory until
+// the value shows and only then answers. Needs the progress thread (not run without).
+TEST(PassiveProgress, SmallPutLeavesWithoutAFlush) {
+    const int me = world_rank(), n = world_size();
+    ASSERT_GE(n, 2);
+    FRMA_Win win;
+    std::int64_t* mem = nullptr;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(64 * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    std::memset(mem, 0, 64 * 8);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 1) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        const std::int64_t v = 77;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 0, 5, 1, MPI_INT64_T, win));
+        MPI_Recv(nullptr, 0, MPI_BYTE, 0, 98, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    } else if (me == 0) {
+        while (__atomic_load_n(mem + 5, __ATOMIC_ACQUIRE) != 77) {}
+        MPI_Send(nullptr, 0, MPI_BYTE, 1, 98, MPI_COMM_WORLD);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
 }  // namespace
