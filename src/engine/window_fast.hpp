@@ -19,7 +19,6 @@ namespace fastrma::detail {
 // queued before us (the slot mutex, as in post()). Called last, right before the op acts:
 // the per-target case counts the op as issued.
 inline bool Window::direct_mode(int rank) {
-    if (am_mode_) return false;  // messages: every op takes the general path
     AccessMode m = mode_.load(std::memory_order_acquire);
     if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active) return true;
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
@@ -94,6 +93,7 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
+    if (am_mode_) return fast_am_transfer(is_put, origin, rank, disp, bytes);
     unsigned char* remote = fast_target(rank, disp, bytes);
     if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE) || !direct_mode(rank)) return kSlowPath;
     if (remote) {
@@ -110,6 +110,25 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     } else if (!fast_cma(rank, disp, origin, bytes, is_put)) {
         return kSlowPath;
     }
+    bump(is_put ? Stat::puts : Stat::gets);
+    return MPI_SUCCESS;
+}
+
+// Over active messages: a small contiguous put joins the target's batch and a small get
+// leaves as its request, straight from here (the checks of validate() that apply: rank,
+// displacement and extent against what the peer published; the rest was checked above).
+inline int Window::fast_am_transfer(bool is_put, void* origin, int rank, MPI_Aint disp,
+                                    std::uint64_t bytes) {
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
+        rank == rank_ || (std::uint64_t(disp) >> 32) || bytes > AmEndpoint::kBatchItemMax)
+        return kSlowPath;
+    const std::uint64_t off = std::uint64_t(disp) * am_du_[std::size_t(rank)];
+    if (off + bytes > am_size_[std::size_t(rank)] || !direct_mode(rank)) return kSlowPath;
+    const Chunk c{origin, off, std::size_t(bytes)};
+    // Small requests are always accepted (a put is copied into the batch, a get's answer
+    // lands at the next flush).
+    if (is_put) endpoint_->put(rank, &c, 1);
+    else endpoint_->get(rank, &c, 1);
     bump(is_put ? Stat::puts : Stat::gets);
     return MPI_SUCCESS;
 }
