@@ -23,6 +23,9 @@ constexpr int kTagData = 8;   // the payload of a kPutData request, received in 
 // straight into the window: no packing at the origin, no copy out of a bounce buffer at
 // the target (above Open MPI's eager limit the host moves it with one copy).
 constexpr std::uint64_t kZeroCopyMin = 16 * 1024;
+// ... and go as one message up to this size: one rendezvous of the host (a single copy
+// by the receiver where it has one, CMA here) instead of one handshake per 64 KiB.
+constexpr std::uint64_t kZeroCopyMax = std::uint64_t(1) << 30;
 constexpr int kTagReply0 = 1000;
 // Messages up to this size leave eagerly (Open MPI's shared-memory eager limit); larger ones
 // and larger answers move only while we call MPI (see send()).
@@ -387,8 +390,8 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         const Chunk& c = chunks[i];
         if (c.len >= kZeroCopyMin) {
             pack(Ack::none);  // what was packed before goes first (order per target)
-            for (std::uint64_t off = 0; off < c.len; off += kMaxMessage) {
-                const std::uint64_t piece = std::min<std::uint64_t>(kMaxMessage, c.len - off);
+            for (std::uint64_t off = 0; off < c.len; off += kZeroCopyMax) {
+                const std::uint64_t piece = std::min<std::uint64_t>(kZeroCopyMax, c.len - off);
                 std::vector<unsigned char> msg(sizeof(Header));
                 Header h{kPutData, 1, -1, 0, 0, 0, c.offset + off, piece, 0, 0, 0};
                 std::memcpy(msg.data(), &h, sizeof h);
@@ -417,8 +420,8 @@ Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
     // buffer; nothing waits here: the data is in place at the next flush (MPI's contract),
     // so the round trips overlap with whatever the caller does meanwhile.
     for (std::size_t i = 0; i < n; ++i) {
-        for (std::uint64_t off = 0; off < chunks[i].len; off += kMaxMessage) {
-            const std::uint64_t len = std::min<std::uint64_t>(kMaxMessage, chunks[i].len - off);
+        for (std::uint64_t off = 0; off < chunks[i].len; off += kZeroCopyMax) {
+            const std::uint64_t len = std::min<std::uint64_t>(kZeroCopyMax, chunks[i].len - off);
             std::vector<unsigned char> msg(sizeof(Header) + 16);
             Header h{kGet, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
             std::memcpy(msg.data(), &h, sizeof h);
