@@ -149,6 +149,8 @@ public:
                                    int tcount, MPI_Datatype ttype, MPI_Op op);
     inline bool direct_mode(int rank);
     inline int fast_am_transfer(bool is_put, void* origin, int rank, MPI_Aint disp, std::uint64_t bytes);
+    inline int fast_am_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
+                                  std::size_t n, MPI_Op op, MPI_Datatype type);
     inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank,
                              MPI_Aint disp, int tcount, MPI_Datatype ttype);
 

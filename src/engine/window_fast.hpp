@@ -133,6 +133,24 @@ inline int Window::fast_am_transfer(bool is_put, void* origin, int rank, MPI_Ain
     return MPI_SUCCESS;
 }
 
+// ... and a small accumulate without result joins the batch too (applied at the target by
+// its own accumulate path, in order behind this origin's earlier requests).
+inline int Window::fast_am_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
+                                      std::size_t n, MPI_Op op, MPI_Datatype type) {
+    const std::uint64_t bytes = std::uint64_t(n) * ti.extent;
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
+        rank == rank_ || (std::uint64_t(disp) >> 32) || bytes > AmEndpoint::kBatchItemMax)
+        return kSlowPath;
+    const std::uint64_t off = std::uint64_t(disp) * am_du_[std::size_t(rank)];
+    if (off + bytes > am_size_[std::size_t(rank)] || check_accumulate(op, type, nullptr) != MPI_SUCCESS ||
+        !direct_mode(rank))
+        return kSlowPath;
+    endpoint_->accumulate(rank, int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
+                          nullptr, nullptr);
+    bump(Stat::accs);
+    return MPI_SUCCESS;
+}
+
 inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
                             MPI_Aint disp, int tcount, MPI_Datatype ttype) {
     return fast_transfer(true, const_cast<void*>(origin), ocount, otype, rank, disp, tcount, ttype);
@@ -192,6 +210,7 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti) return kSlowPath;
+    if (am_mode_) return fast_am_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op, ttype);
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(ocount) * ti->extent);
     if (!dst) return kSlowPath;
     if (!cpu_atomics_ || !ti->cpu_domain)
