@@ -23,9 +23,11 @@ constexpr int kTagData = 8;   // the payload of a kPutData request, received in 
 // straight into the window: no packing at the origin, no copy out of a bounce buffer at
 // the target (above Open MPI's eager limit the host moves it with one copy).
 constexpr std::uint64_t kZeroCopyMin = 16 * 1024;
-// ... and go as one message up to this size: one rendezvous of the host (a single copy
-// by the receiver where it has one, CMA here) instead of one handshake per 64 KiB.
-constexpr std::uint64_t kZeroCopyMax = std::uint64_t(1) << 30;
+// ... in pieces of this size, whose receives the target posts as their headers arrive
+// without waiting for each (pipelined; the origin's MPI calls move their data too, which
+// keeps a large put overlapping: as one 1 MiB message the target's CMA copy did it all,
+// and the overlap with a computing target fell from ~0.8 to ~0).
+constexpr std::uint64_t kZeroCopyMax = 64 * 1024;
 constexpr int kTagReply0 = 1000;
 // Messages up to this size leave eagerly (Open MPI's shared-memory eager limit); larger ones
 // and larger answers move only while we call MPI (see send()).
@@ -557,6 +559,11 @@ bool AmEndpoint::poll() {
     HostProgressGuard no_reentry;  // the MPI calls below progress the host, which calls us
     bool any = false;
     reap_replies();
+    if (!data_rq_.empty()) {  // payloads in flight: let them land while nothing else waits
+        int done = 0;
+        PMPI_Testall(int(data_rq_.size()), data_rq_.data(), &done, MPI_STATUSES_IGNORE);
+        if (done) data_rq_.clear();
+    }
     // Requests are served in the order the ring's receives matched them (posting order):
     // one origin's requests in the order it sent them.
     for (int batch = 0; batch < 64; ++batch) {
@@ -575,10 +582,17 @@ bool AmEndpoint::poll() {
     return any;
 }
 
+void AmEndpoint::complete_data() {  // serve_mu_ held
+    for (MPI_Request& rq : data_rq_) wait_by_test(&rq);
+    data_rq_.clear();
+}
+
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     std::memcpy(&h, msg, sizeof h);
     const unsigned char* p = msg + sizeof h;
+    // Requests apply in order: put payloads still arriving land before anything else.
+    if (h.kind != kPutData && !data_rq_.empty()) complete_data();
     // Answers leave with MPI_Isend and are completed later (poll): a large one (a get's
     // data, sent straight from the window) completes only when the origin pulls it, and the
     // server goes on meanwhile — with several gets in flight the origin pulls them all at
@@ -636,10 +650,16 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         break;
     }
     case kPutData: {
+        // The payload's receive stays pending, so that the pieces of a large put are all
+        // in flight at once (pipelined by the host) instead of one handshake after
+        // another; every later request waits for them first (above), and so does the ack.
         MPI_Request rq;
         PMPI_Irecv(local_.base + h.a, int(h.b), MPI_BYTE, source, kTagData, comm_, &rq);
-        wait_by_test(&rq);
-        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+        data_rq_.push_back(rq);
+        if (h.reply_tag >= 0) {
+            complete_data();
+            reply(nullptr, 0);  // the ack
+        }
         break;
     }
     case kGet: {

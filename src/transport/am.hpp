@@ -176,6 +176,10 @@ private:
     std::vector<MPI_Request> replies_rq_;
     std::vector<std::vector<unsigned char>> replies_buf_;
     std::vector<int> reply_idx_;
+    // Receives of put payloads posted and not yet complete (serve_mu_): every later
+    // request, and any ack, waits for them (requests apply in order).
+    std::vector<MPI_Request> data_rq_;
+    void complete_data();
     void reap_replies();
     int nprocs_ = 0;
 };
