@@ -814,6 +814,10 @@ int Window::flush_all(bool local) {
 }
 
 int Window::sync() {
+    // Over am, requests from remote origins are applied by the progress thread (or any
+    // thread inside MPI): its writes are ordered before our later loads through the
+    // server's mutex (a fence alone says nothing to the thread that wrote).
+    if (endpoint_) endpoint_->sync_with_server();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return MPI_SUCCESS;
 }

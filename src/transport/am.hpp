@@ -86,6 +86,9 @@ public:
 
     // Target side: serve what has arrived (bounded batch). True if anything was served.
     bool poll();
+    // Orders what the server threads applied to my memory before this call before the
+    // caller's later loads (MPI_Win_sync): the server applies requests under serve_mu_.
+    void sync_with_server() { std::lock_guard lk(serve_mu_); }
     // Origin side: sends the batches that have waited long enough. True if any left.
     bool send_old_batches();
     // Records of a batch, a batch message's size (one eager message of the host).

@@ -672,6 +672,7 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
             }
             MPI_Barrier(MPI_COMM_WORLD);
+            FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
             for (int k = 0; k < 4; ++k)
                 for (std::size_t i = 0; i < sz; ++i)
                     ASSERT_EQ(w.base[std::size_t(k) * region + i], pattern(left, k, i)) << mode << " size " << sz << " k " << k << " i " << i;
@@ -715,6 +716,7 @@ TEST_P(Passive, LargeFetchedResultsArriveIntact) {
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
     MPI_Barrier(MPI_COMM_WORLD);
+    FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
     (void)left;
     for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(mine[i], double(me * 1000000 + i) + 1.5) << "element " << i;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -740,6 +742,7 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
     MPI_Barrier(MPI_COMM_WORLD);
+    FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
     for (std::size_t i = 0; i < count; ++i)
         ASSERT_EQ(*w.at<std::int64_t>(i), 2 * std::int64_t(n - 1) * std::int64_t(i % 7 + 1)) << "element " << i;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -765,6 +768,7 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
             EXPECT_GT(e->offload()->bytes_offloaded(), off0) << "the accumulate was not offloaded";
         }
         MPI_Barrier(MPI_COMM_WORLD);
+        FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
         for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(*w.at<std::int64_t>(i), std::int64_t(1) << 40) << i;
         for (std::size_t b = count * 8; b < count * 8 + 64; ++b) ASSERT_EQ(w.base[b], 0) << "past the end";
     }
@@ -816,6 +820,7 @@ TEST_P(Passive, SmallOpsInterleavedWithOthersLandInOrder) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
     for (std::size_t i = 0; i < put_off; ++i) ASSERT_EQ(back[i], src[i]) << "byte " << i;
     MPI_Barrier(MPI_COMM_WORLD);
+    FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
     // What the left neighbour did to me.
     for (int s = 0; s < kSlots; ++s)
         ASSERT_EQ(*w.at<std::int64_t>(std::size_t(s)), kOps / kSlots + (s < kOps % kSlots ? 1 : 0)) << "slot " << s;
