@@ -12,6 +12,8 @@
 #include <mutex>
 #include <vector>
 
+#include "ops/spin_lock.hpp"
+
 namespace fastrma::detail {
 
 template <class T>
@@ -62,7 +64,7 @@ private:
         live_ = std::size_t(long(live_) + d);
         if (live_ > peak_) peak_ = live_;
     }
-    mutable std::mutex mu_;
+    mutable SpinLock mu_;
     std::size_t capacity_;
     Pool* parent_;
     std::vector<std::unique_ptr<T>> storage_;

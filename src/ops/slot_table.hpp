@@ -8,12 +8,13 @@
 #include <mutex>
 #include <vector>
 
+#include "ops/spin_lock.hpp"
 #include "ops/target.hpp"
 
 namespace fastrma::detail {
 
 struct Slot {
-    std::mutex mu;
+    SpinLock mu;
     Target* head = nullptr;
 };
 
