@@ -79,7 +79,9 @@ class Passive : public ::testing::TestWithParam<Flavor> {};
 
 TEST_P(Passive, PutGetAcrossProtocolSizes) {
     const int me = world_rank(), n = world_size();
-    const std::size_t sizes[] = {0, 1, 8, 64, 4097, 65536, 1 << 20};
+    // Both sides of every protocol boundary: am batch (1 KiB), eager message / zero-copy
+    // (4000 B), put pieces (64 KiB), get answer pieces (256 KiB); shm offload sizes.
+    const std::size_t sizes[] = {0, 1, 8, 64, 1024, 1025, 3999, 4000, 4097, 65536, 65537, 262145, 1 << 20};
     for (std::size_t sz : sizes) {
         TestWin w(GetParam(), 2 * sz + 8);
         const int right = (me + 1) % n, left = (me + n - 1) % n;
