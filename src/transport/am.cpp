@@ -42,7 +42,7 @@ constexpr int kTagReply0 = 1000;
 constexpr std::size_t kEagerMax = 4096;
 constexpr int kTagReplySpan = 1 << 20;
 
-enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch };
+enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData };
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
 // kAccumulate body: AccRecord, then the origin data (flags & 4).
@@ -369,9 +369,10 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         std::vector<unsigned char> msg;
         msg.reserve(sizeof(Header) + 16 + chunks[0].len);  // written once, not zeroed first
         const Header h{kPut, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-        append(msg, h);
-        append(msg, chunks[0].offset);
-        append(msg, std::uint64_t(chunks[0].len));
+        const std::uint64_t seg[2] = {chunks[0].offset, chunks[0].len};
+        msg.resize(sizeof h + sizeof seg);
+        std::memcpy(msg.data(), &h, sizeof h);
+        std::memcpy(msg.data() + sizeof h, seg, sizeof seg);
         append_bytes(msg, chunks[0].local, chunks[0].len);
         send(rank, std::move(msg), Ack::maybe);
         throttle(rank);
@@ -479,11 +480,25 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
         throttle(rank);
         return Post::done;
     }
+    const std::uint32_t flags = (result ? 1u : 0u) | (compare ? 2u : 0u) | (src ? 4u : 0u);
+    if (!compare && src_len >= kZeroCopyMin) {
+        // Large: a header, then the origin data straight from the caller's buffer (theirs
+        // again at the next flush, as for a put), received by the target into its scratch
+        // buffer — no copy into the request, and one eager header instead of a rendezvous
+        // into the request ring.
+        std::vector<unsigned char> msg(sizeof(Header));
+        const Header h{kAccData, 0, -1, op_id, type_id, rma_kind, toff, n, elem_bytes, flags, 0};
+        std::memcpy(msg.data(), &h, sizeof h);
+        if (result) send(rank, std::move(msg), Ack::always, src, src_len, result, n * elem_bytes);
+        else send(rank, std::move(msg), Ack::maybe, src, src_len);
+        throttle(rank);
+        return result ? Post::posted : Post::done;
+    }
     std::vector<unsigned char> msg;
     msg.reserve(sizeof(Header) + src_len + cmp_len);  // written once, not zeroed first
-    const std::uint32_t flags = (result ? 1u : 0u) | (compare ? 2u : 0u) | (src ? 4u : 0u);
     const Header h{kAccumulate, 0, -1, op_id, type_id, rma_kind, toff, n, elem_bytes, flags, 0};
-    append(msg, h);
+    msg.resize(sizeof h);
+    std::memcpy(msg.data(), &h, sizeof h);
     if (src_len) append_bytes(msg, src, src_len);
     if (cmp_len) append_bytes(msg, compare, cmp_len);
     // The old values are answered straight into the caller's result buffer, in place at
@@ -702,6 +717,18 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) ? n * eb : 0) : nullptr;
         std::vector<unsigned char> result((h.aop & 1) ? n * eb : 0);
         local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, src, cmp,
+                          result.empty() ? nullptr : result.data());
+        if (h.reply_tag >= 0) reply_owned(std::move(result));  // old values, or the ack
+        break;
+    }
+    case kAccData: {
+        const std::uint64_t n = h.b, eb = h.c;
+        if (acc_scratch_.size() < n * eb) acc_scratch_.resize(n * eb);
+        MPI_Request rq;
+        PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
+        wait_by_test(&rq);
+        std::vector<unsigned char> result((h.aop & 1) ? n * eb : 0);
+        local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, acc_scratch_.data(), nullptr,
                           result.empty() ? nullptr : result.data());
         if (h.reply_tag >= 0) reply_owned(std::move(result));  // old values, or the ack
         break;

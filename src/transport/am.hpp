@@ -182,6 +182,7 @@ private:
     // Receives of put payloads posted and not yet complete (serve_mu_): every later
     // request, and any ack, waits for them (requests apply in order).
     std::vector<MPI_Request> data_rq_;
+    std::vector<unsigned char> acc_scratch_;  // a large accumulate's origin data (serve_mu_)
     void complete_data();
     void reap_replies();
     int nprocs_ = 0;

@@ -320,7 +320,7 @@ TEST(Doorbell, ReleasingALockRingsTheWaiter) {
             kicks = w->state_words(2)[kLockKick];
         }
         b->barrier();
-        if (r == 0) EXPECT_EQ(*static_cast<std::int64_t*>(base), 7);
+        if (r == 0) { EXPECT_EQ(*static_cast<std::int64_t*>(base), 7); }
         failures += w->free_collective() != MPI_SUCCESS;
     });
     EXPECT_EQ(failures.load(), 0) << last_error_message();
