@@ -117,13 +117,18 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
 // Over active messages: a small contiguous put joins the target's batch and a small get
 // leaves as its request, straight from here (the checks of validate() that apply: rank,
 // displacement and extent against what the peer published; the rest was checked above).
-inline int Window::fast_am_transfer(bool is_put, void* origin, int rank, MPI_Aint disp,
-                                    std::uint64_t bytes) {
+inline bool Window::am_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off) const {
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
         rank == rank_ || (std::uint64_t(disp) >> 32) || bytes > AmEndpoint::kBatchItemMax)
-        return kSlowPath;
-    const std::uint64_t off = std::uint64_t(disp) * am_du_[std::size_t(rank)];
-    if (off + bytes > am_size_[std::size_t(rank)] || !direct_mode(rank)) return kSlowPath;
+        return false;
+    *off = std::uint64_t(disp) * am_du_[std::size_t(rank)];
+    return *off + bytes <= am_size_[std::size_t(rank)];
+}
+
+inline int Window::fast_am_transfer(bool is_put, void* origin, int rank, MPI_Aint disp,
+                                    std::uint64_t bytes) {
+    std::uint64_t off;
+    if (!am_fast_offset(rank, disp, bytes, &off) || !direct_mode(rank)) return kSlowPath;
     const Chunk c{origin, off, std::size_t(bytes)};
     // Small requests are always accepted (a put is copied into the batch, a get's answer
     // lands at the next flush).
@@ -137,13 +142,9 @@ inline int Window::fast_am_transfer(bool is_put, void* origin, int rank, MPI_Ain
 // its own accumulate path, in order behind this origin's earlier requests).
 inline int Window::fast_am_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
                                       std::size_t n, MPI_Op op, MPI_Datatype type) {
-    const std::uint64_t bytes = std::uint64_t(n) * ti.extent;
-    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
-        rank == rank_ || (std::uint64_t(disp) >> 32) || bytes > AmEndpoint::kBatchItemMax)
-        return kSlowPath;
-    const std::uint64_t off = std::uint64_t(disp) * am_du_[std::size_t(rank)];
-    if (off + bytes > am_size_[std::size_t(rank)] || check_accumulate(op, type, nullptr) != MPI_SUCCESS ||
-        !direct_mode(rank))
+    std::uint64_t off;
+    if (!am_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) ||
+        check_accumulate(op, type, nullptr) != MPI_SUCCESS || !direct_mode(rank))
         return kSlowPath;
     endpoint_->accumulate(rank, int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
                           nullptr, nullptr);

@@ -18,7 +18,7 @@ AmTransport& am_transport() {
 
 namespace {
 constexpr int kTagRequest = 7;
-constexpr int kTagData = 8;   // the payload of a kPutData request, received in place
+constexpr int kTagData = 8;   // the payload of a kPutData (in place) or kAccData request
 // Pieces at least this long travel as a header plus the user's own buffer, received
 // straight into the window: no packing at the origin, no copy out of a bounce buffer at
 // the target (above Open MPI's eager limit the host moves it with one copy). Below it a
@@ -237,6 +237,17 @@ void AmEndpoint::batch_append(Peer& p, int rank, std::uint32_t kind, const void*
     ++p.batch_records;
 }
 
+Post AmEndpoint::batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
+                         std::size_t blen) {
+    {
+        Peer& p = peers_[std::size_t(rank)];
+        std::lock_guard lk(p.mu);
+        batch_append(p, rank, kind, a, alen, b, blen);
+    }
+    throttle(rank);
+    return Post::done;  // copied into the batch: the caller's buffer is free
+}
+
 bool AmEndpoint::send_old_batches() {
     if (batches_open_.load(std::memory_order_relaxed) == 0) return false;
     const std::uint64_t now = now_ns();
@@ -354,15 +365,8 @@ void AmEndpoint::throttle(int rank) {
 
 Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
     // A small piece joins the open batch.
-    if (n == 1 && chunks[0].len <= kBatchItemMax) {
-        {
-            Peer& p = peers_[std::size_t(rank)];
-            std::lock_guard lk(p.mu);
-            batch_append(p, rank, kPut, &chunks[0].offset, 8, chunks[0].local, chunks[0].len);
-        }
-        throttle(rank);
-        return Post::done;
-    }
+    if (n == 1 && chunks[0].len <= kBatchItemMax)
+        return batched(rank, kPut, &chunks[0].offset, 8, chunks[0].local, chunks[0].len);
     // One chunk below the zero-copy size: one message, within the host's eager limit.
     static_assert(sizeof(Header) + 16 + kZeroCopyMin - 1 <= kEagerMax, "must fit one eager message");
     if (n == 1 && chunks[0].len < kZeroCopyMin) {
@@ -472,13 +476,7 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
     if (sizeof(Header) + src_len + cmp_len > kMaxRequest) return Post::error;  // the ops layer keeps runs at 32 KiB
     if (!result && !compare && src_len <= kBatchItemMax) {
         const AccRecord r{op_id, type_id, rma_kind, src ? 4u : 0u, toff, n, elem_bytes};
-        {
-            Peer& p = peers_[std::size_t(rank)];
-            std::lock_guard lk(p.mu);
-            batch_append(p, rank, kAccumulate, &r, sizeof r, src, src_len);
-        }
-        throttle(rank);
-        return Post::done;
+        return batched(rank, kAccumulate, &r, sizeof r, src, src_len);
     }
     const std::uint32_t flags = (result ? 1u : 0u) | (compare ? 2u : 0u) | (src ? 4u : 0u);
     if (!compare && src_len >= kZeroCopyMin) {
@@ -711,24 +709,22 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         if (h.reply_tag >= 0) reply_copy(&old, sizeof old);  // a notify8 wants none
         break;
     }
-    case kAccumulate: {
+    case kAccumulate:
+    case kAccData: {
+        // Origin data inside the request, or (kAccData) in the message right behind it,
+        // received into the scratch buffer.
         const std::uint64_t n = h.b, eb = h.c;
         const void* src = (h.aop & 4) ? p : nullptr;
         const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) ? n * eb : 0) : nullptr;
+        if (h.kind == kAccData) {
+            if (acc_scratch_.size() < n * eb) acc_scratch_.resize(n * eb);
+            MPI_Request rq;
+            PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
+            wait_by_test(&rq);
+            src = acc_scratch_.data();
+        }
         std::vector<unsigned char> result((h.aop & 1) ? n * eb : 0);
         local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, src, cmp,
-                          result.empty() ? nullptr : result.data());
-        if (h.reply_tag >= 0) reply_owned(std::move(result));  // old values, or the ack
-        break;
-    }
-    case kAccData: {
-        const std::uint64_t n = h.b, eb = h.c;
-        if (acc_scratch_.size() < n * eb) acc_scratch_.resize(n * eb);
-        MPI_Request rq;
-        PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
-        wait_by_test(&rq);
-        std::vector<unsigned char> result((h.aop & 1) ? n * eb : 0);
-        local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, acc_scratch_.data(), nullptr,
                           result.empty() ? nullptr : result.data());
         if (h.reply_tag >= 0) reply_owned(std::move(result));  // old values, or the ack
         break;

@@ -142,6 +142,8 @@ private:
     void batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen,
                       const void* b, std::size_t blen);
     void send_batch(Peer& p, int rank, Ack ack);  // p.mu held; no-op when no batch is open
+    Post batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
+                 std::size_t blen);  // a record into rank's batch, then flow control
     std::atomic<int> batches_open_{0};
     // Sends msg (its Header's reply_tag patched when an answer is wanted) and, for put data,
     // the payload after it, under the peer's mutex so that sequence numbers follow MPI's order.
