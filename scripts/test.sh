@@ -76,6 +76,12 @@ if [[ $sanitizer != none ]]; then
   # intercept too; Open MPI's developers advise turning it off under sanitizers
   # (open-mpi/ompi#12819, #13069). It only matters for RDMA registration caches.
   export OMPI_MCA_memory="${OMPI_MCA_memory:-^patcher}"
+  # UCX (osc ucx, which the drop-in tests' host runs use) hooks mmap/madvise through libucm
+  # for the same purpose; glibc calls madvise on a thread's stack as the thread exits,
+  # after TSan has torn the thread's state down, and the hook's rwlock then segfaults in
+  # TSan's interceptor (seen: dropin_ops, host and fastrma runs alike, at MPI_Finalize).
+  export UCX_MEM_MMAP_HOOK_MODE="${UCX_MEM_MMAP_HOOK_MODE:-none}"
+  export UCX_MEM_MALLOC_HOOKS="${UCX_MEM_MALLOC_HOOKS:-no}"
 fi
 
 echo "test.sh: ctest on $build_dir/ (overall limit ${timeout_s}s)" >&2
