@@ -573,6 +573,9 @@ TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
     // Rank 0 holds an exclusive lock on itself; the last rank locks rank 0 too (not granted
     // yet) and posts 10x more puts than its pools hold. Garbage collection must wait for
     // the grant, issue the queue, and recycle ops: every put lands, the pools stay bounded.
+    // Rank 0 lets go only when a watcher thread of the flooder has seen garbage collection
+    // start (or the flood end without it, which then fails below): a fixed hold time let a
+    // slow build (ASan, am) post fewer ops than the pools hold before the grant.
     const int me = world_rank(), n = world_size();
     if (n < 2) GTEST_SKIP() << "needs a second rank";
     using namespace fastrma::detail;
@@ -587,16 +590,26 @@ TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
     if (me == 0) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
         MPI_Send(nullptr, 0, MPI_BYTE, flooder, 7, MPI_COMM_WORLD);
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        MPI_Recv(nullptr, 0, MPI_BYTE, flooder, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
     } else if (me == flooder) {
         MPI_Recv(nullptr, 0, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         const std::uint64_t gc0 = stat_total(Stat::gc_runs);
         std::vector<std::int32_t> vals(nops);
         std::iota(vals.begin(), vals.end(), 1);
+        std::atomic<bool> posted{false};
+        std::thread watcher([&] {  // tells rank 0 to unlock once the pools overflowed
+            while (stat_total(Stat::gc_runs) == gc0 && !posted.load())
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+            MPI_Send(nullptr, 0, MPI_BYTE, 0, 8, MPI_COMM_WORLD);
+        });
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
-        for (std::size_t i = 0; i < nops; ++i)
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&vals[i], 1, MPI_INT32_T, 0, MPI_Aint(i * 4), 1, MPI_INT32_T, w.win));
+        int rc = MPI_SUCCESS;
+        for (std::size_t i = 0; i < nops && rc == MPI_SUCCESS; ++i)
+            rc = FRMA_Put(&vals[i], 1, MPI_INT32_T, 0, MPI_Aint(i * 4), 1, MPI_INT32_T, w.win);
+        posted.store(true);
+        watcher.join();
+        ASSERT_EQ(MPI_SUCCESS, rc);
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
         EXPECT_GT(stat_total(Stat::gc_runs), gc0) << "the flood never reached the pool bound";
         EXPECT_LE(win->op_pool().peak(), e0->config().win_op_pool);
