@@ -597,13 +597,13 @@ TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
         const std::uint64_t gc0 = stat_total(Stat::gc_runs);
         std::vector<std::int32_t> vals(nops);
         std::iota(vals.begin(), vals.end(), 1);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));  // not granted yet
         std::atomic<bool> posted{false};
         std::thread watcher([&] {  // tells rank 0 to unlock once the pools overflowed
             while (stat_total(Stat::gc_runs) == gc0 && !posted.load())
                 std::this_thread::sleep_for(std::chrono::microseconds(200));
             MPI_Send(nullptr, 0, MPI_BYTE, 0, 8, MPI_COMM_WORLD);
         });
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
         int rc = MPI_SUCCESS;
         for (std::size_t i = 0; i < nops && rc == MPI_SUCCESS; ++i)
             rc = FRMA_Put(&vals[i], 1, MPI_INT32_T, 0, MPI_Aint(i * 4), 1, MPI_INT32_T, w.win);
