@@ -11,6 +11,8 @@
 
 #include <cstring>
 
+#include "transport/copy.hpp"
+
 namespace fastrma::detail {
 
 // Epochs in which an op goes straight to its target: a granted lock_all, a fence epoch
@@ -104,8 +106,8 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
                          : eng_.offload()->submit(origin, remote, bytes, &off_err_);
         }
         if (!queued(seq)) {
-            if (is_put) std::memcpy(remote, origin, bytes);
-            else std::memcpy(origin, remote, bytes);
+            if (is_put) copy_bytes(remote, origin, bytes);
+            else copy_bytes(origin, remote, bytes);
         }
     } else if (!fast_cma(rank, disp, origin, bytes, is_put)) {
         return kSlowPath;

@@ -17,6 +17,7 @@
 // wants each element atomic, not ordered against its neighbours, and completion points fence;
 // on x86-64 every locked RMW is a full barrier anyway. Compare-and-swap stays seq_cst.
 #include "ops/reduce.hpp"
+#include "transport/copy.hpp"
 
 #include <algorithm>
 #include <array>
@@ -307,7 +308,10 @@ inline bool data_equal(const TypeInfo& ti, const std::byte* a, const std::byte* 
 
 void copy_elements(const TypeInfo& ti, std::byte* dst, const std::byte* src, size_t count) {
   if (ti.size == ti.extent) {
-    std::memmove(dst, src, count * ti.size);  // memmove: dst == src is allowed
+    const size_t n = count * ti.size;
+    if (dst == src) return;
+    if (dst + n <= src || src + n <= dst) copy_bytes(dst, src, n);  // the usual case
+    else std::memmove(dst, src, n);
     return;
   }
   for (size_t k = 0; k < count; ++k) copy_data(ti, dst + k * ti.extent, src + k * ti.extent);

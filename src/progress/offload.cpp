@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/copy.hpp"
+
 namespace fastrma::detail {
 
 namespace {
@@ -73,7 +75,7 @@ void CopyOffload::execute(const Piece& p) {
         return;
     }
     if (p.pid == 0) {
-        std::memcpy(reinterpret_cast<void*>(p.remote), p.local, p.len);
+        copy_bytes(reinterpret_cast<void*>(p.remote), p.local, p.len);
         return;
     }
     std::size_t done = 0;

@@ -8,6 +8,7 @@
 
 #include "engine/errors.hpp"
 #include "progress/host_progress.hpp"
+#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 
@@ -646,7 +647,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             std::uint64_t off, n;
             std::memcpy(&off, p + 16 * s, 8);
             std::memcpy(&n, p + 16 * s + 8, 8);
-            std::memcpy(local_.base + off, data, n);  // dynamic windows: base null, off = address
+            copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
             data += n;
         }
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
@@ -661,7 +662,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             if (rh[0] == kPut) {
                 std::uint64_t off;
                 std::memcpy(&off, body, 8);
-                std::memcpy(local_.base + off, body + 8, rh[1] - 8);
+                copy_bytes(local_.base + off, body + 8, rh[1] - 8);
             } else {
                 AccRecord r;
                 std::memcpy(&r, body, sizeof r);

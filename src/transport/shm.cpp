@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "engine/errors.hpp"
+#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 
@@ -59,7 +60,7 @@ Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write)
 Post ShmTransport::put(const PeerRegion& peer, const Chunk* chunks, std::size_t n) {
     if (peer.mapped) {
         for (std::size_t i = 0; i < n; ++i)
-            std::memcpy(peer.mapped + chunks[i].offset, chunks[i].local, chunks[i].len);
+            copy_bytes(peer.mapped + chunks[i].offset, chunks[i].local, chunks[i].len);
         return Post::done;
     }
     return cma(peer, chunks, n, true);
@@ -68,7 +69,7 @@ Post ShmTransport::put(const PeerRegion& peer, const Chunk* chunks, std::size_t 
 Post ShmTransport::get(const PeerRegion& peer, const Chunk* chunks, std::size_t n) {
     if (peer.mapped) {
         for (std::size_t i = 0; i < n; ++i)
-            std::memcpy(chunks[i].local, peer.mapped + chunks[i].offset, chunks[i].len);
+            copy_bytes(chunks[i].local, peer.mapped + chunks[i].offset, chunks[i].len);
         return Post::done;
     }
     return cma(peer, chunks, n, false);
