@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "transport/copy.hpp"
+#include "transport/shm.hpp"
 
 namespace fastrma::detail {
 
@@ -83,6 +84,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
             return true;
     }
     if (bytes > (1u << 20)) return false;
+    if (bytes >= kPageOffsetMin) return ShmTransport::cma_copy(pid, write, local, info[kInfoBase] + off, bytes);
     iovec l{local, bytes}, r{reinterpret_cast<void*>(info[kInfoBase] + off), bytes};
     ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
     return n == ssize_t(bytes);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "transport/copy.hpp"
+#include "transport/shm.hpp"
 
 namespace fastrma::detail {
 
@@ -78,17 +79,9 @@ void CopyOffload::execute(const Piece& p) {
         copy_bytes(reinterpret_cast<void*>(p.remote), p.local, p.len);
         return;
     }
-    std::size_t done = 0;
-    while (done < p.len) {
-        iovec l{p.local + done, p.len - done}, r{reinterpret_cast<void*>(p.remote + done), p.len - done};
-        ssize_t n = p.write ? process_vm_writev(p.pid, &l, 1, &r, 1, 0)
-                            : process_vm_readv(p.pid, &l, 1, &r, 1, 0);
-        if (n <= 0) {
-            int expected = MPI_SUCCESS;
-            p.err->compare_exchange_strong(expected, MPI_ERR_OTHER);
-            return;
-        }
-        done += std::size_t(n);
+    if (!ShmTransport::cma_copy(p.pid, p.write, p.local, p.remote, p.len)) {
+        int expected = MPI_SUCCESS;
+        p.err->compare_exchange_strong(expected, MPI_ERR_OTHER);
     }
 }
 

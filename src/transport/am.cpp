@@ -78,7 +78,9 @@ struct AmEndpoint::Header {
     std::int32_t rma_kind;
     std::uint64_t a, b, c;    // kind-specific: word/operand/compare, toff/n/elem_bytes
     std::uint32_t aop;        // AtomicOp; accumulate: has_result | has_compare << 1
-    std::uint32_t pad;
+    // Page offsets + 1 (0: not given) of the origin's buffers for this request, bits 0-15:
+    // the payload sent behind it, bits 16-31: the answer's buffer (see slow_distance()).
+    std::uint32_t pages;
 };
 
 AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) {
@@ -88,7 +90,11 @@ AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) 
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     PMPI_Comm_size(comm_, &nprocs_);
     peers_.reset(new Peer[std::size_t(nprocs_)]);
-    if (!start_ring()) err_ = MPI_ERR_INTERN;
+    // Each base's page offset: where a get's data starts within its page, known at the origin.
+    peer_page_.resize(std::size_t(nprocs_));
+    const std::uint16_t mine = std::uint16_t(reinterpret_cast<std::uintptr_t>(local_.base) & 4095);
+    err_ = PMPI_Allgather(&mine, 1, MPI_UINT16_T, peer_page_.data(), 1, MPI_UINT16_T, comm_);
+    if (err_ == MPI_SUCCESS && !start_ring()) err_ = MPI_ERR_INTERN;
 }
 
 AmEndpoint::~AmEndpoint() {
@@ -190,8 +196,12 @@ void AmEndpoint::reap_answers(Peer& p) {
             note_answered(p, p.answers[i].seq);
             if (p.answers[i].ack) p.ack_in_flight = false;
             if (p.answers[i].big) --p.big_in_flight;
+            if (Answer& a = p.answers[i]; a.land) {
+                copy_bytes(a.dst, a.land.data(), a.n);
+                PageOffsetBuffer::recycle(p.spares, std::move(a.land));
+            }
         },
-        [&](std::size_t to, std::size_t from) { p.answers[to] = p.answers[from]; });
+        [&](std::size_t to, std::size_t from) { p.answers[to] = std::move(p.answers[from]); });
     p.answers.resize(n);
 }
 
@@ -201,11 +211,12 @@ void AmEndpoint::reap(Peer& p) {
 }
 
 std::uint64_t AmEndpoint::send(int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
-                               std::size_t data_len, void* answer_buf, std::size_t answer_len) {
+                               std::size_t data_len, void* answer_buf, std::size_t answer_len,
+                               int answer_src_page) {
     Peer& p = peers_[std::size_t(rank)];
     std::lock_guard lk(p.mu);
     send_batch(p, rank, Ack::none);  // what was batched goes first: order per target
-    return send_locked(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len);
+    return send_locked(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len, answer_src_page);
 }
 
 void AmEndpoint::send_batch(Peer& p, int rank, Ack ack) {
@@ -265,7 +276,7 @@ bool AmEndpoint::send_old_batches() {
 
 std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
                                       const void* data, std::size_t data_len, void* answer_buf,
-                                      std::size_t answer_len) {
+                                      std::size_t answer_len, int answer_src_page) {
     auto* h = reinterpret_cast<Header*>(msg.data());
     // One pass over what is in flight while a large message or answer is on its way: it is
     // the host's progress for them, whose rendezvous advance only inside an MPI call of
@@ -273,6 +284,21 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     // get_accumulate 2x). Small messages leave eagerly: their sends and acks are reaped at
     // the next flush (or every 64 sends), two MPI calls per small put saved.
     if (p.big_in_flight || p.send_rq.size() >= 64) reap(p);
+    auto page_tag = [](const void* b, std::size_t n) -> std::uint32_t {
+        return b && n >= kPageOffsetMin ? std::uint32_t(reinterpret_cast<std::uintptr_t>(b) & 4095) + 1 : 0;
+    };
+    // An answer that the host would copy at a slow distance from its source lands in a
+    // bounce buffer at the source's page offset first (the receiver makes the host's copy:
+    // the bounce is then hot in this core's cache for the copy to answer_buf).
+    Answer landing{};
+    if (answer_buf && answer_src_page >= 0 && answer_len >= kPageOffsetMin &&
+        slow_distance(reinterpret_cast<std::uintptr_t>(answer_buf), std::uintptr_t(answer_src_page))) {
+        landing.land = PageOffsetBuffer::take(p.spares, answer_len, std::size_t(answer_src_page));
+        landing.dst = static_cast<unsigned char*>(answer_buf);
+        landing.n = answer_len;
+        answer_buf = landing.land.data();
+    }
+    h->pages = page_tag(data, data_len) | page_tag(answer_buf, answer_len) << 16;
     const bool want = ack == Ack::always || (ack == Ack::maybe && !p.ack_in_flight);
     const std::uint64_t seq = p.sent.load(std::memory_order_relaxed) + 1;
     p.sent.store(seq, std::memory_order_relaxed);
@@ -282,7 +308,10 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         PMPI_Irecv(answer_buf, int(answer_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq);
         const bool big = answer_len > kEagerMax;
         p.answer_rq.push_back(rq);
-        p.answers.push_back({seq, ack == Ack::maybe, big});
+        landing.seq = seq;
+        landing.ack = ack == Ack::maybe;
+        landing.big = big;
+        p.answers.push_back(std::move(landing));
         if (ack == Ack::maybe) p.ack_in_flight = true;
         if (big) ++p.big_in_flight;
     } else {
@@ -445,7 +474,9 @@ Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
             std::memcpy(msg.data(), &h, sizeof h);
             const std::uint64_t seg[2] = {chunks[i].offset + off, len};
             std::memcpy(msg.data() + sizeof h, seg, 16);
-            send(rank, std::move(msg), Ack::always, nullptr, 0, static_cast<unsigned char*>(chunks[i].local) + off, len);
+            const int src_page = int((peer_page_[std::size_t(rank)] + chunks[i].offset + off) & 4095);
+            send(rank, std::move(msg), Ack::always, nullptr, 0, static_cast<unsigned char*>(chunks[i].local) + off,
+                 len, src_page);
             throttle(rank);
         }
     }
@@ -574,7 +605,7 @@ void AmEndpoint::wait_by_test(MPI_Request* rq) {
 void AmEndpoint::reap_replies() {  // serve_mu_ held
     if (replies_rq_.empty()) return;
     replies_buf_.resize(test_and_compact(
-        replies_rq_, reply_idx_, [](std::size_t) {},
+        replies_rq_, reply_idx_, [&](std::size_t i) { PageOffsetBuffer::recycle(spares_, std::move(replies_buf_[i])); },
         [&](std::size_t to, std::size_t from) { replies_buf_[to] = std::move(replies_buf_[from]); }));
 }
 
@@ -587,7 +618,7 @@ bool AmEndpoint::poll() {
     if (!data_rq_.empty()) {  // payloads in flight: let them land while nothing else waits
         int done = 0;
         PMPI_Testall(int(data_rq_.size()), data_rq_.data(), &done, MPI_STATUSES_IGNORE);
-        if (done) data_rq_.clear();
+        if (done) land_data();
     }
     // Requests are served in the order the ring's receives matched them (posting order):
     // one origin's requests in the order it sent them.
@@ -609,7 +640,17 @@ bool AmEndpoint::poll() {
 
 void AmEndpoint::complete_data() {  // serve_mu_ held
     for (MPI_Request& rq : data_rq_) wait_by_test(&rq);
+    land_data();
+}
+
+void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ complete
+    for (Landing& l : data_land_)
+        if (l.buf) {
+            copy_bytes(l.dst, l.buf.data(), l.n);
+            PageOffsetBuffer::recycle(spares_, std::move(l.buf));
+        }
     data_rq_.clear();
+    data_land_.clear();
 }
 
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
@@ -624,11 +665,16 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     // once instead of one per round of handshakes. A later request that changes the memory
     // an answer is being read from conflicts with that get (MPI leaves the outcome
     // undefined); nothing of ours depends on the order.
-    auto reply_owned = [&](std::vector<unsigned char>&& buf) {
+    auto reply_owned = [&](PageOffsetBuffer&& buf, std::size_t n) {
         MPI_Request rq;
-        PMPI_Isend(buf.data(), int(buf.size()), MPI_BYTE, source, h.reply_tag, comm_, &rq);
+        PMPI_Isend(buf.data(), int(n), MPI_BYTE, source, h.reply_tag, comm_, &rq);
         replies_rq_.push_back(rq);
         replies_buf_.push_back(std::move(buf));
+    };
+    // A buffer for an answer of n bytes, at the page offset of the origin's answer buffer
+    // when it gave one (the host's single copy into it then runs at full speed).
+    auto answer_buffer = [&](std::size_t n) {
+        return (h.pages >> 16) ? PageOffsetBuffer::take(spares_, n, (h.pages >> 16) - 1) : PageOffsetBuffer(n);
     };
     auto reply = [&](const void* data, std::size_t n) {  // data that outlives the send
         MPI_Request rq;
@@ -637,8 +683,9 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         replies_buf_.emplace_back();
     };
     auto reply_copy = [&](const void* data, std::size_t n) {
-        const auto* b = static_cast<const unsigned char*>(data);
-        reply_owned(std::vector<unsigned char>(b, b + n));
+        PageOffsetBuffer b(n);
+        std::memcpy(b.data(), data, n);
+        reply_owned(std::move(b), n);
     };
     switch (h.kind) {
     case kPut: {
@@ -679,8 +726,15 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         // in flight at once (pipelined by the host) instead of one handshake after
         // another; every later request waits for them first (above), and so does the ack.
         MPI_Request rq;
-        PMPI_Irecv(local_.base + h.a, int(h.b), MPI_BYTE, source, kTagData, comm_, &rq);
+        unsigned char* dst = local_.base + h.a;
+        Landing land;
+        if ((h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
+            land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b};
+            dst = land.buf.data();
+        }
+        PMPI_Irecv(dst, int(h.b), MPI_BYTE, source, kTagData, comm_, &rq);
         data_rq_.push_back(rq);
+        data_land_.push_back(std::move(land));
         if (h.reply_tag >= 0) {
             complete_data();
             reply(nullptr, 0);  // the ack
@@ -691,7 +745,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         std::uint64_t off, n;
         std::memcpy(&off, p, 8);
         std::memcpy(&n, p + 8, 8);
-        reply(local_.base + off, n);
+        reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
         break;
     }
     case kAtomic8: {
@@ -718,16 +772,25 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         const void* src = (h.aop & 4) ? p : nullptr;
         const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) ? n * eb : 0) : nullptr;
         if (h.kind == kAccData) {
-            if (acc_scratch_.size() < n * eb) acc_scratch_.resize(n * eb);
+            const std::size_t page = (h.pages & 0xffff) ? (h.pages & 0xffff) - 1 : 0;
+            if (acc_scratch_len_ < n * eb || acc_scratch_off_ != page) {
+                acc_scratch_ = PageOffsetBuffer(n * eb, page);  // at the origin data's page offset
+                acc_scratch_len_ = n * eb;
+                acc_scratch_off_ = page;
+            }
             MPI_Request rq;
             PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
             wait_by_test(&rq);
             src = acc_scratch_.data();
         }
-        std::vector<unsigned char> result((h.aop & 1) ? n * eb : 0);
+        const std::size_t result_len = (h.aop & 1) ? n * eb : 0;
+        PageOffsetBuffer result = result_len ? answer_buffer(result_len) : PageOffsetBuffer();
         local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, src, cmp,
-                          result.empty() ? nullptr : result.data());
-        if (h.reply_tag >= 0) reply_owned(std::move(result));  // old values, or the ack
+                          result_len ? result.data() : nullptr);
+        if (h.reply_tag >= 0) {  // old values, or the ack
+            if (result_len) reply_owned(std::move(result), result_len);
+            else reply(nullptr, 0);
+        }
         break;
     }
     case kReadState: {

@@ -46,6 +46,7 @@
 #include <mutex>
 #include <vector>
 
+#include "transport/copy.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -118,6 +119,11 @@ private:
         std::uint64_t seq;
         bool ack;         // the empty answer a put/accumulate asked for
         bool big;         // larger than the eager limit: counted in big_in_flight
+        // A get's data received into a bounce buffer at the target data's page offset
+        // (see slow_distance()), copied to dst when it arrives (empty land: in place).
+        PageOffsetBuffer land{};
+        unsigned char* dst = nullptr;
+        std::size_t n = 0;
     };
     // Requests in flight are kept as arrays of MPI_Request beside what belongs to them, so
     // that one MPI_Testsome / MPI_Testall (one pass of the host's progress) covers them all.
@@ -136,6 +142,7 @@ private:
         std::vector<unsigned char> batch;         // the open batch (Header + records), or empty
         std::uint32_t batch_records = 0;
         std::uint64_t batch_opened_ns = 0;        // when its first record joined
+        std::vector<PageOffsetBuffer> spares;     // bounce buffers of answers, for reuse (mu)
     };
     // Appends one record (kind, body parts) to rank's batch, sending the batch first when
     // the record does not fit. p.mu held.
@@ -151,10 +158,12 @@ private:
     // Returns the request's sequence number.
     std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack,
                        const void* data = nullptr, std::size_t data_len = 0,
-                       void* answer_buf = nullptr, std::size_t answer_len = 0);
+                       void* answer_buf = nullptr, std::size_t answer_len = 0, int answer_src_page = -1);
+    // answer_src_page: the page offset of the answer's data at the target (a get), so that
+    // an answer buffer at a slow distance from it is received through a bounce buffer.
     std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
                               const void* data, std::size_t data_len, void* answer_buf,
-                              std::size_t answer_len);
+                              std::size_t answer_len, int answer_src_page = -1);
     void reap(Peer& p);                 // p.mu held: drop completed sends and answers
     void reap_answers(Peer& p);
     void reap_sends(Peer& p);
@@ -179,15 +188,27 @@ private:
     int ring_head_ = 0;  // serve_mu_
     // Answers on their way back (serve_mu_): completed by later polls.
     std::vector<MPI_Request> replies_rq_;
-    std::vector<std::vector<unsigned char>> replies_buf_;
+    std::vector<PageOffsetBuffer> replies_buf_;  // owned answers (empty: sent from the window)
+    std::vector<PageOffsetBuffer> spares_;       // bounce buffers for reuse (serve_mu_)
     std::vector<int> reply_idx_;
     // Receives of put payloads posted and not yet complete (serve_mu_): every later
     // request, and any ack, waits for them (requests apply in order).
+    // A payload received into a bounce buffer (at the origin buffer's page offset, see
+    // slow_distance()) is copied to the window when it completes (empty buf: in place).
+    struct Landing {
+        PageOffsetBuffer buf;
+        unsigned char* dst = nullptr;
+        std::size_t n = 0;
+    };
     std::vector<MPI_Request> data_rq_;
-    std::vector<unsigned char> acc_scratch_;  // a large accumulate's origin data (serve_mu_)
+    std::vector<Landing> data_land_;
+    PageOffsetBuffer acc_scratch_;  // a large accumulate's origin data (serve_mu_)
+    std::size_t acc_scratch_len_ = 0, acc_scratch_off_ = 0;
     void complete_data();
+    void land_data();  // after data_rq_ completed: bounce copies, then clear both
     void reap_replies();
     int nprocs_ = 0;
+    std::vector<std::uint16_t> peer_page_;  // page offset of each rank's window base
 };
 
 // The transport object: routes to the peer's endpoint (PeerRegion::am, PeerRegion::rank).

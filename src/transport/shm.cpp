@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -19,6 +20,40 @@ ShmTransport& shm_transport() {
 }
 
 namespace {
+bool cma_direct(pid_t pid, bool write, unsigned char* local, std::uintptr_t remote, std::size_t len) {
+    for (std::size_t done = 0; done < len;) {
+        iovec l{local + done, len - done}, r{reinterpret_cast<void*>(remote + done), len - done};
+        const ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (n <= 0) {
+            if (n == 0) errno = EFAULT;
+            return false;
+        }
+        done += std::size_t(n);
+    }
+    return true;
+}
+}  // namespace
+
+bool ShmTransport::cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len) {
+    auto* l = static_cast<unsigned char*>(local);
+    const bool slow = write ? slow_distance(remote, reinterpret_cast<std::uintptr_t>(l))
+                            : slow_distance(reinterpret_cast<std::uintptr_t>(l), remote);
+    if (len < kPageOffsetMin || !slow) return cma_direct(pid, write, l, remote, len);
+    // The kernel copies through a buffer at the remote side's page offset (distance 0); our
+    // copy between it and the caller's buffer is copy_bytes, which does not mind the distance.
+    constexpr std::size_t kPiece = 256 * 1024;
+    thread_local PageOffsetBuffer bounce(kPiece, 0);
+    for (std::size_t off = 0; off < len; off += kPiece) {
+        const std::size_t n = std::min(kPiece, len - off);
+        bounce.place((remote + off) & 4095);
+        if (write) copy_bytes(bounce.data(), l + off, n);
+        if (!cma_direct(pid, write, bounce.data(), remote + off, n)) return false;
+        if (!write) copy_bytes(l + off, bounce.data(), n);
+    }
+    return true;
+}
+
+namespace {
 // Moves chunks with process_vm_{writev,readv} in batches of IOV_MAX, resuming after
 // partial transfers (the kernel may stop at a page boundary).
 Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write) {
@@ -28,6 +63,15 @@ Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write)
     while (i < n) {
         std::size_t k = 0;
         std::size_t want = 0;
+        if (n - i == 1 && chunks[i].len >= kPageOffsetMin) {  // one chunk: the distance-aware copy
+            const Chunk& c = chunks[i];
+            if (!ShmTransport::cma_copy(peer.pid, write, c.local, peer.remote_addr + c.offset, c.len)) {
+                raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv",
+                      int(peer.pid), std::strerror(errno));
+                return Post::error;
+            }
+            return Post::done;
+        }
         for (; k < kBatch && i + k < n; ++k) {
             const Chunk& c = chunks[i + k];
             liov[k] = {c.local, c.len};

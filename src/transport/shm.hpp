@@ -21,6 +21,10 @@ public:
                           std::uint64_t operand, std::uint64_t compare) override;
     void flush(const PeerRegion&) override { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
+    // Moves len bytes between local and remote (pid's address space) by cross-memory
+    // attach, resuming partial transfers; through a bounce buffer when the kernel's copy
+    // would run at a slow page-offset distance (copy.hpp). True when all moved (else errno).
+    static bool cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len);
     // Can this process use cross-memory attach on pid at addr? (0 = yes, else errno)
     static int probe_cma(pid_t pid, std::uint64_t addr);
 };

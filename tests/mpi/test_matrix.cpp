@@ -304,4 +304,97 @@ INSTANTIATE_TEST_SUITE_P(
         return std::string(name(std::get<0>(info.param))) + "_" + name(std::get<1>(info.param));
     });
 
+// Large transfers at every page-offset distance between the origin buffer and the target
+// memory, including 1..31 (where the host's rep-movsb copy is slow and fastrma moves data
+// through buffers placed at the other side's page offset: transports/copy.hpp): put, get,
+// accumulate and get_accumulate of 8 KiB, 64 KiB + 24 B and 300 KiB (over two get pieces)
+// land exactly, with nothing outside the target range touched.
+class PageOffsets : public ::testing::TestWithParam<Flavor> {};
+
+TEST_P(PageOffsets, LargeTransfersLandAtEveryDistance) {
+    const Flavor flavor = GetParam();
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n;
+    constexpr std::size_t kWin = 1 << 20, kMaxLen = 300 * 1024;
+    std::vector<unsigned char> user;
+    unsigned char* mem = nullptr;
+    FRMA_Win win = FRMA_WIN_NULL;
+    std::vector<MPI_Aint> base(std::size_t(n), 0);
+    if (flavor == Flavor::allocate) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(kWin, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    } else {
+        user.assign(kWin + 4096, 0);
+        mem = user.data() + (4096 - reinterpret_cast<std::uintptr_t>(user.data()) % 4096);  // page-aligned
+        if (flavor == Flavor::create) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, kWin, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        } else {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem, kWin));
+            MPI_Aint mine;
+            MPI_Get_address(mem, &mine);
+            MPI_Allgather(&mine, 1, MPI_AINT, base.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+        }
+    }
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    // Page-aligned origin buffers with room for an offset.
+    std::vector<std::int64_t> src_store((kMaxLen + 8192) / 8), dst_store((kMaxLen + 8192) / 8);
+    auto page_at = [](std::vector<std::int64_t>& v, std::size_t off) {
+        auto* b = reinterpret_cast<unsigned char*>(v.data());
+        return b + (4096 - reinterpret_cast<std::uintptr_t>(b) % 4096) % 4096 + off;
+    };
+    auto pattern = [](int rank, std::size_t i, int round) { return std::int64_t(rank) * 1000003 + std::int64_t(i) * 7 + round; };
+    int round = 0;
+    for (std::size_t len : {std::size_t(8192), std::size_t(65536 + 24), kMaxLen}) {
+        for (std::size_t ooff : {0, 8, 16, 24, 32, 48, 4088}) {
+            for (std::size_t toff : {std::size_t(0), std::size_t(16)}) {
+                ++round;
+                const std::size_t words = len / 8;
+                std::memset(mem, 0xEE, kWin);
+                MPI_Barrier(MPI_COMM_WORLD);
+                auto* src = reinterpret_cast<std::int64_t*>(page_at(src_store, ooff));
+                auto* dst = reinterpret_cast<std::int64_t*>(page_at(dst_store, ooff));
+                for (std::size_t i = 0; i < words; ++i) src[i] = pattern(me, i, round);
+                const MPI_Aint t = base[std::size_t(right)] + MPI_Aint(toff);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src, int(words), MPI_INT64_T, right, t, int(words), MPI_INT64_T, win))
+                    << FRMA_Last_error_message();
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, win));
+                std::memset(dst, 0, len);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(dst, int(words), MPI_INT64_T, right, t, int(words), MPI_INT64_T, win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, win));
+                for (std::size_t i = 0; i < words; ++i)
+                    ASSERT_EQ(dst[i], pattern(me, i, round)) << "get after put, len " << len << " origin offset " << ooff
+                                                             << " target offset " << toff << " word " << i;
+                // SUM adds the pattern again; get_accumulate (SUM of 1) fetches twice the pattern.
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(src, int(words), MPI_INT64_T, right, t, int(words), MPI_INT64_T,
+                                                       MPI_SUM, win));
+                std::vector<std::int64_t> ones(words, 1);
+                std::memset(dst, 0, len);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(ones.data(), int(words), MPI_INT64_T, dst, int(words), MPI_INT64_T,
+                                                           right, t, int(words), MPI_INT64_T, MPI_SUM, win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, win));
+                for (std::size_t i = 0; i < words; ++i)
+                    ASSERT_EQ(dst[i], 2 * pattern(me, i, round)) << "get_accumulate, len " << len << " origin offset "
+                                                                 << ooff << " target offset " << toff << " word " << i;
+                MPI_Barrier(MPI_COMM_WORLD);
+                // My memory, written by my left neighbour: 2 x pattern + 1, and 0xEE around it.
+                const int left = (me + n - 1) % n;
+                std::int64_t word;
+                for (std::size_t i = 0; i < words; ++i) {
+                    std::memcpy(&word, mem + toff + 8 * i, 8);
+                    ASSERT_EQ(word, 2 * pattern(left, i, round) + 1) << "target word " << i << " len " << len;
+                }
+                for (std::size_t b = 0; b < toff; ++b) ASSERT_EQ(mem[b], 0xEE) << "byte before the target range";
+                for (std::size_t b = toff + len; b < toff + len + 64; ++b) ASSERT_EQ(mem[b], 0xEE) << "byte after it";
+                MPI_Barrier(MPI_COMM_WORLD);
+            }
+        }
+    }
+    if (flavor == Flavor::dynamic) FRMA_Win_detach(win, mem);
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
+INSTANTIATE_TEST_SUITE_P(Flavors, PageOffsets, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::dynamic),
+                         [](const auto& info) { return std::string(name(info.param)); });
+
 }  // namespace
