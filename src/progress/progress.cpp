@@ -95,6 +95,15 @@ void ProgressEngine::doze(unsigned us) {
     BellPage::wait(bell_, bell_->ring.load(std::memory_order_acquire), long(us) * 1000);
 }
 
+Poll ProgressEngine::help() {
+    helped_ns_.store(now_ns(), std::memory_order_relaxed);
+    std::unique_lock lk(mu_, std::try_to_lock);
+    if (!lk.owns_lock()) return Poll::idle;
+    Poll worst = Poll::idle;
+    for (auto& [id, p] : pollers_) worst = std::max(worst, p());
+    return worst;
+}
+
 Poll ProgressEngine::progress_once() {
     std::lock_guard lk(mu_);
     Poll worst = Poll::idle;
@@ -150,6 +159,16 @@ void ProgressEngine::loop() {
     std::uint64_t last_busy = now_ns();
     while (true) {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
+        // An application thread is waiting and serving (help()): leave the cores to it.
+        const std::uint64_t helped = helped_ns_.load(std::memory_order_relaxed);
+        const std::uint64_t stand_down_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
+        if (helped && now_ns() - helped < stand_down_ns && !stop_.load(std::memory_order_acquire)) {
+            stand_downs_.fetch_add(1, std::memory_order_relaxed);
+            sleeping_.store(true, std::memory_order_release);
+            BellPage::wait(bell_, bell, long(stand_down_ns));
+            sleeping_.store(false, std::memory_order_release);
+            continue;
+        }
         Poll p = progress_once();
         if (p == Poll::busy) { backoff_us = 1; last_busy = now_ns(); continue; }
         if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;

@@ -164,6 +164,46 @@ TEST(Progress, RunsPollersSleepsWhenIdleAndWakesOnTheDoorbell) {
     EXPECT_FALSE(pe.running());
 }
 
+// A waiting application thread that helps (help()) runs the pollers itself, and the
+// progress thread stands down while it does: no poller call from the progress thread
+// during the help, and it polls again once the help stopped.
+TEST(Progress, StandsDownWhileAWaiterHelpsAndResumesAfter) {
+    Config cfg;
+    cfg.spin_us = 10;
+    cfg.poll_max_us = 20;
+    cfg.stand_down_us = 2000;
+    ProgressEngine pe(cfg, 0);
+    std::atomic<std::thread::id> helper{};
+    std::atomic<int> by_thread{0}, by_helper{0};
+    std::atomic<bool> finished{false};
+    pe.add_poller([&] {
+        (std::this_thread::get_id() == helper.load() ? by_helper : by_thread).fetch_add(1);
+        return finished.load() ? Poll::idle : Poll::waiting;  // waiting: the thread keeps polling
+    });
+    pe.start();
+    auto wait_for = [&](auto pred) {
+        for (int i = 0; i < 2000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return pred();
+    };
+    ASSERT_TRUE(wait_for([&] { return by_thread.load() > 10; })) << "the progress thread does not poll";
+    helper.store(std::this_thread::get_id());
+    pe.help();  // the first help: the thread may be inside a pass right now
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const int before = by_thread.load();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (std::chrono::steady_clock::now() < until) {
+        pe.help();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    EXPECT_LE(by_thread.load() - before, 1) << "the progress thread polled while a waiter helped";
+    EXPECT_GT(by_helper.load(), 50) << "help() did not run the pollers";
+    EXPECT_GT(pe.stand_downs(), 0u);
+    const int after = by_thread.load();
+    EXPECT_TRUE(wait_for([&] { return by_thread.load() > after + 10; })) << "the progress thread did not resume";
+    finished.store(true);
+    pe.stop();
+}
+
 TEST(CopyOffload, PiecesRunByManyWorkersRetireInOrderAndAFullRingRefuses) {
     CopyOffload q(4096, 8);  // 8 pieces of 4 KiB
     std::vector<unsigned char> src(6 * 4096 + 100), dst(src.size(), 0);
