@@ -13,6 +13,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_PROGRESS", "1", "Run the asynchronous progress thread (0: sync calls make progress)."},
         {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset; -2 leaves it unpinned."},
         {"FASTRMA_SPIN_US", "20", "How long the idle progress thread spins before it sleeps on its futex."},
+        {"FASTRMA_STAND_DOWN_US", "50", "How long the progress thread dozes after a waiting application thread ran the pollers itself (0: never)."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
         {"FASTRMA_POLL_IDLE_US", "5000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
         {"FASTRMA_POLL_QUIET_MS", "20", "How long without work before the progress thread switches to FASTRMA_POLL_IDLE_US."},

@@ -393,9 +393,6 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
                               const void* src, const void* cmp, void* res) {
         return self->apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
     };
-    local.help = [pe = &eng.progress()]() -> int {
-        return pe->running() ? int(pe->help() == Poll::busy) : -1;
-    };
     w->endpoint_ = std::make_unique<AmEndpoint>(mb->comm(), std::move(local));  // collective
     if ((err = agree(b, w->endpoint_->error(), "am: cannot duplicate the communicator", call))) return err;
     if (eng.config().host_progress) {
@@ -495,7 +492,10 @@ void Window::backoff(unsigned& step, int lock_rank, bool lock_excl) {
     // than leave it to the progress thread, which may be in a back-off sleep of up to
     // FASTRMA_POLL_IDLE_US (measured: a PSCW epoch took 400 us this way, 5 us served here),
     // and let the progress thread stand down meanwhile (ProgressEngine::help).
-    else if (endpoint_ && eng_.progress().help() == Poll::busy) step = 0;
+    else if (endpoint_) {
+        const std::optional<Poll> h = eng_.progress().help();
+        if (h ? *h == Poll::busy : endpoint_->poll()) step = 0;
+    }
     if (step < kYieldSteps) {
         ++step;
         sched_yield();

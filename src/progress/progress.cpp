@@ -95,10 +95,12 @@ void ProgressEngine::doze(unsigned us) {
     BellPage::wait(bell_, bell_->ring.load(std::memory_order_acquire), long(us) * 1000);
 }
 
-Poll ProgressEngine::help() {
-    helped_ns_.store(now_ns(), std::memory_order_relaxed);
+std::optional<Poll> ProgressEngine::help() {
+    // Only a thread that gets the pollers stands the progress thread down: the progress
+    // thread itself, waiting inside one of its pollers, holds mu_ and never does.
     std::unique_lock lk(mu_, std::try_to_lock);
-    if (!lk.owns_lock()) return Poll::idle;
+    if (!lk.owns_lock()) return std::nullopt;
+    helped_ns_.store(now_ns(), std::memory_order_relaxed);
     Poll worst = Poll::idle;
     for (auto& [id, p] : pollers_) worst = std::max(worst, p());
     return worst;

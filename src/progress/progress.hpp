@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -79,7 +80,10 @@ public:
     // polling. On 2 cores shared by 2 ranks, a waiter and a progress thread polling the
     // same host MPI took turns at each core (a PSCW epoch over am: 21 us, 5.5 us without
     // the progress thread, see docs/progress.md).
-    Poll help();  // stands the progress thread down for FASTRMA_STAND_DOWN_US
+    // Returns nullopt when another thread is inside the pollers (the caller may be that
+    // thread, re-entered from a poller that waits: it must then serve what it waits for
+    // itself, or two processes waiting on each other would stop serving).
+    std::optional<Poll> help();  // stands the progress thread down for FASTRMA_STAND_DOWN_US
 
     // CPU time consumed by the progress thread so far (ns), and the PU it is bound to.
     std::uint64_t thread_cpu_ns() const;

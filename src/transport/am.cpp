@@ -337,11 +337,6 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     return seq;
 }
 
-bool AmEndpoint::serve_while_waiting() {
-    const int h = local_.help ? local_.help() : -1;
-    return h < 0 ? poll() : h > 0;
-}
-
 template <class Done>
 void AmEndpoint::wait_until(int rank, Done done) {
     Peer& p = peers_[std::size_t(rank)];
@@ -353,7 +348,7 @@ void AmEndpoint::wait_until(int rank, Done done) {
         }
         // Serve others while waiting: a target that is itself waiting on us must progress
         // even when no progress thread runs.
-        if (!serve_while_waiting() && spins > 16) sched_yield();
+        if (!poll() && spins > 16) sched_yield();
     }
 }
 
@@ -388,7 +383,7 @@ void AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs) {
         int done = 0;
         PMPI_Testall(int(rqs.size()), rqs.data(), &done, MPI_STATUSES_IGNORE);
         if (done) return;
-        if (!serve_while_waiting() && spins > 16) sched_yield();
+        if (!poll() && spins > 16) sched_yield();
     }
 }
 

@@ -60,10 +60,6 @@ struct AmLocal {
     // rma_kind, op id, type id, target offset, elements, origin data, compare (cas),
     // result buffer (may be null). Returns an MPI error class.
     std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
-    // One pass of the process's progress (every poller, this endpoint's included) from a
-    // thread waiting for an answer: 1 did work, 0 nothing, -1 no progress thread runs (the
-    // waiter then serves this endpoint itself). Null: -1.
-    std::function<int()> help;
 };
 
 class AmEndpoint {
@@ -112,7 +108,6 @@ private:
     // serving incoming requests meanwhile (so two processes asking each other progress).
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
     void serve(const unsigned char* msg, std::size_t len, int source);
-    bool serve_while_waiting();  // local_.help, or poll() when no progress thread runs
     static void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
     bool start_ring();
     void stop_ring();
