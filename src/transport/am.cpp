@@ -505,7 +505,6 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
                             std::uint64_t n, std::size_t elem_bytes, const void* src,
                             const void* compare, void* result) {
     const std::size_t src_len = src ? n * elem_bytes : 0, cmp_len = compare ? elem_bytes : 0;
-    if (sizeof(Header) + src_len + cmp_len > kMaxRequest) return Post::error;  // the ops layer keeps runs at 32 KiB
     if (!result && !compare && src_len <= kBatchItemMax) {
         const AccRecord r{op_id, type_id, rma_kind, src ? 4u : 0u, toff, n, elem_bytes};
         return batched(rank, kAccumulate, &r, sizeof r, src, src_len);
@@ -524,6 +523,9 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
         throttle(rank);
         return result ? Post::posted : Post::done;
     }
+    // Inline: the origin data inside the request (below kZeroCopyMin, or a compare_and_swap).
+    if (sizeof(Header) + src_len + cmp_len > kMaxRequest)
+        return Post::error;  // the ops layer keeps runs at 256 KiB
     std::vector<unsigned char> msg;
     msg.reserve(sizeof(Header) + src_len + cmp_len);  // written once, not zeroed first
     const Header h{kAccumulate, 0, -1, op_id, type_id, rma_kind, toff, n, elem_bytes, flags, 0};
