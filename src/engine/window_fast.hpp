@@ -7,8 +7,6 @@
 // slow path would reject.
 #pragma once
 
-#include <sys/uio.h>
-
 #include <cstring>
 
 #include "transport/copy.hpp"
@@ -84,10 +82,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
             return true;
     }
     if (bytes > (1u << 20)) return false;
-    if (bytes >= kPageOffsetMin) return ShmTransport::cma_copy(pid, write, local, info[kInfoBase] + off, bytes);
-    iovec l{local, bytes}, r{reinterpret_cast<void*>(info[kInfoBase] + off), bytes};
-    ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-    return n == ssize_t(bytes);
+    return ShmTransport::cma_copy(pid, write, local, info[kInfoBase] + off, bytes);
 }
 
 inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype,

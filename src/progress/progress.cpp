@@ -159,11 +159,11 @@ void ProgressEngine::loop() {
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     std::uint32_t backoff_us = 1;
     std::uint64_t last_busy = now_ns();
+    const std::uint64_t stand_down_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
     while (true) {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         // An application thread is waiting and serving (help()): leave the cores to it.
         const std::uint64_t helped = helped_ns_.load(std::memory_order_relaxed);
-        const std::uint64_t stand_down_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
         if (helped && now_ns() - helped < stand_down_ns && !stop_.load(std::memory_order_acquire)) {
             stand_downs_.fetch_add(1, std::memory_order_relaxed);
             sleeping_.store(true, std::memory_order_release);

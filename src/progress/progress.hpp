@@ -75,7 +75,7 @@ public:
     // One pass over all pollers from the calling thread (sync calls that wait help).
     Poll progress_once();
     // The same from an application thread waiting in a sync call while the progress thread
-    // runs: the waiter serves (a try-lock: if another thread is in the pollers, idle), and
+    // runs: the waiter serves (a try-lock on the pollers), and
     // the progress thread stands down for a while after each help, dozing instead of
     // polling. On 2 cores shared by 2 ranks, a waiter and a progress thread polling the
     // same host MPI took turns at each core (a PSCW epoch over am: 21 us, 5.5 us without

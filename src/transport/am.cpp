@@ -196,10 +196,7 @@ void AmEndpoint::reap_answers(Peer& p) {
             note_answered(p, p.answers[i].seq);
             if (p.answers[i].ack) p.ack_in_flight = false;
             if (p.answers[i].big) --p.big_in_flight;
-            if (Answer& a = p.answers[i]; a.land) {
-                copy_bytes(a.dst, a.land.data(), a.n);
-                PageOffsetBuffer::recycle(p.spares, std::move(a.land));
-            }
+            p.answers[i].land.finish(p.spares);
         },
         [&](std::size_t to, std::size_t from) { p.answers[to] = std::move(p.answers[from]); });
     p.answers.resize(n);
@@ -290,13 +287,12 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     // An answer that the host would copy at a slow distance from its source lands in a
     // bounce buffer at the source's page offset first (the receiver makes the host's copy:
     // the bounce is then hot in this core's cache for the copy to answer_buf).
-    Answer landing{};
+    Landing land;
     if (answer_buf && answer_src_page >= 0 && answer_len >= kPageOffsetMin &&
         slow_distance(reinterpret_cast<std::uintptr_t>(answer_buf), std::uintptr_t(answer_src_page))) {
-        landing.land = PageOffsetBuffer::take(p.spares, answer_len, std::size_t(answer_src_page));
-        landing.dst = static_cast<unsigned char*>(answer_buf);
-        landing.n = answer_len;
-        answer_buf = landing.land.data();
+        land = {PageOffsetBuffer::take(p.spares, answer_len, std::size_t(answer_src_page)),
+                static_cast<unsigned char*>(answer_buf), answer_len};
+        answer_buf = land.buf.data();
     }
     h->pages = page_tag(data, data_len) | page_tag(answer_buf, answer_len) << 16;
     const bool want = ack == Ack::always || (ack == Ack::maybe && !p.ack_in_flight);
@@ -308,10 +304,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         PMPI_Irecv(answer_buf, int(answer_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq);
         const bool big = answer_len > kEagerMax;
         p.answer_rq.push_back(rq);
-        landing.seq = seq;
-        landing.ack = ack == Ack::maybe;
-        landing.big = big;
-        p.answers.push_back(std::move(landing));
+        p.answers.push_back({seq, ack == Ack::maybe, big, std::move(land)});
         if (ack == Ack::maybe) p.ack_in_flight = true;
         if (big) ++p.big_in_flight;
     } else {
@@ -646,11 +639,7 @@ void AmEndpoint::complete_data() {  // serve_mu_ held
 }
 
 void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ complete
-    for (Landing& l : data_land_)
-        if (l.buf) {
-            copy_bytes(l.dst, l.buf.data(), l.n);
-            PageOffsetBuffer::recycle(spares_, std::move(l.buf));
-        }
+    for (Landing& l : data_land_) l.finish(spares_);
     data_rq_.clear();
     data_land_.clear();
 }
@@ -775,11 +764,8 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) ? n * eb : 0) : nullptr;
         if (h.kind == kAccData) {
             const std::size_t page = (h.pages & 0xffff) ? (h.pages & 0xffff) - 1 : 0;
-            if (acc_scratch_len_ < n * eb || acc_scratch_off_ != page) {
-                acc_scratch_ = PageOffsetBuffer(n * eb, page);  // at the origin data's page offset
-                acc_scratch_len_ = n * eb;
-                acc_scratch_off_ = page;
-            }
+            if (acc_scratch_.fits(n * eb)) acc_scratch_.place(page);  // at the origin data's page offset
+            else acc_scratch_ = PageOffsetBuffer(n * eb, page);
             MPI_Request rq;
             PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
             wait_by_test(&rq);

@@ -115,15 +115,24 @@ private:
     // What is on its way to one target, under its own mutex: threads sending to different
     // targets never meet; to one target the mutex keeps sequence numbers in MPI's order.
     enum class Ack { none, maybe, always };
+    // Data received into a bounce buffer at the sender's page offset (see slow_distance()):
+    // copied to dst when the receive completes, the buffer then kept for reuse. Empty buf:
+    // received in place, nothing to do.
+    struct Landing {
+        PageOffsetBuffer buf;
+        unsigned char* dst = nullptr;
+        std::size_t n = 0;
+        void finish(std::vector<PageOffsetBuffer>& spares) {
+            if (!buf) return;
+            copy_bytes(dst, buf.data(), n);
+            PageOffsetBuffer::recycle(spares, std::move(buf));
+        }
+    };
     struct Answer {       // a posted receive of an answer: an ack, or a get's data
         std::uint64_t seq;
         bool ack;         // the empty answer a put/accumulate asked for
         bool big;         // larger than the eager limit: counted in big_in_flight
-        // A get's data received into a bounce buffer at the target data's page offset
-        // (see slow_distance()), copied to dst when it arrives (empty land: in place).
-        PageOffsetBuffer land{};
-        unsigned char* dst = nullptr;
-        std::size_t n = 0;
+        Landing land{};   // a get's data received into a bounce buffer (empty: in place)
     };
     // Requests in flight are kept as arrays of MPI_Request beside what belongs to them, so
     // that one MPI_Testsome / MPI_Testall (one pass of the host's progress) covers them all.
@@ -193,17 +202,9 @@ private:
     std::vector<int> reply_idx_;
     // Receives of put payloads posted and not yet complete (serve_mu_): every later
     // request, and any ack, waits for them (requests apply in order).
-    // A payload received into a bounce buffer (at the origin buffer's page offset, see
-    // slow_distance()) is copied to the window when it completes (empty buf: in place).
-    struct Landing {
-        PageOffsetBuffer buf;
-        unsigned char* dst = nullptr;
-        std::size_t n = 0;
-    };
     std::vector<MPI_Request> data_rq_;
-    std::vector<Landing> data_land_;
+    std::vector<Landing> data_land_;  // beside data_rq_: where each payload lands
     PageOffsetBuffer acc_scratch_;  // a large accumulate's origin data (serve_mu_)
-    std::size_t acc_scratch_len_ = 0, acc_scratch_off_ = 0;
     void complete_data();
     void land_data();  // after data_rq_ completed: bounce copies, then clear both
     void reap_replies();

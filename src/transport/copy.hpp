@@ -1,13 +1,12 @@
-// copy.hpp — the one routine that moves bytes between this process and a peer's mapping.
+// copy.hpp — the routines that move bytes between user memory and window memory, and the
+// page-offset rule for copies made by the kernel or the host MPI (docs/transports.md).
 //
-// Why not plain memcpy: glibc 2.36 on this AMD EPYC VM (FSRM, ERMS) copies sizes between
-// its rep_movsb_threshold (~2 KiB) and its stop threshold with `rep movsb`, and `rep movsb`
-// reading a page-aligned region of another process's shared mapping ran at ~1.8 GB/s here
-// (a 64 KiB get took 31–36 µs against 1.7 µs for Open MPI's osc sm; with
-// GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=4194304 it took 1.77 µs). copy_bytes()
-// leaves small copies to memcpy (its vector moves are the best there), copies the middle
-// range with 16-byte vector loads and stores of its own, and hands huge copies back to
-// memcpy, whose non-temporal stores spare the cache. See docs/transports.md.
+// Why not plain memcpy: glibc 2.36 copies sizes between its rep_movsb_threshold (~2 KiB)
+// and its stop threshold with `rep movsb`, which is slow at some page-offset distances on
+// this AMD EPYC VM (below: a 64 KiB shm get took 31–36 µs against 1.7 µs for osc sm).
+// copy_bytes() leaves small copies to memcpy (its vector moves are the best there), copies
+// the middle range with 16-byte vector loads and stores of its own, and hands huge copies
+// back to memcpy, whose non-temporal stores spare the cache.
 #pragma once
 
 #include <algorithm>

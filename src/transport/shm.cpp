@@ -57,21 +57,19 @@ namespace {
 // Moves chunks with process_vm_{writev,readv} in batches of IOV_MAX, resuming after
 // partial transfers (the kernel may stop at a page boundary).
 Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write) {
+    if (n == 1) {  // one chunk (also the rest of a partial batch): the distance-aware copy
+        const Chunk& c = chunks[0];
+        if (ShmTransport::cma_copy(peer.pid, write, c.local, peer.remote_addr + c.offset, c.len)) return Post::done;
+        raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv",
+              int(peer.pid), std::strerror(errno));
+        return Post::error;
+    }
     constexpr std::size_t kBatch = 512;  // < IOV_MAX
     iovec liov[kBatch], riov[kBatch];
     std::size_t i = 0;
     while (i < n) {
         std::size_t k = 0;
         std::size_t want = 0;
-        if (n - i == 1 && chunks[i].len >= kPageOffsetMin) {  // one chunk: the distance-aware copy
-            const Chunk& c = chunks[i];
-            if (!ShmTransport::cma_copy(peer.pid, write, c.local, peer.remote_addr + c.offset, c.len)) {
-                raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv",
-                      int(peer.pid), std::strerror(errno));
-                return Post::error;
-            }
-            return Post::done;
-        }
         for (; k < kBatch && i + k < n; ++k) {
             const Chunk& c = chunks[i + k];
             liov[k] = {c.local, c.len};
