@@ -62,7 +62,7 @@ Config Config::from_env() {
     c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -2, 1 << 20));
     c.spin_us = int(env_long("FASTRMA_SPIN_US", 20, 0, 1000000));
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
-    c.stand_down_us = int(env_long("FASTRMA_STAND_DOWN_US", 50, 0, 1000000));
+    c.stand_down_us = int(env_long("FASTRMA_STAND_DOWN_US", 1000, 0, 1000000));
     c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 5000, 1, 1000000));
     c.poll_quiet_ms = int(env_long("FASTRMA_POLL_QUIET_MS", 20, 0, 1000000));
     c.host_progress = env_long("FASTRMA_HOST_PROGRESS", 1, 0, 1) != 0;

@@ -95,6 +95,14 @@ void ProgressEngine::doze(unsigned us) {
     BellPage::wait(bell_, bell_->ring.load(std::memory_order_acquire), long(us) * 1000);
 }
 
+namespace {
+thread_local bool t_progress_thread = false;
+}
+
+void ProgressEngine::mark_helped() {
+    if (!t_progress_thread) helped_ns_.store(now_ns(), std::memory_order_relaxed);
+}
+
 std::optional<Poll> ProgressEngine::help() {
     // Only a thread that gets the pollers stands the progress thread down: the progress
     // thread itself, waiting inside one of its pollers, holds mu_ and never does.
@@ -152,6 +160,7 @@ void ProgressEngine::pin() {
 void ProgressEngine::loop() {
     tid_.store(pthread_self());
     has_tid_.store(true);
+    t_progress_thread = true;
     pin();
     // Short back-off sleeps must be short: the default timer slack (50 us) would turn every
     // 1-us sleep into 50 and set the latency of an am request (measured: 66 us -> see
@@ -159,17 +168,32 @@ void ProgressEngine::loop() {
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     std::uint32_t backoff_us = 1;
     std::uint64_t last_busy = now_ns();
-    const std::uint64_t stand_down_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
+    // Stand-down: dozes of kFirstDoze, doubling up to FASTRMA_STAND_DOWN_US for as long as
+    // every doze saw a help. Each wake-up of a dozing thread takes a core from a spinning
+    // waiter for a context switch or two (on 2 busy cores, PSCW over am: half the time went
+    // to epochs stalled 10+ us by 50-us dozes; 16 % with 1-ms dozes); a single short help
+    // keeps the thread away for kFirstDoze only.
+    const std::uint64_t max_doze_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
+    const std::uint64_t first_doze_ns = std::min<std::uint64_t>(50000, max_doze_ns);
+    std::uint64_t doze_ns = 0, doze_started = 0;  // 0: not standing down
     while (true) {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         // An application thread is waiting and serving (help()): leave the cores to it.
         const std::uint64_t helped = helped_ns_.load(std::memory_order_relaxed);
-        if (helped && now_ns() - helped < stand_down_ns && !stop_.load(std::memory_order_acquire)) {
-            stand_downs_.fetch_add(1, std::memory_order_relaxed);
-            sleeping_.store(true, std::memory_order_release);
-            BellPage::wait(bell_, bell, long(stand_down_ns));
-            sleeping_.store(false, std::memory_order_release);
-            continue;
+        if (max_doze_ns && helped && !stop_.load(std::memory_order_acquire)) {
+            const std::uint64_t now = now_ns();
+            if (doze_ns ? helped >= doze_started : now - helped < first_doze_ns) {
+                doze_ns = doze_ns ? std::min(2 * doze_ns, max_doze_ns) : first_doze_ns;
+                doze_started = now;
+                stand_downs_.fetch_add(1, std::memory_order_relaxed);
+                sleeping_.store(true, std::memory_order_release);
+                BellPage::wait(bell_, bell, long(doze_ns));
+                sleeping_.store(false, std::memory_order_release);
+                // Then one pass over every poller: what the waiters do not serve (other
+                // windows, lock retries, aged batches) moves at least once a doze.
+            } else {
+                doze_ns = 0;
+            }
         }
         Poll p = progress_once();
         if (p == Poll::busy) { backoff_us = 1; last_busy = now_ns(); continue; }

@@ -83,7 +83,11 @@ public:
     // Returns nullopt when another thread is inside the pollers (the caller may be that
     // thread, re-entered from a poller that waits: it must then serve what it waits for
     // itself, or two processes waiting on each other would stop serving).
-    std::optional<Poll> help();  // stands the progress thread down for FASTRMA_STAND_DOWN_US
+    // A thread other than the progress thread is serving (an am waiter serving its own
+    // endpoint, the host's progress loop calling ours): stand down as after a help. A no-op
+    // on the progress thread itself.
+    void mark_helped();
+    std::optional<Poll> help();  // stands the progress thread down (loop(): dozes up to FASTRMA_STAND_DOWN_US)
 
     // CPU time consumed by the progress thread so far (ns), and the PU it is bound to.
     std::uint64_t thread_cpu_ns() const;

@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -46,12 +47,30 @@ constexpr int kTagReplySpan = 1 << 20;
 enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData };
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
-// kAccumulate body: AccRecord, then the origin data (flags & 4).
+// kAccumulate body: AccRecord, then the origin data (flags & 4). kAtomic8: NotifyRecord.
 struct AccRecord {
     std::int32_t op_id, type_id, rma_kind;
     std::uint32_t flags;
     std::uint64_t toff, n, elem_bytes;
 };
+// kAtomic8 body (a notify: no answer): a state word, the operand, the AtomicOp.
+struct NotifyRecord {
+    std::uint64_t word, operand, op;
+};
+
+// An 8-byte atomic on one of my state words; returns the old value.
+std::uint64_t apply_atomic8(std::uint64_t* w, AtomicOp op, std::uint64_t operand, std::uint64_t compare) {
+    switch (op) {
+    case AtomicOp::fetch_add: return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::swap: return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::load: return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    case AtomicOp::fetch_or: return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::compare_swap:
+        __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        return compare;
+    }
+    return 0;
+}
 
 std::uint64_t now_ns() {
     return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -341,6 +360,7 @@ void AmEndpoint::wait_until(int rank, Done done) {
         }
         // Serve others while waiting: a target that is itself waiting on us must progress
         // even when no progress thread runs.
+        if (on_wait_) on_wait_();
         if (!poll() && spins > 16) sched_yield();
     }
 }
@@ -486,12 +506,38 @@ std::uint64_t AmEndpoint::atomic8(int rank, std::size_t word, AtomicOp op, std::
     return old;
 }
 
+// A notify is a batch record, sent at once: with the small puts batched before it, one
+// message (a PSCW epoch of small puts is then one message each way).
+void AmEndpoint::notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
+    const NotifyRecord r{word, operand, std::uint64_t(op)};
+    batch_append(p, rank, kAtomic8, &r, sizeof r, nullptr, 0);
+    send_batch(p, rank, Ack::none);
+}
+
 void AmEndpoint::notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
-    std::vector<unsigned char> msg(sizeof(Header));
-    Header h{kAtomic8, 0, -1, 0, 0, 0, word, operand, 0, std::uint32_t(op), 0};
-    std::memcpy(msg.data(), &h, sizeof h);
-    send(rank, std::move(msg), Ack::none);
+    {
+        Peer& p = peers_[std::size_t(rank)];
+        std::lock_guard lk(p.mu);
+        notify_locked(p, rank, word, op, operand);
+    }
     throttle(rank);
+}
+
+void AmEndpoint::complete_notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
+    bool sent = false;
+    {
+        Peer& p = peers_[std::size_t(rank)];
+        std::lock_guard lk(p.mu);
+        reap(p);
+        const bool pulling = std::any_of(p.answers.begin(), p.answers.end(), [](const Answer& a) { return a.big; });
+        if (!pulling) {
+            notify_locked(p, rank, word, op, operand);
+            sent = true;
+        }
+    }
+    flush_local(rank);
+    if (!sent) notify8(rank, word, op, operand);
+    else throttle(rank);
 }
 
 Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
@@ -701,6 +747,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                 std::uint64_t off;
                 std::memcpy(&off, body, 8);
                 copy_bytes(local_.base + off, body + 8, rh[1] - 8);
+            } else if (rh[0] == kAtomic8) {
+                NotifyRecord r;
+                std::memcpy(&r, body, sizeof r);
+                apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
             } else {
                 AccRecord r;
                 std::memcpy(&r, body, sizeof r);
@@ -740,19 +790,8 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         break;
     }
     case kAtomic8: {
-        std::uint64_t* w = local_.state + h.a;
-        std::uint64_t old = 0;
-        switch (AtomicOp(h.aop)) {
-        case AtomicOp::fetch_add: old = __atomic_fetch_add(w, h.b, __ATOMIC_ACQ_REL); break;
-        case AtomicOp::swap: old = __atomic_exchange_n(w, h.b, __ATOMIC_ACQ_REL); break;
-        case AtomicOp::load: old = __atomic_load_n(w, __ATOMIC_ACQUIRE); break;
-        case AtomicOp::fetch_or: old = __atomic_fetch_or(w, h.b, __ATOMIC_ACQ_REL); break;
-        case AtomicOp::compare_swap:
-            old = h.c;
-            __atomic_compare_exchange_n(w, &old, h.b, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-            break;
-        }
-        if (h.reply_tag >= 0) reply_copy(&old, sizeof old);  // a notify8 wants none
+        const std::uint64_t old = apply_atomic8(local_.state + h.a, AtomicOp(h.aop), h.b, h.c);
+        reply_copy(&old, sizeof old);  // a notify is a batch record (no answer)
         break;
     }
     case kAccumulate:

@@ -18,6 +18,8 @@
 //               accumulate path, the same code and atomicity domain its local ops use;
 //   flush     : -> empty reply, sent after every earlier request from this origin was
 //               applied.
+// Notifies (an 8-byte atomic without answer: PSCW post and complete) are batch records
+// that send the batch at once.
 // Batching: a small put or an accumulate without result joins the peer's open batch (one
 // kBatch message of records, at most kBatchMax bytes) instead of leaving as a message of
 // its own; the batch leaves when it is full, before any other request to that peer (so
@@ -82,11 +84,19 @@ public:
                     void* result);
     Post read_state(int rank, std::size_t word, std::size_t count, std::uint64_t* out);
     void notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // no answer
+    // A PSCW complete: the notify leaves at once (in the batch with the last small puts),
+    // then local completion; requests apply in order at the target, so it counts the
+    // notify after our ops. Only an answer still being pulled from the target's window (a
+    // get above the eager limit) makes the notify wait for local completion: the target
+    // must not change that memory before the data has left.
+    void complete_notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand);
     void flush(int rank);
     void flush_local(int rank);  // sends complete, every answer carrying data in place
 
     // Target side: serve what has arrived (bounded batch). True if anything was served.
     bool poll();
+    // Called on every pass of a thread waiting here for answers (it serves meanwhile).
+    void set_on_wait(std::function<void()> f) { on_wait_ = std::move(f); }
     // Orders what the server threads applied to my memory before this call before the
     // caller's later loads (MPI_Win_sync): the server applies requests under serve_mu_.
     void sync_with_server() { std::lock_guard lk(serve_mu_); }
@@ -162,6 +172,7 @@ private:
     // the record does not fit. p.mu held.
     void batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen,
                       const void* b, std::size_t blen);
+    void notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);
     void send_batch(Peer& p, int rank, Ack ack);  // p.mu held; no-op when no batch is open
     Post batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
                  std::size_t blen);  // a record into rank's batch, then flow control
@@ -214,6 +225,7 @@ private:
     void land_data();  // after data_rq_ completed: bounce copies, then clear both
     void reap_replies();
     int nprocs_ = 0;
+    std::function<void()> on_wait_;
     std::vector<std::uint16_t> peer_page_;  // page offset of each rank's window base
 };
 
@@ -230,6 +242,9 @@ public:
     }
     void notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
         ep(p).notify8(p.rank, word, op, operand);
+    }
+    void complete_notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
+        ep(p).complete_notify8(p.rank, word, op, operand);
     }
     void flush(const PeerRegion& p) override { ep(p).flush(p.rank); }
     void flush_local(const PeerRegion& p) override { ep(p).flush_local(p.rank); }

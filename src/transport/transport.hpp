@@ -69,6 +69,14 @@ public:
     virtual void notify8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand) {
         (void)atomic8(peer, word, op, operand);
     }
+    // A PSCW complete: everything posted to peer locally complete when this returns, and a
+    // notify8 that the peer applies only after all of it. Default: remote completion, then
+    // the notify. An ordered transport may send the notify first and complete locally after
+    // (the signal then overlaps the wait for this process's own answers).
+    virtual void complete_notify8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand) {
+        flush(peer);
+        notify8(peer, word, op, operand);
+    }
     // Remote completion of everything posted to peer.
     virtual void flush(const PeerRegion& peer) = 0;
     // Local completion: origin buffers reusable, fetched data (gets, old values) in place.
