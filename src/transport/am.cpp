@@ -31,13 +31,16 @@ constexpr std::uint64_t kZeroCopyMin = 4000;
 // ... in pieces of this size, whose receives the target posts as their headers arrive
 // without waiting for each (pipelined; the origin's MPI calls move their data too, which
 // keeps a large put overlapping: as one 1 MiB message the target's CMA copy did it all,
-// and the overlap with a computing target fell from ~0.8 to ~0).
-constexpr std::uint64_t kZeroCopyMax = 64 * 1024;
+// and the overlap with a computing target fell from ~0.8 to ~0). 256 KiB since session 7:
+// 1 MiB put + flush 8-10 % faster than in 64 KiB pieces, overlap 0.76-0.97 (64 KiB pieces
+// 0.77-0.93) in the runs where the target's progress thread kept up.
+constexpr std::uint64_t kZeroCopyMax = 256 * 1024;
 // A get's answer is one message up to this size: the origin pulls it inside its flush
 // whatever its size (no overlap to keep), and fewer rendezvous beat a train of them
 // (1 MiB get: 85 us in 64 KiB pieces, 61-77 in 256 KiB ones, 54 as one message — but one
-// multi-MiB answer made the large-transfer test 30x slower under ThreadSanitizer).
-constexpr std::uint64_t kGetPieceMax = 256 * 1024;
+// multi-MiB answer made the large-transfer test 30x slower under ThreadSanitizer, so
+// larger gets still go in 1 MiB pieces).
+constexpr std::uint64_t kGetPieceMax = 1024 * 1024;
 constexpr int kTagReply0 = 1000;
 // Messages up to this size leave eagerly (Open MPI's shared-memory eager limit); larger ones
 // and larger answers move only while we call MPI (see send()).

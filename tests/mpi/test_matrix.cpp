@@ -336,7 +336,8 @@ TEST_P(PageOffsets, LargeTransfersLandAtEveryDistance) {
         }
     }
     FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
-    // Page-aligned origin buffers with room for an offset.
+    // Origin buffers at offsets from the window memory's own page offset (an am allocate
+    // window starts half a page in), so that every window kind meets the slow distances.
     std::vector<std::int64_t> src_store((kMaxLen + 8192) / 8), dst_store((kMaxLen + 8192) / 8);
     auto page_at = [](std::vector<std::int64_t>& v, std::size_t off) {
         auto* b = reinterpret_cast<unsigned char*>(v.data());
@@ -351,8 +352,9 @@ TEST_P(PageOffsets, LargeTransfersLandAtEveryDistance) {
                 const std::size_t words = len / 8;
                 std::memset(mem, 0xEE, kWin);
                 MPI_Barrier(MPI_COMM_WORLD);
-                auto* src = reinterpret_cast<std::int64_t*>(page_at(src_store, ooff));
-                auto* dst = reinterpret_cast<std::int64_t*>(page_at(dst_store, ooff));
+                const std::size_t at = (reinterpret_cast<std::uintptr_t>(mem) + ooff) % 4096;
+                auto* src = reinterpret_cast<std::int64_t*>(page_at(src_store, at));
+                auto* dst = reinterpret_cast<std::int64_t*>(page_at(dst_store, at));
                 for (std::size_t i = 0; i < words; ++i) src[i] = pattern(me, i, round);
                 const MPI_Aint t = base[std::size_t(right)] + MPI_Aint(toff);
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win));
