@@ -484,6 +484,7 @@ int Window::free_collective() {
     }
     // Every member has closed its epochs; after the barrier nobody touches our memory.
     complete_offloads();
+    if (endpoint_) endpoint_->quiesce();  // one-way messages of ours applied, too
     bs_->barrier();
     eng_.progress().remove_poller(poller_id_);
     poller_id_ = 0;

@@ -499,13 +499,18 @@ Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
     return Post::posted;
 }
 
+std::uint64_t AmEndpoint::atomic8_start(int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                        std::uint64_t compare, std::uint64_t* old) {
+    std::vector<unsigned char> msg(sizeof(Header));
+    const Header h{kAtomic8, 0, -1, 0, 0, 0, word, operand, compare, std::uint32_t(op), 0};
+    std::memcpy(msg.data(), &h, sizeof h);
+    return send(rank, std::move(msg), Ack::always, nullptr, 0, old, sizeof *old);
+}
+
 std::uint64_t AmEndpoint::atomic8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
                                   std::uint64_t compare) {
-    std::vector<unsigned char> msg(sizeof(Header));
-    Header h{kAtomic8, 0, -1, 0, 0, 0, word, operand, compare, std::uint32_t(op), 0};
-    std::memcpy(msg.data(), &h, sizeof h);
     std::uint64_t old = 0;
-    request(rank, msg, &old, sizeof old);
+    atomic8_finish(rank, atomic8_start(rank, word, op, operand, compare, &old));
     return old;
 }
 
@@ -616,6 +621,18 @@ void AmEndpoint::flush(int rank) {
         return q.answers.empty() || q.answers.front().seq > upto;
     });
     complete_sends(rank);  // answered: every earlier message of ours has arrived
+}
+
+void AmEndpoint::quiesce() {
+    for (int r = 0; r < nprocs_; ++r) {
+        Peer& p = peers_[std::size_t(r)];
+        bool open;
+        {
+            std::lock_guard lk(p.mu);
+            open = !p.batch.empty() || p.answered.load(std::memory_order_acquire) < p.sent.load(std::memory_order_relaxed);
+        }
+        if (open) flush(r);
+    }
 }
 
 void AmEndpoint::flush_local(int rank) {

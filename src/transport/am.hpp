@@ -83,6 +83,10 @@ public:
                     std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
                     void* result);
     Post read_state(int rank, std::size_t word, std::size_t count, std::uint64_t* out);
+    // atomic8 in two halves: the request leaves, its answer lands in *old by finish.
+    std::uint64_t atomic8_start(int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                std::uint64_t compare, std::uint64_t* old);
+    void atomic8_finish(int rank, std::uint64_t seq) { wait_answer(rank, seq); }
     void notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // no answer
     // A PSCW complete: the notify leaves at once (in the batch with the last small puts),
     // then local completion; requests apply in order at the target, so it counts the
@@ -92,6 +96,9 @@ public:
     void complete_notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand);
     void flush(int rank);
     void flush_local(int rank);  // sends complete, every answer carrying data in place
+    // Before the window's closing barrier: every request of ours applied at its target,
+    // one-way ones too (a lock's master release): nothing of ours is left to arrive.
+    void quiesce();
 
     // Target side: serve what has arrived (bounded batch). True if anything was served.
     bool poll();
@@ -240,6 +247,11 @@ public:
                           std::uint64_t compare) override {
         return ep(p).atomic8(p.rank, word, op, operand, compare);
     }
+    std::uint64_t atomic8_start(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                std::uint64_t compare, std::uint64_t* old) override {
+        return ep(p).atomic8_start(p.rank, word, op, operand, compare, old);
+    }
+    void atomic8_finish(const PeerRegion& p, std::uint64_t token) override { ep(p).atomic8_finish(p.rank, token); }
     void notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
         ep(p).notify8(p.rank, word, op, operand);
     }

@@ -64,6 +64,15 @@ public:
     // 8-byte atomic on a synchronization word of the peer; returns the old value.
     virtual std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
                                   std::uint64_t operand, std::uint64_t compare = 0) = 0;
+    // An 8-byte atomic whose old value lands in *old when atomic8_finish(peer, token)
+    // returns: a transport that waits for the peer keeps two such in flight at once (a
+    // lock's master and target words). Default: done here.
+    virtual std::uint64_t atomic8_start(const PeerRegion& peer, std::size_t word, AtomicOp op,
+                                        std::uint64_t operand, std::uint64_t compare, std::uint64_t* old) {
+        *old = atomic8(peer, word, op, operand, compare);
+        return 0;
+    }
+    virtual void atomic8_finish(const PeerRegion& /*peer*/, std::uint64_t /*token*/) {}
     // An 8-byte atomic whose old value nobody wants (a post, a complete): may leave
     // without waiting for the peer.
     virtual void notify8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand) {
