@@ -149,7 +149,7 @@ void ProgressEngine::pin() {
         if (pu >= 0) {
             hwloc_bitmap_t one = hwloc_bitmap_alloc();
             hwloc_bitmap_only(one, unsigned(pu));
-            if (hwloc_set_cpubind(topo, one, HWLOC_CPUBIND_THREAD) == 0) bound_pu_ = pu;
+            if (hwloc_set_cpubind(topo, one, HWLOC_CPUBIND_THREAD) == 0) bound_pu_.store(pu, std::memory_order_relaxed);
             hwloc_bitmap_free(one);
         }
     }

@@ -91,7 +91,7 @@ public:
 
     // CPU time consumed by the progress thread so far (ns), and the PU it is bound to.
     std::uint64_t thread_cpu_ns() const;
-    int bound_pu() const { return bound_pu_; }
+    int bound_pu() const { return bound_pu_.load(std::memory_order_relaxed); }
     std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
     std::uint64_t stand_downs() const { return stand_downs_.load(std::memory_order_relaxed); }
     std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
@@ -113,7 +113,7 @@ private:
     int next_id_ = 1;
     std::atomic<pthread_t> tid_{};
     std::atomic<bool> has_tid_{false};
-    int bound_pu_ = -1;
+    std::atomic<int> bound_pu_{-1};  // set by the thread in pin(); read by stats at any time
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};
     std::atomic<std::uint64_t> helped_ns_{0};  // when a waiting application thread last helped
