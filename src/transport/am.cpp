@@ -326,7 +326,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         PMPI_Irecv(answer_buf, int(answer_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq);
         const bool big = answer_len > kEagerMax;
         p.answer_rq.push_back(rq);
-        p.answers.push_back({seq, ack == Ack::maybe, big, std::move(land)});
+        p.answers.push_back({seq, ack == Ack::maybe, answer_buf != nullptr, big, std::move(land)});
         if (ack == Ack::maybe) p.ack_in_flight = true;
         if (big) ++p.big_in_flight;
     } else {
@@ -602,7 +602,9 @@ void AmEndpoint::flush(int rank) {
     bool tail_answered;
     {
         std::lock_guard lk(p.mu);
-        send_batch(p, rank, Ack::maybe);
+        // The batch asks for the answer this flush needs: with another thread's ack in
+        // flight, Ack::maybe would leave it unanswered and cost a flush request of its own.
+        send_batch(p, rank, Ack::always);
         reap(p);
         upto = p.sent.load(std::memory_order_relaxed);
         tail_answered = !p.answers.empty() && p.answers.back().seq == upto;
@@ -646,7 +648,7 @@ void AmEndpoint::flush_local(int rank) {
     }
     wait_until(rank, [upto](const Peer& q) {
         for (const Answer& a : q.answers)
-            if (!a.ack && a.seq <= upto) return false;
+            if (a.data && a.seq <= upto) return false;
         return true;
     });
     complete_sends(rank);

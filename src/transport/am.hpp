@@ -152,7 +152,9 @@ private:
     };
     struct Answer {       // a posted receive of an answer: an ack, or a get's data
         std::uint64_t seq;
-        bool ack;         // the empty answer a put/accumulate asked for
+        bool ack;         // the empty answer a put/accumulate asked for (ack_in_flight)
+        bool data;        // carries data into a buffer of ours (a get, old values): local
+                          // completion (flush_local) waits for it
         bool big;         // larger than the eager limit: counted in big_in_flight
         Landing land{};   // a get's data received into a bounce buffer (empty: in place)
     };
