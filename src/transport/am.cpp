@@ -61,20 +61,6 @@ struct NotifyRecord {
     std::uint64_t word, operand, op;
 };
 
-// An 8-byte atomic on one of my state words; returns the old value.
-std::uint64_t apply_atomic8(std::uint64_t* w, AtomicOp op, std::uint64_t operand, std::uint64_t compare) {
-    switch (op) {
-    case AtomicOp::fetch_add: return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::swap: return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::load: return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-    case AtomicOp::fetch_or: return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::compare_swap:
-        __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-        return compare;
-    }
-    return 0;
-}
-
 std::uint64_t now_ns() {
     return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::steady_clock::now().time_since_epoch()).count());

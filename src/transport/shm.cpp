@@ -119,18 +119,7 @@ Post ShmTransport::get(const PeerRegion& peer, const Chunk* chunks, std::size_t 
 
 std::uint64_t ShmTransport::atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
                                     std::uint64_t operand, std::uint64_t compare) {
-    std::uint64_t* w = peer.state + word;
-    switch (op) {
-    case AtomicOp::fetch_add: return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::swap: return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::load: return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-    case AtomicOp::fetch_or: return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::compare_swap:
-        __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE);
-        return compare;  // the old value either way
-    }
-    return 0;
+    return apply_atomic8(peer.state + word, op, operand, compare);
 }
 
 int ShmTransport::probe_cma(pid_t pid, std::uint64_t addr) {

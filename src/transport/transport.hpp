@@ -26,6 +26,21 @@ inline bool accepted(Post p) { return p == Post::done || p == Post::posted; }
 // would do it with a compare-swap loop.
 enum class AtomicOp : std::uint8_t { fetch_add, compare_swap, swap, load, fetch_or };
 
+// An 8-byte atomic on a synchronization word this process can address (its own, or a node
+// peer's mapped state): the old value. The shm transport and the am server share it.
+inline std::uint64_t apply_atomic8(std::uint64_t* w, AtomicOp op, std::uint64_t operand, std::uint64_t compare) {
+    switch (op) {
+    case AtomicOp::fetch_add: return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::swap: return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::load: return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    case AtomicOp::fetch_or: return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::compare_swap:
+        __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        return compare;  // the old value either way
+    }
+    return 0;
+}
+
 // How this process reaches one peer's part of a window.
 struct PeerRegion {
     unsigned char* mapped = nullptr;  // load/store address here, or null
