@@ -116,7 +116,8 @@ private:
     std::atomic<int> bound_pu_{-1};  // set by the thread in pin(); read by stats at any time
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};
-    std::atomic<std::uint64_t> helped_ns_{0};  // when a waiting application thread last helped
+    std::atomic<bool> helped_{false};  // a thread served for us since the loop last looked
+    void note_help();
 };
 
 }  // namespace fastrma::detail
