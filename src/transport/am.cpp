@@ -185,7 +185,13 @@ std::size_t test_and_compact(std::vector<MPI_Request>& rqs, std::vector<int>& id
 void AmEndpoint::reap_sends(Peer& p) {
     if (p.send_rq.empty()) return;
     const std::size_t n = test_and_compact(
-        p.send_rq, p.testsome_idx, [&](std::size_t i) { p.big_in_flight -= p.send_big[i]; },
+        p.send_rq, p.testsome_idx,
+        [&](std::size_t i) {
+            p.big_in_flight -= p.send_big[i];
+            // A sent batch's buffer serves the next batch (no 4 KiB malloc per message).
+            if (p.send_buf[i].capacity() >= kBatchMax && p.spare_batches.size() < 4)
+                p.spare_batches.push_back(std::move(p.send_buf[i]));
+        },
         [&](std::size_t to, std::size_t from) {
             p.send_buf[to] = std::move(p.send_buf[from]);
             p.send_big[to] = p.send_big[from];
@@ -240,7 +246,13 @@ void AmEndpoint::batch_append(Peer& p, int rank, std::uint32_t kind, const void*
     const std::size_t rec = 8 + alen + blen;
     if (!p.batch.empty() && p.batch.size() + rec > kBatchMax) send_batch(p, rank, Ack::maybe);
     if (p.batch.empty()) {
-        p.batch.reserve(kBatchMax);
+        if (!p.spare_batches.empty()) {
+            p.batch = std::move(p.spare_batches.back());
+            p.spare_batches.pop_back();
+            p.batch.clear();
+        } else {
+            p.batch.reserve(kBatchMax);
+        }
         p.batch.resize(sizeof(Header));
         const Header h{kBatch, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0};
         std::memcpy(p.batch.data(), &h, sizeof h);

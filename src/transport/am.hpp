@@ -173,6 +173,7 @@ private:
         bool ack_in_flight = false;               // a put/accumulate ack among answers
         std::vector<int> testsome_idx;            // MPI_Testsome's scratch (mu)
         std::vector<unsigned char> batch;         // the open batch (Header + records), or empty
+        std::vector<std::vector<unsigned char>> spare_batches;  // sent batches' buffers (mu)
         std::uint32_t batch_records = 0;
         std::uint64_t batch_opened_ns = 0;        // when its first record joined
         std::vector<PageOffsetBuffer> spares;     // bounce buffers of answers, for reuse (mu)
