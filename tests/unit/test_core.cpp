@@ -207,6 +207,40 @@ TEST(Progress, StandsDownWhileAWaiterHelpsAndResumesAfter) {
     pe.stop();
 }
 
+// mark_helped(): another thread serving for us (the host-progress hook, an am flush wait)
+// stands the thread down like a help; called from the progress thread itself (a poller
+// inside MPI, whose progress runs the hook) it must not, or the thread would doze while it
+// is the only one serving.
+TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
+    Config cfg;
+    cfg.spin_us = 10;
+    cfg.poll_max_us = 20;
+    cfg.stand_down_us = 2000;
+    ProgressEngine pe(cfg, 0);
+    std::atomic<int> passes{0};
+    std::atomic<bool> finished{false};
+    pe.add_poller([&] {
+        passes.fetch_add(1);
+        pe.mark_helped();  // on the progress thread: a no-op
+        return finished.load() ? Poll::idle : Poll::waiting;
+    });
+    pe.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(pe.stand_downs(), 0u) << "the progress thread stood itself down";
+    EXPECT_GT(passes.load(), 200) << "the thread did not keep polling";
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    const int before = passes.load();
+    while (std::chrono::steady_clock::now() < until) {  // as the hook does on every MPI call
+        pe.mark_helped();
+        const auto next = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < next) {}
+    }
+    EXPECT_GT(pe.stand_downs(), 0u);
+    EXPECT_LE(passes.load() - before, 100) << "the thread kept polling while another thread served";
+    finished.store(true);
+    pe.stop();
+}
+
 TEST(CopyOffload, PiecesRunByManyWorkersRetireInOrderAndAFullRingRefuses) {
     CopyOffload q(4096, 8);  // 8 pieces of 4 KiB
     std::vector<unsigned char> src(6 * 4096 + 100), dst(src.size(), 0);
