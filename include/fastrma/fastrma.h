@@ -48,6 +48,10 @@ int FRMA_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr);
 int FRMA_Free_mem(void* base);
 
 /* ---- windows ---- */
+/* FRMA_Win_allocate's memory is page-aligned on shared memory; a window that uses the am
+ * transport starts half a page in (page offset 2048), where the host MPI's copies between it
+ * and page-aligned or malloc'ed buffers run at full speed (docs/transports.md). MPI promises
+ * no alignment; both are 64-byte aligned. */
 int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                       void* baseptr, FRMA_Win* win);
 int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
