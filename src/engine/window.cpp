@@ -27,10 +27,8 @@
 namespace fastrma::detail {
 
 namespace {
-constexpr std::size_t kAmDataOffset = 2048;  // build_am(): an allocate window's page offset
-}
 
-namespace {
+constexpr std::size_t kAmDataOffset = 2048;  // build_am(): an allocate window's page offset
 
 const char* mode_name(AccessMode m) {
     switch (m) {

@@ -164,15 +164,32 @@ TEST(Progress, RunsPollersSleepsWhenIdleAndWakesOnTheDoorbell) {
     EXPECT_FALSE(pe.running());
 }
 
-// A waiting application thread that helps (help()) runs the pollers itself, and the
-// progress thread stands down while it does: no poller call from the progress thread
-// during the help, and it polls again once the help stopped.
-TEST(Progress, StandsDownWhileAWaiterHelpsAndResumesAfter) {
+// The stand-down tests: a thread that polls every 20 us at most when not standing down,
+// and dozes of 50 us doubling to 2 ms.
+Config stand_down_config() {
     Config cfg;
     cfg.spin_us = 10;
     cfg.poll_max_us = 20;
     cfg.stand_down_us = 2000;
-    ProgressEngine pe(cfg, 0);
+    return cfg;
+}
+
+// Calls serve() every 20 us for 100 ms, spinning in between, as a waiting thread does.
+template <class Serve>
+void serve_for_100ms(Serve serve) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (std::chrono::steady_clock::now() < until) {
+        serve();
+        const auto next = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < next) {}
+    }
+}
+
+// A waiting application thread that helps (help()) runs the pollers itself, and the
+// progress thread stands down while it does: no poller call from the progress thread
+// during the help, and it polls again once the help stopped.
+TEST(Progress, StandsDownWhileAWaiterHelpsAndResumesAfter) {
+    ProgressEngine pe(stand_down_config(), 0);
     std::atomic<std::thread::id> helper{};
     std::atomic<int> by_thread{0}, by_helper{0};
     std::atomic<bool> finished{false};
@@ -190,12 +207,7 @@ TEST(Progress, StandsDownWhileAWaiterHelpsAndResumesAfter) {
     pe.help();  // the first help: the thread may be inside a pass right now
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const int before = by_thread.load();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    while (std::chrono::steady_clock::now() < until) {  // a waiter helps between polls of its flag
-        pe.help();
-        const auto next = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-        while (std::chrono::steady_clock::now() < next) {}
-    }
+    serve_for_100ms([&] { pe.help(); });  // a waiter helps between polls of its flag
     // Dozes of 50 us doubling to 2 ms, one pass after each: about 55 passes in 100 ms,
     // against thousands at poll_max_us = 20 without the stand-down.
     EXPECT_LE(by_thread.load() - before, 100) << "the progress thread polled while a waiter helped";
@@ -212,11 +224,7 @@ TEST(Progress, StandsDownWhileAWaiterHelpsAndResumesAfter) {
 // inside MPI, whose progress runs the hook) it must not, or the thread would doze while it
 // is the only one serving.
 TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
-    Config cfg;
-    cfg.spin_us = 10;
-    cfg.poll_max_us = 20;
-    cfg.stand_down_us = 2000;
-    ProgressEngine pe(cfg, 0);
+    ProgressEngine pe(stand_down_config(), 0);
     std::atomic<int> passes{0};
     std::atomic<bool> finished{false};
     pe.add_poller([&] {
@@ -228,13 +236,8 @@ TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_EQ(pe.stand_downs(), 0u) << "the progress thread stood itself down";
     EXPECT_GT(passes.load(), 200) << "the thread did not keep polling";
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
     const int before = passes.load();
-    while (std::chrono::steady_clock::now() < until) {  // as the hook does on every MPI call
-        pe.mark_helped();
-        const auto next = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-        while (std::chrono::steady_clock::now() < next) {}
-    }
+    serve_for_100ms([&] { pe.mark_helped(); });  // as the hook does on every MPI call
     EXPECT_GT(pe.stand_downs(), 0u);
     EXPECT_LE(passes.load() - before, 100) << "the thread kept polling while another thread served";
     finished.store(true);
