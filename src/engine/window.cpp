@@ -400,6 +400,9 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
                               const void* src, const void* cmp, void* res) {
         return self->apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
     };
+    local.grant_lock = [self](Transport::LockRequest what) {
+        return lockproto::grant(shm_transport(), self->peer(self->rank_), what);
+    };
     w->endpoint_ = std::make_unique<AmEndpoint>(mb->comm(), std::move(local));  // collective
     if ((err = agree(b, w->endpoint_->error(), "am: cannot duplicate the communicator", call))) return err;
     if (eng.config().host_progress) {
@@ -600,6 +603,8 @@ void Window::release(Target* t) {
     if (t->lock_type == MPI_LOCK_SHARED) lockproto::unlock_shared(tp, peer(t->rank));
     else lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
     t->acquired = false;
+    // An am origin's lock request parked here may take it now: my progress thread retries.
+    if (t->rank == rank_ && endpoint_ && endpoint_->has_parked()) eng_.progress().wake();
     ring_lock_waiters(t->rank);
     if (t->lock_type != MPI_LOCK_SHARED && t->rank != 0) ring_lock_waiters(0);
 }
@@ -693,12 +698,13 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
             continue;
         }
         int rc = drain(t);
-        // Over an ordered transport the lock release is answered only after every op
-        // before it was applied: local completion suffices ahead of it (one round trip
-        // less per epoch). MPI_Win_flush_local asks no more than that either.
+        // Over an ordered transport the lock release completes the epoch itself
+        // (Transport::release): it leaves with the last ops, and its answer, if it needs
+        // one, comes after all of them were applied (lock + put + unlock: one message each
+        // way). MPI_Win_flush_local asks only for local completion.
         const bool release_covers = remove && t->acquired && tp(rank).caps(peer(rank)).ordered;
-        if (release_covers || flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
-        else tp(rank).flush(peer(rank));
+        if (flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
+        else if (!release_covers) tp(rank).flush(peer(rank));
         if (int e = complete_offloads(); e && !rc) rc = e;  // direct ops of the epoch
         if (remove) {
             release(t);
@@ -780,6 +786,7 @@ int Window::unlock_all() {
         for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
         if (lock_all_acquired_) {
             lockproto::unlock_all(tp(0), peer(0));
+            if (rank_ == 0 && endpoint_ && endpoint_->has_parked()) eng_.progress().wake();  // as in release()
             ring_lock_waiters(0);
         }
     }

@@ -7,17 +7,58 @@ namespace fastrma::detail::lockproto {
 
 namespace {
 constexpr std::uint64_t kMinusOne = ~0ull;  // fetch-add of -1 (two's complement)
-}
 
-bool try_shared(Transport& tp, const PeerRegion& t) {
+bool take_shared(Transport& tp, const PeerRegion& t) {
     std::uint64_t old = tp.atomic8(t, kLockLocal, AtomicOp::fetch_add, 1);
     if (!(old & kLocalExclusive)) return true;
     tp.atomic8(t, kLockLocal, AtomicOp::fetch_add, kMinusOne);
     return false;
 }
 
+bool take_exclusive_target(Transport& tt, const PeerRegion& t) {
+    return tt.atomic8(t, kLockLocal, AtomicOp::compare_swap, kLocalExclusive, 0) == 0;
+}
+
+// An exclusive holder's count on the master; fails (undone) while lock_all holders exist.
+bool take_master(Transport& tm, const PeerRegion& master) {
+    if (!(tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, 1) >> 32)) return true;
+    tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
+    return false;
+}
+
+// Both words one after the other: the master's count, then the target's bit.
+bool take_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t) {
+    if (!take_master(tm, master)) return false;
+    if (take_exclusive_target(tt, t)) return true;
+    tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
+    return false;
+}
+
+bool same_peer(const PeerRegion& a, const PeerRegion& b) { return a.rank >= 0 && a.rank == b.rank; }
+}  // namespace
+
+bool try_shared(Transport& tp, const PeerRegion& t) {
+    if (tp.caps(t).queues_locks) {
+        tp.lock_request(t, Transport::LockRequest::shared);
+        return true;
+    }
+    return take_shared(tp, t);
+}
+
 bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t) {
-    if (tm.caps(master).needs_target_cpu && tt.caps(t).needs_target_cpu) {
+    const bool master_remote = tm.caps(master).needs_target_cpu;
+    if (tt.caps(t).queues_locks && (!master_remote || (&tm == &tt && same_peer(master, t)))) {
+        // The target grants it (am): no round trip here, the epoch's ops follow the request.
+        if (master_remote) {  // the master is the target: it takes both words
+            tt.lock_request(t, Transport::LockRequest::exclusive_with_master);
+            return true;
+        }
+        // The master's count here (our own or a node peer's word), the target's bit there.
+        if (!take_master(tm, master)) return false;
+        tt.lock_request(t, Transport::LockRequest::exclusive);
+        return true;
+    }
+    if (master_remote && tt.caps(t).needs_target_cpu) {
         // Both words behind a round trip (am, this process not the master): both atomics in
         // flight at once, one round trip instead of two. Mutual exclusion only needs both
         // to go through their words atomically; the order between them does not matter (a
@@ -35,13 +76,15 @@ bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const
         tm.notify8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
         return false;
     }
-    std::uint64_t g = tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, 1);
-    if (g >> 32) {  // lock_all holders
-        tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
-        return false;
+    return take_exclusive(tm, master, tt, t);
+}
+
+bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what) {
+    switch (what) {
+    case Transport::LockRequest::shared: return take_shared(tp, me);
+    case Transport::LockRequest::exclusive: return take_exclusive_target(tp, me);
+    case Transport::LockRequest::exclusive_with_master: return take_exclusive(tp, me, tp, me);
     }
-    if (tt.atomic8(t, kLockLocal, AtomicOp::compare_swap, kLocalExclusive, 0) == 0) return true;
-    tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
     return false;
 }
 
@@ -53,14 +96,21 @@ bool try_lock_all(Transport& tp, const PeerRegion& master) {
 }
 
 void unlock_shared(Transport& tp, const PeerRegion& t) {
-    tp.atomic8(t, kLockLocal, AtomicOp::fetch_add, kMinusOne);
+    const Transport::Release r{kLockLocal, AtomicOp::fetch_add, kMinusOne};
+    tp.release(t, &r, 1);
 }
 
-// The target's release is answered (over am its answer is the remote completion of the
-// epoch's ops); the master's count is only announced: one-way, since nothing of ours waits
-// on it, and our own next attempt there is applied after it.
+// The target's release completes the epoch (Transport::release); the master's count is
+// only announced: one-way, since nothing of ours waits on it, and our own next attempt
+// there is applied after it. A master that is the target takes both in one message.
 void unlock_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t) {
-    tt.atomic8(t, kLockLocal, AtomicOp::fetch_add, ~kLocalExclusive + 1);
+    const Transport::Release r[2] = {{kLockLocal, AtomicOp::fetch_add, ~kLocalExclusive + 1},
+                                     {kLockGlobal, AtomicOp::fetch_add, kMinusOne}};
+    if (&tm == &tt && same_peer(master, t)) {
+        tt.release(t, r, 2);
+        return;
+    }
+    tt.release(t, r, 1);
     tm.notify8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
 }
 

@@ -8,6 +8,11 @@
 //   exclusive(t) : fetch-add 1 on master.global (fails while lock_all holders exist), then
 //                  CAS 0 -> EXCL on t.local; on failure undo both -> retry later
 //   lock_all     : fetch-add 2^32 on master.global; if exclusive holders exist, undo
+// Over a transport whose targets grant locks themselves (Caps::queues_locks: am), shared and
+// exclusive become a request queued ahead of the epoch's ops (no round trip at lock time;
+// the target holds our later requests until it could take the words above, see grant());
+// an exclusive lock does so when the master's word is at hand (ours or a node peer's: its
+// count is taken here first) or is the target's own.
 // Every try_ function is one bounded attempt: callers own the back-off, so the progress
 // thread and waiting sync calls can interleave attempts with other work.
 #pragma once
@@ -20,6 +25,9 @@ bool try_shared(Transport& tp, const PeerRegion& target);
 // The master and the target may be reached by different transports (tm, tt).
 bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
 bool try_lock_all(Transport& tp, const PeerRegion& master);
+// At a target: one attempt to take my own words for a queued request (me: my own region,
+// through a transport that reaches it without my CPU).
+bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what);
 void unlock_shared(Transport& tp, const PeerRegion& target);
 void unlock_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
 void unlock_all(Transport& tp, const PeerRegion& master);

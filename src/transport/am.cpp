@@ -47,10 +47,11 @@ constexpr int kTagReply0 = 1000;
 constexpr std::size_t kEagerMax = 4096;
 constexpr int kTagReplySpan = 1 << 20;
 
-enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData };
+enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData, kLockReq };
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
 // kAccumulate body: AccRecord, then the origin data (flags & 4). kAtomic8: NotifyRecord.
+// kLockReq: u64 Transport::LockRequest.
 struct AccRecord {
     std::int32_t op_id, type_id, rma_kind;
     std::uint32_t flags;
@@ -529,6 +530,33 @@ void AmEndpoint::notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t 
     throttle(rank);
 }
 
+void AmEndpoint::lock_request(int rank, Transport::LockRequest what) {
+    const std::uint64_t r = std::uint64_t(what);
+    batched(rank, kLockReq, &r, sizeof r, nullptr, 0);
+}
+
+void AmEndpoint::release(int rank, const Transport::Release* r, std::size_t n) {
+    Peer& p = peers_[std::size_t(rank)];
+    bool one_way;
+    {
+        std::lock_guard lk(p.mu);
+        reap(p);
+        one_way = p.batch.empty() && p.answers.empty() &&
+                  p.answered.load(std::memory_order_relaxed) == p.sent.load(std::memory_order_relaxed);
+        for (std::size_t i = 0; i < n; ++i) {
+            const NotifyRecord rec{r[i].word, r[i].operand, std::uint64_t(r[i].op)};
+            batch_append(p, rank, kAtomic8, &rec, sizeof rec, nullptr, 0);
+        }
+        if (one_way) send_batch(p, rank, Ack::none);
+    }
+    if (!one_way) {
+        flush(rank);  // the batch asks for the answer
+        return;
+    }
+    complete_sends(rank);
+    throttle(rank);
+}
+
 void AmEndpoint::complete_notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
     bool sent = false;
     {
@@ -696,6 +724,45 @@ bool AmEndpoint::poll() {
         ring_head_ = (ring_head_ + 1) % kRing;
         any = true;
     }
+    // A parked lock request may be grantable now: a release came in, or this process
+    // released a lock of its own (it wakes the progress thread then).
+    if (parked_n_.load(std::memory_order_relaxed) && retry_parked()) any = true;
+    return any;
+}
+
+void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
+                      std::size_t rest_len, std::uint32_t rest_records) {
+    if (parked_.empty()) parked_.resize(std::size_t(nprocs_));
+    Parked& pk = parked_[std::size_t(source)];
+    pk.active = true;
+    pk.what = what;
+    pk.msgs.clear();
+    if (rest_records || h.reply_tag >= 0) {  // the rest of the batch, and its ack
+        Header rh = h;
+        rh.nseg = rest_records;
+        std::vector<unsigned char> m(sizeof rh + rest_len);
+        std::memcpy(m.data(), &rh, sizeof rh);
+        if (rest_len) std::memcpy(m.data() + sizeof rh, rest, rest_len);
+        pk.msgs.push_back(std::move(m));
+    }
+    parked_n_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool AmEndpoint::retry_parked() {
+    bool any = false;
+    // From the rank after the last one granted: no origin waits forever behind lower ranks.
+    for (int k = 0; k < nprocs_ && parked_n_.load(std::memory_order_relaxed); ++k) {
+        const int s = (park_next_ + k) % nprocs_;
+        Parked& pk = parked_[std::size_t(s)];
+        if (!pk.active || !local_.grant_lock(pk.what)) continue;
+        pk.active = false;
+        parked_n_.fetch_sub(1, std::memory_order_relaxed);
+        park_next_ = (s + 1) % nprocs_;
+        std::vector<std::vector<unsigned char>> msgs = std::move(pk.msgs);
+        pk.msgs.clear();
+        for (const auto& m : msgs) serve(m.data(), m.size(), s);  // parks again at a later request
+        any = true;
+    }
     return any;
 }
 
@@ -713,6 +780,11 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     std::memcpy(&h, msg, sizeof h);
+    // An origin whose lock request waits: its requests wait behind it, in order.
+    if (parked_n_.load(std::memory_order_relaxed) && parked_[std::size_t(source)].active) {
+        parked_[std::size_t(source)].msgs.emplace_back(msg, msg + len);
+        return;
+    }
     const unsigned char* p = msg + sizeof h;
     // Requests apply in order: put payloads still arriving land before anything else.
     if (h.kind != kPutData && !data_rq_.empty()) complete_data();
@@ -771,6 +843,14 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                 NotifyRecord r;
                 std::memcpy(&r, body, sizeof r);
                 apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
+            } else if (rh[0] == kLockReq) {
+                std::uint64_t what;
+                std::memcpy(&what, body, sizeof what);
+                if (!local_.grant_lock(Transport::LockRequest(what))) {
+                    const unsigned char* rest = body + rh[1];
+                    park(source, Transport::LockRequest(what), h, rest, std::size_t(msg + len - rest), h.nseg - i - 1);
+                    return;  // the rest of the batch (and its ack) once granted
+                }
             } else {
                 AccRecord r;
                 std::memcpy(&r, body, sizeof r);
@@ -852,7 +932,6 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         reply(nullptr, 0);
         break;
     }
-    (void)len;
 }
 
 }  // namespace fastrma::detail

@@ -62,6 +62,8 @@ struct AmLocal {
     // rma_kind, op id, type id, target offset, elements, origin data, compare (cas),
     // result buffer (may be null). Returns an MPI error class.
     std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
+    // One attempt to take my lock words for an origin's queued request (lockproto::grant).
+    std::function<bool(Transport::LockRequest)> grant_lock;
 };
 
 class AmEndpoint {
@@ -94,6 +96,15 @@ public:
     // get above the eager limit) makes the notify wait for local completion: the target
     // must not change that memory before the data has left.
     void complete_notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand);
+    // A lock request (a batch record, leaving with the epoch's first ops): the target serves
+    // nothing of ours behind it before it took the lock. While it cannot, our requests wait
+    // in its parked queue, and every poll of the target retries.
+    void lock_request(int rank, Transport::LockRequest what);
+    // Transport::release: the releases join the batch; one-way when every earlier request
+    // is answered already (the epoch is complete), else the batch asks for the answer that
+    // completes the epoch (lock + put + unlock: one message, one answer).
+    void release(int rank, const Transport::Release* r, std::size_t n);
+    bool has_parked() const { return parked_n_.load(std::memory_order_relaxed) != 0; }
     void flush(int rank);
     void flush_local(int rank);  // sends complete, every answer carrying data in place
     // Before the window's closing barrier: every request of ours applied at its target,
@@ -231,6 +242,19 @@ private:
     std::vector<MPI_Request> data_rq_;
     std::vector<Landing> data_land_;  // beside data_rq_: where each payload lands
     PageOffsetBuffer acc_scratch_;  // a large accumulate's origin data (serve_mu_)
+    // Origins whose lock request could not be granted yet (serve_mu_): their requests, in
+    // arrival order, from the rest of the batch that held the request on.
+    struct Parked {
+        bool active = false;
+        Transport::LockRequest what{};
+        std::vector<std::vector<unsigned char>> msgs;
+    };
+    std::vector<Parked> parked_;
+    std::atomic<int> parked_n_{0};
+    int park_next_ = 0;
+    void park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
+              std::size_t rest_len, std::uint32_t rest_records);
+    bool retry_parked();  // serve_mu_ held: grants what it can and serves what waited
     void complete_data();
     void land_data();  // after data_rq_ completed: bounce copies, then clear both
     void reap_replies();
@@ -243,7 +267,7 @@ private:
 class AmTransport final : public Transport {
 public:
     const char* name() const override { return "am"; }
-    Caps caps(const PeerRegion&) const override { return {false, false, true, true}; }
+    Caps caps(const PeerRegion&) const override { return {false, false, true, true, true}; }
     Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep(p).put(p.rank, c, n); }
     Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep(p).get(p.rank, c, n); }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
@@ -261,6 +285,8 @@ public:
     void complete_notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
         ep(p).complete_notify8(p.rank, word, op, operand);
     }
+    void lock_request(const PeerRegion& p, LockRequest what) override { ep(p).lock_request(p.rank, what); }
+    void release(const PeerRegion& p, const Release* r, std::size_t n) override { ep(p).release(p.rank, r, n); }
     void flush(const PeerRegion& p) override { ep(p).flush(p.rank); }
     void flush_local(const PeerRegion& p) override { ep(p).flush_local(p.rank); }
     Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,

@@ -70,6 +70,9 @@ public:
         // that is answered (a lock release) completes everything before it, and one that is
         // not (a PSCW complete) needs no flush ahead of it.
         bool ordered = false;
+        // The target grants a lock request itself, in order with this process's requests
+        // (lock_request): the origin sends its ops behind the request without waiting.
+        bool queues_locks = false;
     };
     virtual ~Transport() = default;
     virtual const char* name() const = 0;
@@ -101,6 +104,25 @@ public:
         flush(peer);
         notify8(peer, word, op, operand);
     }
+    // A lock release: n 8-byte atomics (old values unwanted) applied at the peer after
+    // everything posted to it before. Default: one notify8 each (the caller completed the
+    // epoch first). An ordered transport completes everything before them, locally and
+    // remotely, when this returns (so the caller need not flush first): the releases ride
+    // with the last ops, and leave one-way when every earlier request is already answered.
+    struct Release {
+        std::size_t word;
+        AtomicOp op;
+        std::uint64_t operand;
+    };
+    virtual void release(const PeerRegion& peer, const Release* r, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) notify8(peer, r[i].word, r[i].op, r[i].operand);
+    }
+    // Transports with Caps::queues_locks: queue a request for peer's lock (what) ahead of
+    // every later request of this process to peer; the peer applies nothing of ours behind
+    // it before it could take the lock (retrying as other holders release). The lock is
+    // ours as far as this process can tell: ops may follow at once.
+    enum class LockRequest : std::uint32_t { shared, exclusive, exclusive_with_master };
+    virtual void lock_request(const PeerRegion& /*peer*/, LockRequest /*what*/) {}
     // Remote completion of everything posted to peer.
     virtual void flush(const PeerRegion& peer) = 0;
     // Local completion: origin buffers reusable, fetched data (gets, old values) in place.
