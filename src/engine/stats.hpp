@@ -12,6 +12,7 @@ namespace fastrma::detail {
 
 enum class Stat : int {
     puts, gets, accs, fops, cases, direct, queued, gc_runs, lock_retries, windows_created, bells_rung,
+    locks_parked,  // am: origins' lock requests that waited at this target (taken)
     count_
 };
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine/errors.hpp"
+#include "engine/stats.hpp"
 #include "progress/host_progress.hpp"
 #include "transport/copy.hpp"
 
@@ -746,6 +747,7 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
         pk.msgs.push_back(std::move(m));
     }
     parked_n_.fetch_add(1, std::memory_order_relaxed);
+    bump(Stat::locks_parked);
 }
 
 bool AmEndpoint::retry_parked() {

@@ -311,6 +311,7 @@ TEST_P(Passive, NothingAppliesUnderAnUngrantedLock) {
             std::memset(w.at<std::int64_t>(0), 0, 64 + 8 * std::size_t(n));
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(me, w.win));
             MPI_Barrier(MPI_COMM_WORLD);
+            const std::uint64_t parked0 = fastrma::detail::stat_total(fastrma::detail::Stat::locks_parked);
             if (me == holder) {
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, me, 0, w.win));
                 *w.at<std::int64_t>(0) = 100;  // the counter the origins fetch-add to
@@ -340,6 +341,10 @@ TEST_P(Passive, NothingAppliesUnderAnUngrantedLock) {
             }
             MPI_Barrier(MPI_COMM_WORLD);
             if (me == holder) {
+                // Over am rank 0's requests (its own master word, or the holder's) wait here.
+                if (fastrma::detail::window_of(w.win)->uses_am()) {
+                    EXPECT_GT(fastrma::detail::stat_total(fastrma::detail::Stat::locks_parked), parked0);
+                }
                 EXPECT_EQ(*w.at<std::int64_t>(0), 100 + n - 1);
                 for (int r = 0; r < n; ++r)
                     if (r != me) EXPECT_EQ(*w.at<std::int64_t>(8 + std::size_t(r)), 1000 + r);
