@@ -346,8 +346,9 @@ TEST_P(Passive, NothingAppliesUnderAnUngrantedLock) {
                     EXPECT_GT(fastrma::detail::stat_total(fastrma::detail::Stat::locks_parked), parked0);
                 }
                 EXPECT_EQ(*w.at<std::int64_t>(0), 100 + n - 1);
-                for (int r = 0; r < n; ++r)
-                    if (r != me) EXPECT_EQ(*w.at<std::int64_t>(8 + std::size_t(r)), 1000 + r);
+                for (int r = 0; r < n; ++r) {
+                    if (r != me) { EXPECT_EQ(*w.at<std::int64_t>(8 + std::size_t(r)), 1000 + r); }
+                }
             }
             MPI_Barrier(MPI_COMM_WORLD);
         }
