@@ -582,6 +582,17 @@ void Window::ring_lock_waiters(int rank) {
     }
 }
 
+// Remote completion at every target. Over am all flush requests leave first, then the
+// answers are awaited (AmEndpoint::flush_all): one round trip, not one per target.
+void Window::flush_every_target() {
+    if (endpoint_) {
+        endpoint_->flush_all();
+        tp(rank_).flush(peer(rank_));
+        return;
+    }
+    for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
+}
+
 bool Window::try_lock_all_once() { return lockproto::try_lock_all(tp(0), peer(0)); }
 
 bool Window::try_acquire(Target* t) {
@@ -783,7 +794,7 @@ int Window::unlock_all() {
     int rc = MPI_SUCCESS;
     if (m == AccessMode::lock_all_granted) {
         rc = complete_offloads();  // before the lock goes: the copies belong to the epoch
-        for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
+        flush_every_target();
         if (lock_all_acquired_) {
             lockproto::unlock_all(tp(0), peer(0));
             if (rank_ == 0 && endpoint_ && endpoint_->has_parked()) eng_.progress().wake();  // as in release()
@@ -818,7 +829,7 @@ int Window::flush_all(bool local) {
     switch (mode_.load(std::memory_order_acquire)) {
     case AccessMode::lock_all_granted: {
         if (am_mode_)  // messages in flight: remote completion needs each target's answer
-            for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
+            flush_every_target();
         int rc = complete_offloads();
         __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
         return rc;
@@ -1181,7 +1192,7 @@ int Window::fence(int assert_) {
     // then the barrier: after it, every process's operations of the closing epoch are
     // complete at their targets, and local stores before the fence are visible to all.
     const int off_rc = complete_offloads();
-    for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
+    flush_every_target();
     bs_->barrier();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     std::lock_guard lk(epoch_mu_);

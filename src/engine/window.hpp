@@ -266,6 +266,7 @@ private:
         return reinterpret_cast<std::uint64_t*>(node_base_ + std::size_t(r) * state_bytes_);
     }
     PeerRegion peer(int r) const;
+    void flush_every_target();
     Transport& tp(int r) const { return tp_all_ ? *tp_all_ : *tp_[std::size_t(r)]; }
     std::uint64_t disp_unit_of(int r) const {
         return am_mode_ ? am_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];

@@ -623,7 +623,7 @@ Post AmEndpoint::read_state(int rank, std::size_t word, std::size_t count, std::
     return Post::done;
 }
 
-void AmEndpoint::flush(int rank) {
+std::uint64_t AmEndpoint::flush_start(int rank) {
     Peer& p = peers_[std::size_t(rank)];
     std::uint64_t upto;
     bool tail_answered;
@@ -641,8 +641,12 @@ void AmEndpoint::flush(int rank) {
         std::vector<unsigned char> msg(sizeof(Header));
         Header h{kFlush, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0};
         std::memcpy(msg.data(), &h, sizeof h);
-        request(rank, msg, nullptr, 0);
+        upto = send(rank, std::move(msg), Ack::always);
     }
+    return upto;
+}
+
+void AmEndpoint::flush_finish(int rank, std::uint64_t upto) {
     // Every answer up to upto in place (a get's data, old values), and the newest covers
     // every request without one.
     wait_until(rank, [upto](const Peer& q) {
@@ -652,17 +656,17 @@ void AmEndpoint::flush(int rank) {
     complete_sends(rank);  // answered: every earlier message of ours has arrived
 }
 
-void AmEndpoint::quiesce() {
-    for (int r = 0; r < nprocs_; ++r) {
-        Peer& p = peers_[std::size_t(r)];
-        bool open;
-        {
-            std::lock_guard lk(p.mu);
-            open = !p.batch.empty() || p.answered.load(std::memory_order_acquire) < p.sent.load(std::memory_order_relaxed);
-        }
-        if (open) flush(r);
-    }
+void AmEndpoint::flush(int rank) { flush_finish(rank, flush_start(rank)); }
+
+void AmEndpoint::flush_all() {
+    // Every target's request leaves before any answer is waited for: one round trip for a
+    // fence or flush_all, not one per target.
+    std::vector<std::uint64_t> upto(static_cast<std::size_t>(nprocs_));
+    for (int r = 0; r < nprocs_; ++r) upto[std::size_t(r)] = flush_start(r);
+    for (int r = 0; r < nprocs_; ++r) flush_finish(r, upto[std::size_t(r)]);
 }
+
+void AmEndpoint::quiesce() { flush_all(); }
 
 void AmEndpoint::flush_local(int rank) {
     Peer& p = peers_[std::size_t(rank)];

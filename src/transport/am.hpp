@@ -106,6 +106,7 @@ public:
     void release(int rank, const Transport::Release* r, std::size_t n);
     bool has_parked() const { return parked_n_.load(std::memory_order_relaxed) != 0; }
     void flush(int rank);
+    void flush_all();            // every peer: all requests out first, then all answers
     void flush_local(int rank);  // sends complete, every answer carrying data in place
     // Before the window's closing barrier: every request of ours applied at its target,
     // one-way ones too (a lock's master release): nothing of ours is left to arrive.
@@ -220,6 +221,8 @@ private:
     void note_answered(Peer& p, std::uint64_t seq);
     void throttle(int rank);            // flow control after an unanswered request
     void complete_sends(int rank);
+    std::uint64_t flush_start(int rank);  // flush(): what it must wait for, requested
+    void flush_finish(int rank, std::uint64_t upto);
     std::unique_ptr<Peer[]> peers_;
 
     MPI_Comm comm_ = MPI_COMM_NULL;
