@@ -1191,9 +1191,16 @@ int Window::fence(int assert_) {
     // Complete what this process issued (on shared memory: complete already; order it),
     // then the barrier: after it, every process's operations of the closing epoch are
     // complete at their targets, and local stores before the fence are visible to all.
-    const int off_rc = complete_offloads();
-    flush_every_target();
-    bs_->barrier();
+    int off_rc = complete_offloads();
+    if (endpoint_) {
+        // Over am: one count exchange instead of a round trip per target and a barrier.
+        if (int rc = endpoint_->fence(); rc && !off_rc)
+            off_rc = raise(rc, "FRMA_Win_fence: the request count exchange failed");
+        if (endpoint_->has_parked()) eng_.progress().wake();  // next-epoch requests that waited
+    } else {
+        flush_every_target();
+        bs_->barrier();
+    }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     std::lock_guard lk(epoch_mu_);
     mode_.store((assert_ & MPI_MODE_NOSUCCEED) ? AccessMode::none : AccessMode::fence_called,

@@ -91,6 +91,11 @@ struct AmEndpoint::Header {
     // Page offsets + 1 (0: not given) of the origin's buffers for this request, bits 0-15:
     // the payload sent behind it, bits 16-31: the answer's buffer (see slow_distance()).
     std::uint32_t pages;
+    // The fences the origin had completed on the window when it sent this (send_locked): a
+    // target that has completed fewer holds it back (see fence()).
+    std::uint32_t epoch = 0;
+    // kBatch: the rest of a batch that waited behind a lock request (counted already).
+    std::uint32_t continued = 0;
 };
 
 AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) {
@@ -317,6 +322,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         answer_buf = land.buf.data();
     }
     h->pages = page_tag(data, data_len) | page_tag(answer_buf, answer_len) << 16;
+    h->epoch = fence_epoch_.load(std::memory_order_relaxed);
     const bool want = ack == Ack::always || (ack == Ack::maybe && !p.ack_in_flight);
     const std::uint64_t seq = p.sent.load(std::memory_order_relaxed) + 1;
     p.sent.store(seq, std::memory_order_relaxed);
@@ -666,6 +672,34 @@ void AmEndpoint::flush_all() {
     for (int r = 0; r < nprocs_; ++r) flush_finish(r, upto[std::size_t(r)]);
 }
 
+int AmEndpoint::fence() {
+    // What was batched leaves now (one-way): counted below like every request.
+    for (int r = 0; r < nprocs_; ++r) {
+        Peer& p = peers_[std::size_t(r)];
+        std::lock_guard lk(p.mu);
+        send_batch(p, r, Ack::none);
+    }
+    std::vector<std::uint64_t> sent(static_cast<std::size_t>(nprocs_));
+    for (int r = 0; r < nprocs_; ++r) sent[std::size_t(r)] = peers_[std::size_t(r)].sent.load(std::memory_order_relaxed);
+    std::uint64_t to_me = 0;
+    // (Requests to us are served meanwhile by the progress thread or the host hook; nothing
+    // here depends on that: every contribution is ready.)
+    if (PMPI_Reduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_) != MPI_SUCCESS)
+        return MPI_ERR_INTERN;
+    for (unsigned spins = 0; served_.load(std::memory_order_acquire) < to_me; ++spins) {
+        if (on_wait_) on_wait_();
+        if (!poll() && spins > 64) sched_yield();
+    }
+    {
+        std::lock_guard lk(serve_mu_);
+        complete_data();  // put payloads whose headers were served
+    }
+    for (int r = 0; r < nprocs_; ++r) flush_local(r);  // our gets' data, our payloads' sends
+    fence_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    poll();  // what an origin already sent for the next epoch
+    return MPI_SUCCESS;
+}
+
 void AmEndpoint::quiesce() { flush_all(); }
 
 void AmEndpoint::flush_local(int rank) {
@@ -740,11 +774,13 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
     if (parked_.empty()) parked_.resize(std::size_t(nprocs_));
     Parked& pk = parked_[std::size_t(source)];
     pk.active = true;
+    pk.lock = true;
     pk.what = what;
     pk.msgs.clear();
     if (rest_records || h.reply_tag >= 0) {  // the rest of the batch, and its ack
         Header rh = h;
         rh.nseg = rest_records;
+        rh.continued = 1;
         std::vector<unsigned char> m(sizeof rh + rest_len);
         std::memcpy(m.data(), &rh, sizeof rh);
         if (rest_len) std::memcpy(m.data() + sizeof rh, rest, rest_len);
@@ -754,13 +790,25 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
     bump(Stat::locks_parked);
 }
 
+void AmEndpoint::park_until_fence(int source, std::uint32_t epoch, const unsigned char* msg, std::size_t len) {
+    if (parked_.empty()) parked_.resize(std::size_t(nprocs_));
+    Parked& pk = parked_[std::size_t(source)];
+    pk.active = true;
+    pk.lock = false;
+    pk.epoch = epoch;
+    pk.msgs.clear();
+    pk.msgs.emplace_back(msg, msg + len);
+    parked_n_.fetch_add(1, std::memory_order_relaxed);
+}
+
 bool AmEndpoint::retry_parked() {
     bool any = false;
     // From the rank after the last one granted: no origin waits forever behind lower ranks.
     for (int k = 0; k < nprocs_ && parked_n_.load(std::memory_order_relaxed); ++k) {
         const int s = (park_next_ + k) % nprocs_;
         Parked& pk = parked_[std::size_t(s)];
-        if (!pk.active || !local_.grant_lock(pk.what)) continue;
+        if (!pk.active) continue;
+        if (pk.lock ? !local_.grant_lock(pk.what) : pk.epoch > fence_epoch_.load(std::memory_order_acquire)) continue;
         pk.active = false;
         parked_n_.fetch_sub(1, std::memory_order_relaxed);
         park_next_ = (s + 1) % nprocs_;
@@ -791,6 +839,21 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         parked_[std::size_t(source)].msgs.emplace_back(msg, msg + len);
         return;
     }
+    // Sent after a fence this process has not completed yet: it waits until every request
+    // of the closing epoch was applied here (fence()), so an op of the next epoch can never
+    // overtake one of the last from another origin.
+    if (h.epoch > fence_epoch_.load(std::memory_order_acquire)) {
+        park_until_fence(source, h.epoch, msg, len);
+        return;
+    }
+    // Counted once applied (fence() waits for the count): a batch that stops at a lock
+    // request counts when its rest is served. (A put's payload may still be landing:
+    // fence() completes those.)
+    struct Count {
+        std::atomic<std::uint64_t>& n;
+        bool on = true;
+        ~Count() { if (on) n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+    } count{served_};
     const unsigned char* p = msg + sizeof h;
     // Requests apply in order: put payloads still arriving land before anything else.
     if (h.kind != kPutData && !data_rq_.empty()) complete_data();
@@ -855,6 +918,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                 if (!local_.grant_lock(Transport::LockRequest(what))) {
                     const unsigned char* rest = body + rh[1];
                     park(source, Transport::LockRequest(what), h, rest, std::size_t(msg + len - rest), h.nseg - i - 1);
+                    count.on = false;
                     return;  // the rest of the batch (and its ack) once granted
                 }
             } else {

@@ -107,6 +107,12 @@ public:
     bool has_parked() const { return parked_n_.load(std::memory_order_relaxed) != 0; }
     void flush(int rank);
     void flush_all();            // every peer: all requests out first, then all answers
+    // MPI_Win_fence over am (collective): what this process sent leaves, one
+    // MPI_Reduce_scatter_block of the request counts tells each process how many requests
+    // were sent to it since the window was created, and it serves until it has applied as
+    // many; then local completion. One collective, no round trip per target. Requests sent
+    // after a fence wait at a target that has not finished it (Header::epoch).
+    int fence();
     void flush_local(int rank);  // sends complete, every answer carrying data in place
     // Before the window's closing barrier: every request of ours applied at its target,
     // one-way ones too (a lock's master release): nothing of ours is left to arrive.
@@ -247,9 +253,13 @@ private:
     PageOffsetBuffer acc_scratch_;  // a large accumulate's origin data (serve_mu_)
     // Origins whose lock request could not be granted yet (serve_mu_): their requests, in
     // arrival order, from the rest of the batch that held the request on.
+    // Also origins whose requests come from a fence epoch this process has not reached yet
+    // (lock false: until fence_epoch_ >= epoch).
     struct Parked {
         bool active = false;
+        bool lock = true;
         Transport::LockRequest what{};
+        std::uint32_t epoch = 0;
         std::vector<std::vector<unsigned char>> msgs;
     };
     std::vector<Parked> parked_;
@@ -257,7 +267,10 @@ private:
     int park_next_ = 0;
     void park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
               std::size_t rest_len, std::uint32_t rest_records);
+    void park_until_fence(int source, std::uint32_t epoch, const unsigned char* msg, std::size_t len);
     bool retry_parked();  // serve_mu_ held: grants what it can and serves what waited
+    std::atomic<std::uint32_t> fence_epoch_{0};  // fences this process completed on the window
+    std::atomic<std::uint64_t> served_{0};       // requests applied here (from every origin)
     void complete_data();
     void land_data();  // after data_rq_ completed: bounce copies, then clear both
     void reap_replies();

@@ -75,6 +75,40 @@ TEST(Fence, LocalStoresBeforeAFenceAreSeenByGetsAfterIt) {
     EXPECT_EQ(got, 7000 + (me + 1) % n);
 }
 
+TEST(Fence, EveryOpOfAnEpochLandsBeforeAnyOfTheNext) {
+    // Epoch e: one rank writes a block (8 B, 8 KiB or 256 KiB: a batched record, an eager
+    // message, a payload received in place) and replaces a word by accumulate at its right
+    // neighbour; epoch e + 1: every rank reads both back from that neighbour. Over am the
+    // readers' requests can reach the target before the writer's last ones were applied
+    // there (different origins); the target must not serve them before its fence is over.
+    const int me = world_rank(), n = world_size();
+    constexpr std::size_t kBlock = 32 * 1024;  // int64 elements: 256 KiB
+    Alloc w(kBlock + 1);
+    std::vector<std::int64_t> block(kBlock);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+    for (int e = 1; e <= 60; ++e) {
+        const int writer = e % n, target = (writer + 1) % n;
+        const std::size_t len = e % 3 == 0 ? 1 : e % 3 == 1 ? 1024 : kBlock;
+        if (me == writer) {
+            for (std::size_t i = 0; i < len; ++i) block[i] = 1000 * e + std::int64_t(i % 7);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(block.data(), int(len), MPI_INT64_T, target, 0, int(len), MPI_INT64_T, w.win));
+            const std::int64_t mark = e;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&mark, 1, MPI_INT64_T, target, MPI_Aint(kBlock), 1, MPI_INT64_T,
+                                                   MPI_REPLACE, w.win));
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+        std::int64_t first = -1, last = -1, mark = -1;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&first, 1, MPI_INT64_T, target, 0, 1, MPI_INT64_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&last, 1, MPI_INT64_T, target, MPI_Aint(len - 1), 1, MPI_INT64_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &mark, MPI_INT64_T, target, MPI_Aint(kBlock), MPI_NO_OP, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+        EXPECT_EQ(first, 1000 * e) << "epoch " << e;
+        EXPECT_EQ(last, 1000 * e + std::int64_t((len - 1) % 7)) << "epoch " << e;
+        EXPECT_EQ(mark, e) << "epoch " << e;
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+}
+
 TEST(Fence, MisuseIsDetected) {
     Alloc w(4);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
