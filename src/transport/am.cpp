@@ -763,20 +763,27 @@ bool AmEndpoint::poll() {
         ring_head_ = (ring_head_ + 1) % kRing;
         any = true;
     }
-    // A parked lock request may be grantable now: a release came in, or this process
-    // released a lock of its own (it wakes the progress thread then).
+    // A parked origin may go on now: a release came in, this process released a lock of its
+    // own, or finished the fence its next-epoch requests waited for (both wake the
+    // progress thread).
     if (parked_n_.load(std::memory_order_relaxed) && retry_parked()) any = true;
     return any;
 }
 
-void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
-                      std::size_t rest_len, std::uint32_t rest_records) {
+AmEndpoint::Parked& AmEndpoint::start_parking(int source) {
     if (parked_.empty()) parked_.resize(std::size_t(nprocs_));
     Parked& pk = parked_[std::size_t(source)];
     pk.active = true;
+    pk.msgs.clear();
+    parked_n_.fetch_add(1, std::memory_order_relaxed);
+    return pk;
+}
+
+void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
+                      std::size_t rest_len, std::uint32_t rest_records) {
+    Parked& pk = start_parking(source);
     pk.lock = true;
     pk.what = what;
-    pk.msgs.clear();
     if (rest_records || h.reply_tag >= 0) {  // the rest of the batch, and its ack
         Header rh = h;
         rh.nseg = rest_records;
@@ -786,19 +793,14 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
         if (rest_len) std::memcpy(m.data() + sizeof rh, rest, rest_len);
         pk.msgs.push_back(std::move(m));
     }
-    parked_n_.fetch_add(1, std::memory_order_relaxed);
     bump(Stat::locks_parked);
 }
 
 void AmEndpoint::park_until_fence(int source, std::uint32_t epoch, const unsigned char* msg, std::size_t len) {
-    if (parked_.empty()) parked_.resize(std::size_t(nprocs_));
-    Parked& pk = parked_[std::size_t(source)];
-    pk.active = true;
+    Parked& pk = start_parking(source);
     pk.lock = false;
     pk.epoch = epoch;
-    pk.msgs.clear();
     pk.msgs.emplace_back(msg, msg + len);
-    parked_n_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool AmEndpoint::retry_parked() {

@@ -20,6 +20,10 @@
 //               applied.
 // Notifies (an 8-byte atomic without answer: PSCW post and complete) are batch records
 // that send the batch at once.
+//   lock      : a batch record; the target takes its lock words itself, or parks every
+//               request of that origin until it can (retried at each poll);
+//   fence     : request counts by MPI_Reduce_scatter_block (fence()); a request stamped
+//               with a later fence than the target has finished waits (parked) until it has.
 // Batching: a small put or an accumulate without result joins the peer's open batch (one
 // kBatch message of records, at most kBatchMax bytes) instead of leaving as a message of
 // its own; the batch leaves when it is full, before any other request to that peer (so
@@ -267,6 +271,7 @@ private:
     int park_next_ = 0;
     void park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
               std::size_t rest_len, std::uint32_t rest_records);
+    Parked& start_parking(int source);  // serve_mu_ held: source's requests wait from now on
     void park_until_fence(int source, std::uint32_t epoch, const unsigned char* msg, std::size_t len);
     bool retry_parked();  // serve_mu_ held: grants what it can and serves what waited
     std::atomic<std::uint32_t> fence_epoch_{0};  // fences this process completed on the window
