@@ -304,15 +304,20 @@ constexpr std::array<std::array<KernelFn, kNumRepr>, kNumArithOps> kernel_table(
 constexpr auto kKernels = kernel_table<false>(std::make_index_sequence<kNumArithOps>{});
 constexpr auto kKernelsAvx2 = kernel_table<true>(std::make_index_sequence<kNumArithOps>{});
 
-KernelFn kernel_for(OpKind op, Repr r) {
+bool avx2_usable() {
 #ifdef FASTRMA_AVX2_KERNELS
   static const bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  return avx2;
 #else
-  constexpr bool avx2 = false;
+  return false;
 #endif
+}
+std::atomic<bool> g_avx2_wanted{true};  // set_avx2_kernels (tests)
+
+KernelFn kernel_for(OpKind op, Repr r) {
   auto o = static_cast<size_t>(op), i = static_cast<size_t>(r);
   if (o >= kNumArithOps || i >= kNumRepr) return nullptr;
-  return avx2 ? kKernelsAvx2[o][i] : kKernels[o][i];
+  return avx2_usable() && g_avx2_wanted.load(std::memory_order_relaxed) ? kKernelsAvx2[o][i] : kKernels[o][i];
 }
 
 // Copy the data bytes of one element (pairs: value and index, skipping padding).
@@ -1277,6 +1282,10 @@ bool reduce_atomic(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, si
                    void* old_out) {
   return reduce_atomic(op_kind(op), ti, dst, src, count, old_out);
 }
+
+bool avx2_kernels_available() { return avx2_usable(); }
+
+bool set_avx2_kernels(bool on) { return g_avx2_wanted.exchange(on, std::memory_order_relaxed) && avx2_usable(); }
 
 bool wide_cas_available() {
 #ifdef FRMA_WIDE_CAS

@@ -148,6 +148,12 @@ bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, si
 bool wide_cas_available();
 bool set_wide_cas(bool on);
 
+// The plain kernels exist twice on x86-64, for the baseline ISA and for AVX2, the latter
+// used where the CPU has it unless set_avx2_kernels(false) (tests: the baseline ones must
+// give the same results). Returns whether the AVX2 kernels were in use before the call.
+bool avx2_kernels_available();
+bool set_avx2_kernels(bool on);
+
 // One element: if *dst == *compare (bitwise) then *dst = *origin; *result = the old *dst.
 // The atomic form returns false on the same conditions as reduce_atomic (and for types whose
 // size differs from their extent); the caller then locks and uses compare_and_swap().

@@ -704,7 +704,7 @@ TEST(ReduceCheck, MessagesNameTheProblem) {
 // ---------------------------------------------------------------------------------------------
 // Values for every valid (op, type) pair.
 
-TEST(ReduceValues, EveryValidOpTypePair) {
+void check_every_valid_pair() {
   size_t checked = 0;
   for (const NamedOp& o : predefined_ops()) {
     for (const TT& tt : all_types()) {
@@ -718,6 +718,16 @@ TEST(ReduceValues, EveryValidOpTypePair) {
     }
   }
   std::printf("[ reduce   ] values checked for %zu valid (op, type) pairs\n", checked);
+}
+
+TEST(ReduceValues, EveryValidOpTypePair) { check_every_valid_pair(); }
+
+// The same with the other set of plain kernels (baseline ISA where AVX2 is in use).
+TEST(ReduceValues, EveryValidOpTypePairWithTheOtherKernels) {
+  const bool avx2 = avx2_kernels_available();
+  EXPECT_EQ(set_avx2_kernels(!avx2), avx2);
+  check_every_valid_pair();
+  set_avx2_kernels(true);
 }
 
 // Typed semantics spelled out, independent of the sample machinery.
