@@ -836,7 +836,8 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     std::memcpy(&h, msg, sizeof h);
-    // An origin whose lock request waits: its requests wait behind it, in order.
+    // A parked origin (its lock request waits, or a request of its from a later fence epoch):
+    // everything it sends waits behind, in order.
     if (parked_n_.load(std::memory_order_relaxed) && parked_[std::size_t(source)].active) {
         parked_[std::size_t(source)].msgs.emplace_back(msg, msg + len);
         return;
