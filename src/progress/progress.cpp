@@ -102,12 +102,8 @@ thread_local bool t_progress_thread = false;
 // A flag, not a timestamp: waiters call this on every pass, and a clock read per pass showed
 // in their profiles (16 % of a waiting rank's samples). Written only when clear, so that
 // helpers do not take the cache line from each other while the thread dozes.
-void ProgressEngine::note_help() {
-    if (!helped_.load(std::memory_order_relaxed)) helped_.store(true, std::memory_order_relaxed);
-}
-
 void ProgressEngine::mark_helped() {
-    if (!t_progress_thread) note_help();
+    if (!t_progress_thread && !helped_.load(std::memory_order_relaxed)) helped_.store(true, std::memory_order_relaxed);
 }
 
 std::optional<Poll> ProgressEngine::help() {
@@ -115,7 +111,7 @@ std::optional<Poll> ProgressEngine::help() {
     // thread itself, waiting inside one of its pollers, holds mu_ and never does.
     std::unique_lock lk(mu_, std::try_to_lock);
     if (!lk.owns_lock()) return std::nullopt;
-    note_help();
+    mark_helped();  // (never the progress thread: it holds mu_ in its passes)
     Poll worst = Poll::idle;
     for (auto& [id, p] : pollers_) worst = std::max(worst, p());
     return worst;

@@ -117,7 +117,6 @@ private:
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};
     std::atomic<bool> helped_{false};  // a thread served for us since the loop last looked
-    void note_help();
 };
 
 }  // namespace fastrma::detail

@@ -94,8 +94,6 @@ struct AmEndpoint::Header {
     // The fences the origin had completed on the window when it sent this (send_locked): a
     // target that has completed fewer holds it back (see fence()).
     std::uint32_t epoch = 0;
-    // kBatch: the rest of a batch that waited behind a lock request (counted already).
-    std::uint32_t continued = 0;
 };
 
 AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) {
@@ -522,9 +520,13 @@ std::uint64_t AmEndpoint::atomic8(int rank, std::size_t word, AtomicOp op, std::
 
 // A notify is a batch record, sent at once: with the small puts batched before it, one
 // message (a PSCW epoch of small puts is then one message each way).
-void AmEndpoint::notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
+void AmEndpoint::append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
     const NotifyRecord r{word, operand, std::uint64_t(op)};
     batch_append(p, rank, kAtomic8, &r, sizeof r, nullptr, 0);
+}
+
+void AmEndpoint::notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
+    append_notify(p, rank, word, op, operand);
     send_batch(p, rank, Ack::none);
 }
 
@@ -550,10 +552,7 @@ void AmEndpoint::release(int rank, const Transport::Release* r, std::size_t n) {
         reap(p);
         one_way = p.batch.empty() && p.answers.empty() &&
                   p.answered.load(std::memory_order_relaxed) == p.sent.load(std::memory_order_relaxed);
-        for (std::size_t i = 0; i < n; ++i) {
-            const NotifyRecord rec{r[i].word, r[i].operand, std::uint64_t(r[i].op)};
-            batch_append(p, rank, kAtomic8, &rec, sizeof rec, nullptr, 0);
-        }
+        for (std::size_t i = 0; i < n; ++i) append_notify(p, rank, r[i].word, r[i].op, r[i].operand);
         if (one_way) send_batch(p, rank, Ack::none);
     }
     if (!one_way) {
@@ -787,7 +786,6 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
     if (rest_records || h.reply_tag >= 0) {  // the rest of the batch, and its ack
         Header rh = h;
         rh.nseg = rest_records;
-        rh.continued = 1;
         std::vector<unsigned char> m(sizeof rh + rest_len);
         std::memcpy(m.data(), &rh, sizeof rh);
         if (rest_len) std::memcpy(m.data() + sizeof rh, rest, rest_len);
@@ -849,14 +847,6 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         park_until_fence(source, h.epoch, msg, len);
         return;
     }
-    // Counted once applied (fence() waits for the count): a batch that stops at a lock
-    // request counts when its rest is served. (A put's payload may still be landing:
-    // fence() completes those.)
-    struct Count {
-        std::atomic<std::uint64_t>& n;
-        bool on = true;
-        ~Count() { if (on) n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
-    } count{served_};
     const unsigned char* p = msg + sizeof h;
     // Requests apply in order: put payloads still arriving land before anything else.
     if (h.kind != kPutData && !data_rq_.empty()) complete_data();
@@ -921,8 +911,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                 if (!local_.grant_lock(Transport::LockRequest(what))) {
                     const unsigned char* rest = body + rh[1];
                     park(source, Transport::LockRequest(what), h, rest, std::size_t(msg + len - rest), h.nseg - i - 1);
-                    count.on = false;
-                    return;  // the rest of the batch (and its ack) once granted
+                    return;  // the rest of the batch (and its ack) once granted; counted then
                 }
             } else {
                 AccRecord r;
@@ -1005,6 +994,9 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         reply(nullptr, 0);
         break;
     }
+    // Applied: counted for fence(), which waits for the count (a put's payload may still be
+    // landing: fence() completes those). Only the server threads write it (serve_mu_).
+    served_.store(served_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 }  // namespace fastrma::detail

@@ -204,7 +204,8 @@ private:
     // the record does not fit. p.mu held.
     void batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen,
                       const void* b, std::size_t blen);
-    void notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);
+    void append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // p.mu held
+    void notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // ... and sent
     void send_batch(Peer& p, int rank, Ack ack);  // p.mu held; no-op when no batch is open
     Post batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
                  std::size_t blen);  // a record into rank's batch, then flow control
