@@ -13,7 +13,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_PROGRESS", "1", "Run the asynchronous progress thread (0: sync calls make progress)."},
         {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset; -2 leaves it unpinned."},
         {"FASTRMA_SPIN_US", "20", "How long the idle progress thread spins before it sleeps on its futex."},
-        {"FASTRMA_STAND_DOWN_US", "50", "How long the progress thread dozes after a waiting application thread ran the pollers itself (0: never)."},
+        {"FASTRMA_STAND_DOWN_US", "1000", "Longest doze of the progress thread while other threads serve for it (a waiter in a sync call, the host MPI's progress loop); the doze starts at 50 us and doubles while the serving goes on (0: never stand down)."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
         {"FASTRMA_POLL_IDLE_US", "5000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
         {"FASTRMA_POLL_QUIET_MS", "20", "How long without work before the progress thread switches to FASTRMA_POLL_IDLE_US."},
@@ -22,6 +22,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_OFFLOAD_MIN", "65536", "Contiguous put/get of at least this many bytes in a lock_all or fence epoch is copied by the progress thread while the caller goes on (overlap); completion points wait and help. 0 disables (the caller always copies)."},
         {"FASTRMA_OFFLOAD_WAKE_MIN", "262144", "Below this size a transfer is offloaded only while the progress thread is awake; waking a sleeping thread costs more than copying a small transfer (tens of microseconds on a VM)."},
         {"FASTRMA_OFFLOAD_PIECE", "65536", "Piece size of offloaded copies: the unit the progress thread and a waiting flush share."},
+        {"FASTRMA_CMA_BATCH", "1024", "Puts and gets of up to this many bytes to a create or dynamic window's part that is not mapped here wait in a batch per peer and move in one cross-memory-attach syscall at the next completion point (or when 128 are queued). 0: one syscall per transfer."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
         {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},
@@ -73,6 +74,7 @@ Config Config::from_env() {
     c.offload_min = std::size_t(env_long("FASTRMA_OFFLOAD_MIN", 65536, 0, 1L << 40));
     c.offload_wake_min = std::size_t(env_long("FASTRMA_OFFLOAD_WAKE_MIN", 262144, 0, 1L << 40));
     c.offload_piece = std::size_t(env_long("FASTRMA_OFFLOAD_PIECE", 65536, 4096, 1L << 30));
+    c.cma_batch = std::size_t(env_long("FASTRMA_CMA_BATCH", 1024, 0, 4096));
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));
     c.win_op_pool = std::size_t(env_long("FASTRMA_WIN_OP_POOL", 256, 1, 1L << 30));
     c.target_pool = std::size_t(env_long("FASTRMA_TARGET_POOL", 1024, 0, 1L << 30));

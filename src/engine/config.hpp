@@ -23,6 +23,7 @@ struct Config {
     std::size_t offload_min = 65536; // FASTRMA_OFFLOAD_MIN (0: never offload copies)
     std::size_t offload_piece = 65536;  // FASTRMA_OFFLOAD_PIECE
     std::size_t offload_wake_min = 262144;  // FASTRMA_OFFLOAD_WAKE_MIN
+    std::size_t cma_batch = 1024;    // FASTRMA_CMA_BATCH (0: no batching)
     std::size_t op_pool = 4096;      // FASTRMA_OP_POOL (process-global)
     std::size_t win_op_pool = 256;   // FASTRMA_WIN_OP_POOL (per window)
     std::size_t target_pool = 1024;  // FASTRMA_TARGET_POOL (process-global)

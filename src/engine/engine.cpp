@@ -102,7 +102,8 @@ std::string Engine::stats_report() const {
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   "fastrma stats: windows=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
-                  "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu locks_parked=%llu bells_rung=%llu op_pool_peak=%zu "
+                  "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu locks_parked=%llu bells_rung=%llu "
+                  "cma_batched=%llu cma_drains=%llu op_pool_peak=%zu "
                   "progress_cpu_ms=%.3f progress_pu=%d progress_sleeps=%llu\n",
                   (unsigned long long)stat_total(Stat::windows_created),
                   (unsigned long long)stat_total(Stat::puts), (unsigned long long)stat_total(Stat::gets),
@@ -111,7 +112,9 @@ std::string Engine::stats_report() const {
                   (unsigned long long)stat_total(Stat::queued), (unsigned long long)stat_total(Stat::gc_runs),
                   (unsigned long long)stat_total(Stat::lock_retries),
                   (unsigned long long)stat_total(Stat::locks_parked),
-                  (unsigned long long)stat_total(Stat::bells_rung), op_pool_.peak(),
+                  (unsigned long long)stat_total(Stat::bells_rung),
+                  (unsigned long long)stat_total(Stat::cma_batched), (unsigned long long)stat_total(Stat::cma_drains),
+                  op_pool_.peak(),
                   double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(),
                   (unsigned long long)progress_.sleeps());
     return buf;

@@ -13,6 +13,8 @@ namespace fastrma::detail {
 enum class Stat : int {
     puts, gets, accs, fops, cases, direct, queued, gc_runs, lock_retries, windows_created, bells_rung,
     locks_parked,  // am: origins' lock requests that waited at this target (taken)
+    cma_batched,   // small puts/gets to unmapped peers that joined a CmaBatch
+    cma_drains,    // process_vm_writev/readv calls that moved batches (a batch, a side)
     count_
 };
 

@@ -53,13 +53,37 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
     off_wake_min_ = eng.config().offload_wake_min;
 }
 
-int Window::complete_offloads() {
+int Window::complete_deferred() {
+    const int rc = drain_cma();
+    const int rc2 = wait_offloads();
+    return rc ? rc : rc2;
+}
+
+int Window::wait_offloads() {
     const std::uint64_t seq = off_seq_.load(std::memory_order_acquire);
     if (seq == 0) return MPI_SUCCESS;  // never offloaded (the common case: one load)
     eng_.offload()->wait(seq);
     if (int e = off_err_.exchange(0, std::memory_order_acq_rel))
         return raise(e, "an offloaded transfer failed (cross-memory attach to a peer that exited?)");
     return MPI_SUCCESS;
+}
+
+int Window::drain_cma() {
+    if (cma_pending_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;  // one load
+    int rc = MPI_SUCCESS;
+    for (int r = 0; r < nprocs_; ++r)
+        if (int e = drain_batch(cma_batch(r), r); e && !rc) rc = e;
+    return rc;
+}
+
+int Window::complete_request(int r) {
+    // A request is complete when handed out; over am a get's data or a put's buffer is in
+    // flight until the transport's flush, a batched transfer until its batch drains.
+    if (am_mode_) {
+        tp(r).flush(peer(r));
+        return MPI_SUCCESS;
+    }
+    return drain_batch(cma_batch(r), r);
 }
 
 // FASTRMA_OFFLOAD: a progress thread without a processing unit of its own can only take
@@ -77,7 +101,9 @@ std::size_t Window::offload_threshold(Engine& eng, const NodeTopology& topo) {
 }
 
 Window::~Window() {
-    complete_offloads();  // nothing may copy into or out of memory about to be unmapped
+    // Nothing may copy into or out of memory about to be unmapped. (Batched transfers are
+    // dropped: free drained them before its barrier; after it, peers' memory may be gone.)
+    wait_offloads();
     if (host_hooked_) host_progress_remove(endpoint_.get());
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
 }
@@ -297,6 +323,16 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         for (int r = 0; r < n; ++r) every = every && (sizes[std::size_t(r)].size == 0 || w->peer(r).mapped);
         w->cpu_atomics_ = every;
     }
+    // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
+    // at the next completion point instead of one each (transport/cma_batch.hpp).
+    if ((is_create || is_dynamic) && eng.config().cma_batch > 0) {
+        w->cma_max_ = eng.config().cma_batch;
+        w->cma_ = std::make_unique<std::unique_ptr<CmaBatch>[]>(std::size_t(n));
+        for (int r = 0; r < n; ++r) {
+            const PeerRegion p = w->peer(r);
+            if (!p.mapped && p.pid > 0) w->cma_[std::size_t(r)] = std::make_unique<CmaBatch>(p.pid, &w->cma_pending_);
+        }
+    }
     (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;
     w->local_size_ = is_dynamic ? 0 : size;
@@ -484,7 +520,7 @@ int Window::free_collective() {
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_free: a PSCW exposure epoch is still open");
     }
     // Every member has closed its epochs; after the barrier nobody touches our memory.
-    complete_offloads();
+    complete_deferred();
     if (endpoint_) endpoint_->quiesce();  // one-way messages of ours applied, too
     bs_->barrier();
     eng_.progress().remove_poller(poller_id_);
@@ -716,7 +752,7 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
         const bool release_covers = remove && t->acquired && tp(rank).caps(peer(rank)).ordered;
         if (flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
         else if (!release_covers) tp(rank).flush(peer(rank));
-        if (int e = complete_offloads(); e && !rc) rc = e;  // direct ops of the epoch
+        if (int e = complete_deferred(); e && !rc) rc = e;  // direct ops of the epoch
         if (remove) {
             release(t);
             slots_.remove(t);
@@ -793,7 +829,7 @@ int Window::unlock_all() {
     m = mode_.load();
     int rc = MPI_SUCCESS;
     if (m == AccessMode::lock_all_granted) {
-        rc = complete_offloads();  // before the lock goes: the copies belong to the epoch
+        rc = complete_deferred();  // before the lock goes: the copies belong to the epoch
         flush_every_target();
         if (lock_all_acquired_) {
             lockproto::unlock_all(tp(0), peer(0));
@@ -814,7 +850,7 @@ int Window::flush(int rank, bool local) {
     switch (mode_.load(std::memory_order_acquire)) {
     case AccessMode::lock_all_granted:
         tp(rank).flush(peer(rank));
-        return complete_offloads();
+        return complete_deferred();
     case AccessMode::lock_all_called:
         return ensure_lock_all();
     case AccessMode::per_target:
@@ -830,7 +866,7 @@ int Window::flush_all(bool local) {
     case AccessMode::lock_all_granted: {
         if (am_mode_)  // messages in flight: remote completion needs each target's answer
             flush_every_target();
-        int rc = complete_offloads();
+        int rc = complete_deferred();
         __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
         return rc;
     }
@@ -1110,7 +1146,8 @@ int Window::post(const OpRequest& rq, bool complete_now) {
         if (desc.bytes == 0) return MPI_SUCCESS;
         bump(Stat::direct);
         if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
-        if (complete_now && am_mode_) tp(r).flush(peer(r));  // a request is complete when handed out
+        if (complete_now)
+            if (int rc = complete_request(r)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
         return MPI_SUCCESS;
     }
 
@@ -1137,9 +1174,8 @@ int Window::post(const OpRequest& rq, bool complete_now) {
             if (spare) Pool<Op>::put(spare);
             bump(Stat::direct);
             if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
-            // A request is complete when handed out; over am a get's data or a put's buffer
-            // is in flight until the transport's flush.
-            if (complete_now && am_mode_) tp(r).flush(peer(r));
+            if (complete_now)
+                if (int rc = complete_request(r)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
             return MPI_SUCCESS;
         }
         if (complete_now) {
@@ -1191,7 +1227,7 @@ int Window::fence(int assert_) {
     // Complete what this process issued (on shared memory: complete already; order it),
     // then the barrier: after it, every process's operations of the closing epoch are
     // complete at their targets, and local stores before the fence are visible to all.
-    int off_rc = complete_offloads();
+    int off_rc = complete_deferred();
     if (endpoint_) {
         // Over am: one count exchange instead of a round trip per target and a barrier.
         if (int rc = endpoint_->fence(); rc && !off_rc)
@@ -1269,7 +1305,7 @@ int Window::start(const std::vector<int>& group, int assert_) {
 }
 
 int Window::complete() {
-    const int off_rc = complete_offloads();  // direct ops of this epoch, before the signal
+    const int off_rc = complete_deferred();  // direct ops of this epoch, before the signal
     std::vector<int> group;
     {
         std::lock_guard lk(epoch_mu_);

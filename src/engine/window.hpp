@@ -34,6 +34,7 @@
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/am.hpp"
+#include "transport/cma_batch.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
@@ -207,7 +208,7 @@ private:
     std::uint64_t* my_word(std::size_t w) const { return my_state_ + w; }
 
     IssueContext ctx(int r) const {
-        return IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes};
+        return IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes, cma_batch(r), cma_max_};
     }
     int check_target_rank(const char* call, int rank) const;
     int validate(const OpRequest& rq, Op* op) const;
@@ -295,9 +296,19 @@ private:
         eng_.progress().wake();
         return true;
     }
+    // Small cross-memory-attach puts and gets to unmapped peers (create and dynamic windows),
+    // waiting in one batch per peer for the next completion point (transport/cma_batch.hpp).
+    std::unique_ptr<std::unique_ptr<CmaBatch>[]> cma_;  // null entries: mapped peers
+    std::atomic<int> cma_pending_{0};                   // batches with something to drain
+    std::size_t cma_max_ = 0;                           // largest batched transfer (0: none)
+    CmaBatch* cma_batch(int r) const { return cma_ ? cma_[std::size_t(r)].get() : nullptr; }
+    int drain_cma();
+    int wait_offloads();
+    int complete_request(int r);  // a request-based op to r: complete before it is handed out
 public:
-    // Completion of every copy this window offloaded (flush, unlock_all, fence, free).
-    int complete_offloads();
+    // Completion of what this window left in flight (flush, unlock, unlock_all, fence,
+    // complete, free): the batched transfers to unmapped peers, then every offloaded copy.
+    int complete_deferred();
 private:
     inline void acc_order();
     static inline void offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,

@@ -65,8 +65,9 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     return node_base_ + info[kInfoDataOff] + off;
 }
 
-// Cross-memory attach for an unmapped peer (create windows): one contiguous piece, in one
-// syscall, or queued for the progress thread when it is large. Anything partial or failed
+// Cross-memory attach for an unmapped peer (create windows): one contiguous piece, into the
+// peer's batch when it is small, in one syscall, or queued for the progress thread when it
+// is large. Anything partial or failed
 // goes to the slow path, which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
                              bool write) {
@@ -77,6 +78,13 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
     if (info[kInfoArena] || off + bytes > info[kInfoSize]) return false;
     const pid_t pid = pid_t(info[kInfoPid]);
+    CmaBatch* const b = cma_batch(rank);
+    if (b && bytes <= cma_max_) {  // small: into the peer's batch, moved at completion
+        if (write) b->put(info[kInfoBase] + off, local, bytes);
+        else b->get(info[kInfoBase] + off, local, bytes);
+        return true;
+    }
+    if (b && b->due()) return false;  // the slow path moves the batch first (order, errors)
     if (offload_now(bytes)) {
         if (queued(eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_)))
             return true;
@@ -275,8 +283,8 @@ inline int Window::fast_flush(int rank) {
     if (am_mode_ || mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
         static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
         return kSlowPath;  // flush outside lock_all: per-target state, or an error
-    if (off_seq_.load(std::memory_order_relaxed)) [[unlikely]]
-        if (int rc = complete_offloads()) return rc;
+    if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
+        if (int rc = complete_deferred()) return rc;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return MPI_SUCCESS;
 }

@@ -20,11 +20,26 @@ namespace {
 // allocation proportional to it: large derived-type transfers are pipelined).
 int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     void* local = is_put ? const_cast<void*>(op.origin) : op.result;
+    int rc = MPI_SUCCESS;
     bool ok = zip_chunks(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
                          [&](const Chunk* c, std::size_t n) {
+                             if (ctx.batch) {
+                                 bool small = true;
+                                 for (std::size_t i = 0; i < n && small; ++i) small = c[i].len <= ctx.batch_max;
+                                 if (small) {
+                                     for (std::size_t i = 0; i < n; ++i) {
+                                         const std::uint64_t at = ctx.peer.remote_addr + c[i].offset;
+                                         if (is_put) ctx.batch->put(at, c[i].local, c[i].len);
+                                         else ctx.batch->get(at, c[i].local, c[i].len);
+                                     }
+                                     return true;
+                                 }
+                                 if ((rc = drain_batch(ctx.batch, ctx.peer.rank))) return false;  // in order behind them
+                             }
                              Post p = is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n);
                              return accepted(p);
                          });
+    if (rc) return rc;
     return ok ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
@@ -215,7 +230,18 @@ void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeIn
     reduce(op, ti, ctx.peer.mapped + toff, src, n, result);
 }
 
+int drain_batch(CmaBatch* batch, int rank) {
+    if (!batch || !batch->due()) return MPI_SUCCESS;
+    if (int e = batch->drain())
+        return raise(MPI_ERR_OTHER, "a put or get to rank %d by cross-memory attach failed: %s (did the process exit?)",
+                     rank, std::strerror(e));
+    return MPI_SUCCESS;
+}
+
 int issue_op(const IssueContext& ctx, const Op& op) {
+    // An accumulate reads and writes the target now: what this origin batched goes first.
+    if (op.kind != RmaKind::put && op.kind != RmaKind::get)
+        if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
     switch (op.kind) {
     case RmaKind::put: return transfer(ctx, op, true);
     case RmaKind::get: return transfer(ctx, op, false);

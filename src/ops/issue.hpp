@@ -4,7 +4,8 @@
 // transports (STYLE.md §1):
 //   put/get        -> transport put/get of chunks contiguous on both sides, zipped from the
 //                     origin and target layouts (derived types, and pair types whose holes
-//                     MPI does not let us write), in bounded batches;
+//                     MPI does not let us write), in bounded batches; small chunks to an
+//                     unmapped peer join its CmaBatch (moved at the next completion point);
 //   accumulates    -> CPU atomics on mapped memory when the window's atomicity domain is
 //                     the CPU and the type has lock-free native atomics (acc_native), else
 //                     lock-get-op-put under the target's striped accumulate lock
@@ -16,6 +17,7 @@
 #include <cstdint>
 
 #include "ops/op.hpp"
+#include "transport/cma_batch.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -25,10 +27,16 @@ struct IssueContext {
     PeerRegion peer;
     bool cpu_atomics;  // the window's atomicity domain is the CPU (all peers mapped)
     int acc_stripes;
+    CmaBatch* batch = nullptr;   // the peer's batch of small transfers (unmapped peers)
+    std::size_t batch_max = 0;   // largest chunk that joins it
 };
 
 // Performs op at its target. Returns an MPI error class; on shared memory the op has
-// completed remotely when this returns.
+// completed remotely when this returns, except the puts and gets left in ctx.batch (every
+// other op drains the batch first, so this origin's ops to the peer stay in order).
+// Moves what waits in batch (rank's; may be null); an MPI error class (raised) when a
+// transfer in it failed.
+int drain_batch(CmaBatch* batch, int rank);
 int issue_op(const IssueContext& ctx, const Op& op);
 
 // The locked accumulate domain on mapped memory, for the fast paths: n contiguous elements

@@ -53,46 +53,57 @@ bool ShmTransport::cma_copy(pid_t pid, bool write, void* local, std::uintptr_t r
     return true;
 }
 
+bool ShmTransport::cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n) {
+    constexpr std::size_t kMaxVec = 512;  // < IOV_MAX
+    for (std::size_t i = 0; i < n;) {
+        const std::size_t k = std::min(kMaxVec, n - i);
+        std::size_t want = 0;
+        for (std::size_t j = 0; j < k; ++j) want += l[i + j].iov_len;
+        const ssize_t got = write ? process_vm_writev(pid, l + i, k, r + i, k, 0)
+                                  : process_vm_readv(pid, l + i, k, r + i, k, 0);
+        if (got < 0) return false;
+        if (std::size_t(got) == want) {
+            i += k;
+            continue;
+        }
+        if (got == 0) {
+            errno = EFAULT;
+            return false;
+        }
+        // Partial (the kernel stops at a page it cannot take): skip what moved, finish the
+        // item where it stopped on its own, go on with the next ones.
+        std::size_t done = std::size_t(got);
+        while (done >= l[i].iov_len) done -= l[i++].iov_len;
+        auto* local = static_cast<unsigned char*>(l[i].iov_base) + done;
+        const auto remote = reinterpret_cast<std::uintptr_t>(r[i].iov_base) + done;
+        if (!cma_copy(pid, write, local, remote, l[i].iov_len - done)) return false;
+        ++i;
+    }
+    return true;
+}
+
 namespace {
-// Moves chunks with process_vm_{writev,readv} in batches of IOV_MAX, resuming after
-// partial transfers (the kernel may stop at a page boundary).
+// Moves chunks with process_vm_{writev,readv}, many per syscall.
 Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write) {
-    if (n == 1) {  // one chunk (also the rest of a partial batch): the distance-aware copy
-        const Chunk& c = chunks[0];
-        if (ShmTransport::cma_copy(peer.pid, write, c.local, peer.remote_addr + c.offset, c.len)) return Post::done;
+    auto fail = [&] {
         raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv",
               int(peer.pid), std::strerror(errno));
         return Post::error;
+    };
+    if (n == 1) {  // one chunk: the distance-aware copy
+        const Chunk& c = chunks[0];
+        return ShmTransport::cma_copy(peer.pid, write, c.local, peer.remote_addr + c.offset, c.len) ? Post::done : fail();
     }
-    constexpr std::size_t kBatch = 512;  // < IOV_MAX
+    constexpr std::size_t kBatch = 512;
     iovec liov[kBatch], riov[kBatch];
-    std::size_t i = 0;
-    while (i < n) {
-        std::size_t k = 0;
-        std::size_t want = 0;
-        for (; k < kBatch && i + k < n; ++k) {
-            const Chunk& c = chunks[i + k];
-            liov[k] = {c.local, c.len};
-            riov[k] = {reinterpret_cast<void*>(peer.remote_addr + c.offset), c.len};
-            want += c.len;
-        }
-        ssize_t got = write ? process_vm_writev(peer.pid, liov, k, riov, k, 0)
-                            : process_vm_readv(peer.pid, liov, k, riov, k, 0);
-        if (got < 0) {
-            raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv",
-                  int(peer.pid), std::strerror(errno));
-            return Post::error;
-        }
-        if (std::size_t(got) == want) { i += k; continue; }
-        // Partial: finish the chunk where it stopped, one by one.
-        std::size_t done = std::size_t(got);
+    for (std::size_t i = 0; i < n;) {
+        const std::size_t k = std::min(kBatch, n - i);
         for (std::size_t j = 0; j < k; ++j) {
             const Chunk& c = chunks[i + j];
-            if (done >= c.len) { done -= c.len; continue; }
-            Chunk rest{static_cast<char*>(c.local) + done, c.offset + done, c.len - done};
-            if (cma(peer, &rest, 1, write) != Post::done) return Post::error;
-            done = 0;
+            liov[j] = {c.local, c.len};
+            riov[j] = {reinterpret_cast<void*>(peer.remote_addr + c.offset), c.len};
         }
+        if (!ShmTransport::cma_vec(peer.pid, write, liov, riov, k)) return fail();
         i += k;
     }
     return Post::done;

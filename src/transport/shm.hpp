@@ -5,6 +5,8 @@
 // Every operation completes before it returns (Post::done): flush is a memory fence.
 #pragma once
 
+#include <sys/uio.h>
+
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -25,6 +27,9 @@ public:
     // attach, resuming partial transfers; through a bounce buffer when the kernel's copy
     // would run at a slow page-offset distance (copy.hpp). True when all moved (else errno).
     static bool cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len);
+    // Moves n pieces (l[i] <-> r[i], equal lengths) with as few syscalls as the kernel
+    // allows, resuming partial transfers. True when all moved (else errno).
+    static bool cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n);
     // Can this process use cross-memory attach on pid at addr? (0 = yes, else errno)
     static int probe_cma(pid_t pid, std::uint64_t addr);
 };

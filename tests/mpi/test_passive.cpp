@@ -915,6 +915,109 @@ TEST_P(Passive, SmallOpsInterleavedWithOthersLandInOrder) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_P(Passive, SmallTransfersCompleteAtEveryCompletionPoint) {
+    // On a create window, small puts and gets to parts not mapped here wait in a batch per
+    // peer (FASTRMA_CMA_BATCH) and move at the next completion point. Every completion point
+    // must move them — flush, flush_local, flush_all, flush_local_all, unlock, unlock_all,
+    // fence, PSCW complete, a request-based get's wait — with contiguous runs (merged into
+    // one transfer), scattered pieces, sizes around the batch limit (1024), more pieces than
+    // a batch holds (128), and gets in between. Gaps between the pieces stay untouched.
+    using namespace fastrma::detail;
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    constexpr std::size_t kRegion = 32 * 1024;  // puts land in [0, kRegion); gets read [kRegion, 2 kRegion)
+    TestWin w(GetParam(), 2 * kRegion);
+    auto known = [](int owner, std::size_t i) { return static_cast<unsigned char>(owner * 31 + i * 11 + 5); };
+    for (std::size_t i = 0; i < kRegion; ++i) w.base[kRegion + i] = known(me, i);
+    std::vector<std::pair<std::size_t, std::size_t>> plan;  // (offset, bytes) of each put
+    std::size_t end = 0;
+    for (int i = 0; i < 100; ++i, end += 8) plan.push_back({end, 8});         // one contiguous run
+    for (int i = 0; i < 150; ++i) plan.push_back({end + std::size_t(i) * 40, 8 + std::size_t(i % 3) * 8});  // scattered
+    end += 150 * 40;
+    for (std::size_t len : {1000, 1024, 1025, 4000, 1, 17}) { plan.push_back({end, len}); end += len + 8; }
+    ASSERT_LE(end, kRegion);
+    auto value = [](int from, int mode, std::size_t i) { return static_cast<unsigned char>(from * 7 + mode * 13 + i * 3 + 1); };
+    MPI_Group world, peers_to, peers_from;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &right, &peers_to);
+    MPI_Group_incl(world, 1, &left, &peers_from);
+    const std::uint64_t batched0 = stat_total(Stat::cma_batched);
+    const char* modes[] = {"flush", "flush_local", "flush_all", "flush_local_all", "unlock", "unlock_all", "fence", "pscw", "rget"};
+    for (int m = 0; m < int(std::size(modes)); ++m) {
+        const std::string mode = modes[m];
+        std::memset(w.base, 0, kRegion);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (mode == "fence") { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win)); }
+        else if (mode == "pscw") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(peers_from, 0, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(peers_to, 0, w.win));
+        } else if (mode == "unlock") { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, right, 0, w.win)); }
+        else { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win)); }
+        std::vector<unsigned char> src(end);
+        for (std::size_t i = 0; i < end; ++i) src[i] = value(me, m, i);
+        for (auto [o, len] : plan)
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data() + o, int(len), MPI_BYTE, right, MPI_Aint(o), int(len), MPI_BYTE, w.win));
+        // 200 gets of 8 bytes into one contiguous buffer, from remote places that are
+        // contiguous for a while, then jump.
+        std::vector<unsigned char> got(200 * 8, 0);
+        auto from = [](int i) { return std::size_t(i < 100 ? i * 8 : 2000 + i * 24); };
+        MPI_Request rq = MPI_REQUEST_NULL;
+        if (mode == "rget") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Rget(got.data(), 8, MPI_BYTE, right, MPI_Aint(kRegion), 8, MPI_BYTE, w.win, &rq));
+        } else {
+            for (int i = 0; i < 200; ++i)
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data() + i * 8, 8, MPI_BYTE, right, MPI_Aint(kRegion + from(i)), 8, MPI_BYTE, w.win));
+        }
+        auto check_gets = [&] {
+            const int k = mode == "rget" ? 1 : 200;
+            for (int i = 0; i < k; ++i)
+                for (std::size_t b = 0; b < 8; ++b)
+                    ASSERT_EQ(got[std::size_t(i) * 8 + b], known(right, (mode == "rget" ? 0 : from(i)) + b)) << mode << " get " << i;
+        };
+        int rc = MPI_SUCCESS;
+        bool open = true;
+        if (mode == "flush") rc = FRMA_Win_flush(right, w.win);
+        else if (mode == "flush_local") rc = FRMA_Win_flush_local(right, w.win);
+        else if (mode == "flush_all") rc = FRMA_Win_flush_all(w.win);
+        else if (mode == "flush_local_all") rc = FRMA_Win_flush_local_all(w.win);
+        else if (mode == "rget") rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        else {
+            open = false;
+            if (mode == "unlock") rc = FRMA_Win_unlock(right, w.win);
+            else if (mode == "unlock_all") rc = FRMA_Win_unlock_all(w.win);
+            else if (mode == "fence") rc = FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win);
+            else {
+                rc = FRMA_Win_complete(w.win);
+                if (rc == MPI_SUCCESS) rc = FRMA_Win_wait(w.win);
+            }
+        }
+        ASSERT_EQ(MPI_SUCCESS, rc) << mode << ": " << FRMA_Last_error_message();
+        check_gets();
+        // Local completion at least: the origin buffer is ours again.
+        std::memset(src.data(), 0xAB, src.size());
+        if (open) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win)); }
+        MPI_Barrier(MPI_COMM_WORLD);
+        FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
+        std::vector<char> covered(kRegion, 0);
+        for (auto [o, len] : plan)
+            for (std::size_t i = o; i < o + len; ++i) {
+                covered[i] = 1;
+                ASSERT_EQ(w.base[i], value(left, m, i)) << mode << " byte " << i;
+            }
+        for (std::size_t i = 0; i < kRegion; ++i)
+            if (!covered[i]) ASSERT_EQ(w.base[i], 0) << mode << " gap byte " << i;
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    MPI_Group_free(&peers_to);
+    MPI_Group_free(&peers_from);
+    MPI_Group_free(&world);
+    // The batches were in use where parts are unmapped (create windows of several ranks
+    // over shared memory; am, allocate and FRMA_Alloc_mem parts move otherwise).
+    if (GetParam() == Flavor::create && n > 1 && !window_of(w.win)->uses_am()) {
+        EXPECT_GT(stat_total(Stat::cma_batched), batched0 + 9 * 300);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
                          [](const auto& info) { return std::string(flavor_name(info.param)); });
 
