@@ -22,7 +22,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_OFFLOAD_MIN", "65536", "Contiguous put/get of at least this many bytes in a lock_all or fence epoch is copied by the progress thread while the caller goes on (overlap); completion points wait and help. 0 disables (the caller always copies)."},
         {"FASTRMA_OFFLOAD_WAKE_MIN", "262144", "Below this size a transfer is offloaded only while the progress thread is awake; waking a sleeping thread costs more than copying a small transfer (tens of microseconds on a VM)."},
         {"FASTRMA_OFFLOAD_PIECE", "65536", "Piece size of offloaded copies: the unit the progress thread and a waiting flush share."},
-        {"FASTRMA_CMA_BATCH", "1024", "Puts and gets of up to this many bytes to a create or dynamic window's part that is not mapped here wait in a batch per peer and move in one cross-memory-attach syscall at the next completion point (or when 128 are queued). 0: one syscall per transfer."},
+        {"FASTRMA_CMA_BATCH", "1024", "Puts, gets and accumulates of up to this many bytes to a create or dynamic window's part that is not mapped here wait in a batch per peer and move in one cross-memory-attach syscall at the next completion point (or when 128 are queued). 0: one syscall per transfer."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
         {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},

@@ -324,13 +324,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         w->cpu_atomics_ = every;
     }
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
-    // at the next completion point instead of one each (transport/cma_batch.hpp).
+    // at the next completion point instead of one each (ops/cma_batch.hpp).
     if ((is_create || is_dynamic) && eng.config().cma_batch > 0) {
         w->cma_max_ = eng.config().cma_batch;
         w->cma_ = std::make_unique<std::unique_ptr<CmaBatch>[]>(std::size_t(n));
         for (int r = 0; r < n; ++r) {
             const PeerRegion p = w->peer(r);
-            if (!p.mapped && p.pid > 0) w->cma_[std::size_t(r)] = std::make_unique<CmaBatch>(p.pid, &w->cma_pending_);
+            if (!p.mapped && p.pid > 0)
+                w->cma_[std::size_t(r)] = std::make_unique<CmaBatch>(p.pid, p.remote_addr, p.state, eng.config().acc_stripes,
+                                                                     &w->cma_pending_);
         }
     }
     (void)pg;
@@ -957,8 +959,12 @@ int Window::validate(const OpRequest& rq, Op* op) const {
         const bool noop = rq.op == MPI_NO_OP && rq.kind != RmaKind::acc;
         if (rq.kind != RmaKind::acc) {
             if (int rc = layout_of(call, "result", rq.result_type, &op->rlay)) return rc;
-            if (int rc = check_accumulate_layouts(rq.op, *op->rlay, op->rcount, tl, op->tcount, &why))
+            // (The reason is spelled out only on failure: on success it would be a string
+            // built and dropped on every accumulate.)
+            if (int rc = check_accumulate_layouts(rq.op, *op->rlay, op->rcount, tl, op->tcount, nullptr)) {
+                check_accumulate_layouts(rq.op, *op->rlay, op->rcount, tl, op->tcount, &why);
                 return raise(rc, "%s: result and target: %s", call, why.c_str());
+            }
         }
         if (noop) {  // MPI ignores the origin arguments of MPI_NO_OP
             op->olay = op->rlay;
@@ -966,8 +972,10 @@ int Window::validate(const OpRequest& rq, Op* op) const {
             op->origin = nullptr;
         } else {
             if (int rc = layout_of(call, "origin", rq.origin_type, &op->olay)) return rc;
-            if (int rc = check_accumulate_layouts(rq.op, *op->olay, op->ocount, tl, op->tcount, &why))
+            if (int rc = check_accumulate_layouts(rq.op, *op->olay, op->ocount, tl, op->tcount, nullptr)) {
+                check_accumulate_layouts(rq.op, *op->olay, op->ocount, tl, op->tcount, &why);
                 return raise(rc, "%s: %s", call, why.c_str());
+            }
         }
         op->type = tl.basic();
         break;

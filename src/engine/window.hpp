@@ -34,7 +34,7 @@
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/am.hpp"
-#include "transport/cma_batch.hpp"
+#include "ops/cma_batch.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
@@ -297,7 +297,7 @@ private:
         return true;
     }
     // Small cross-memory-attach puts and gets to unmapped peers (create and dynamic windows),
-    // waiting in one batch per peer for the next completion point (transport/cma_batch.hpp).
+    // waiting in one batch per peer for the next completion point (ops/cma_batch.hpp).
     std::unique_ptr<std::unique_ptr<CmaBatch>[]> cma_;  // null entries: mapped peers
     std::atomic<int> cma_pending_{0};                   // batches with something to drain
     std::size_t cma_max_ = 0;                           // largest batched transfer (0: none)

@@ -80,8 +80,8 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     const pid_t pid = pid_t(info[kInfoPid]);
     CmaBatch* const b = cma_batch(rank);
     if (b && bytes <= cma_max_) {  // small: into the peer's batch, moved at completion
-        if (write) b->put(info[kInfoBase] + off, local, bytes);
-        else b->get(info[kInfoBase] + off, local, bytes);
+        if (write) b->put(off, local, bytes);
+        else b->get(off, local, bytes);
         return true;
     }
     if (b && b->due()) return false;  // the slow path moves the batch first (order, errors)

@@ -28,9 +28,8 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
                                  for (std::size_t i = 0; i < n && small; ++i) small = c[i].len <= ctx.batch_max;
                                  if (small) {
                                      for (std::size_t i = 0; i < n; ++i) {
-                                         const std::uint64_t at = ctx.peer.remote_addr + c[i].offset;
-                                         if (is_put) ctx.batch->put(at, c[i].local, c[i].len);
-                                         else ctx.batch->get(at, c[i].local, c[i].len);
+                                         if (is_put) ctx.batch->put(c[i].offset, c[i].local, c[i].len);
+                                         else ctx.batch->get(c[i].offset, c[i].local, c[i].len);
                                      }
                                      return true;
                                  }
@@ -43,6 +42,19 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     return ok ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
+// A small accumulate-class op (no compare) on one contiguous run of a type without holes,
+// to an unmapped peer: into its batch, applied at the next completion point (cma_batch.hpp).
+bool batch_accumulate(const IssueContext& ctx, const Op& op) {
+    if (!ctx.batch || op.bytes == 0 || op.bytes > ctx.batch_max) return false;
+    const TypeInfo& ti = *op.type;
+    auto plain = [&](const std::shared_ptr<const Layout>& l) { return l && l->contiguous() && l->basic() == &ti; };
+    if (ti.size != ti.extent || !plain(op.tlay) || op.lo != 0) return false;
+    const bool reads = op.op != MPI_NO_OP, fetches = op.kind != RmaKind::acc;
+    if ((reads && !plain(op.olay)) || (fetches && !plain(op.rlay))) return false;
+    ctx.batch->acc(op.offset, op.op, ti, op.bytes / ti.size, reads ? op.origin : nullptr, fetches ? op.result : nullptr);
+    return true;
+}
+
 // ---- acc_locked: the target's striped accumulate lock ----
 
 // Stripes cover kStripeUnit-byte units of the target's window, unit u on stripe u % n: an
@@ -51,49 +63,42 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
 // 8 stripes, 16 atomics on lines other processes bounce (0.9 us against 0.17 us).
 constexpr std::uint64_t kStripeUnit = 4096;
 
+std::size_t stripe_word(int s) { return kAccStripe0 + std::size_t(s) * kWordsPerLine; }
+
+// Takes one stripe word by try_take() (a CAS on the word), spinning, then yielding: the
+// holder may be descheduled (oversubscribed ranks).
+template <class TryTake>
+void take_stripe(TryTake try_take) {
+    for (unsigned spins = 0;; ++spins) {
+        if (try_take()) return;
+        if (spins > 64) sched_yield(); else __builtin_ia32_pause();
+    }
+}
+
 class StripeGuard {
 public:
     StripeGuard(const IssueContext& ctx, std::uint64_t offset, std::uint64_t bytes)
-        : ctx_(ctx) {
-        const int n = std::max(1, std::min(ctx.acc_stripes, kMaxAccStripes));
-        std::uint64_t first = offset / kStripeUnit, last = (offset + (bytes ? bytes - 1 : 0)) / kStripeUnit;
-        if (last - first + 1 >= std::uint64_t(n)) {
-            for (int s = 0; s < n; ++s) mask_ |= 1ull << s;
-        } else {
-            for (std::uint64_t l = first; l <= last; ++l) mask_ |= 1ull << (l % n);
+        : ctx_(ctx), mask_(acc_stripe_mask(ctx.acc_stripes, offset, bytes)) {
+        if (ctx.peer.state) {  // mapped state words: CPU atomics
+            acc_stripes_lock(ctx.peer.state, mask_);
+            return;
         }
-        for (std::uint64_t m = mask_; m; m &= m - 1)  // ascending order: no deadlock between origins
-            acquire(word(__builtin_ctzll(m)));
+        for (std::uint64_t m = mask_; m; m &= m - 1) {  // ascending order: no deadlock between origins
+            const std::size_t w = stripe_word(__builtin_ctzll(m));
+            take_stripe([&] { return ctx_.tp.atomic8(ctx_.peer, w, AtomicOp::compare_swap, 1, 0) == 0; });
+        }
     }
     ~StripeGuard() {
-        for (std::uint64_t m = mask_; m;) {
-            const int s = 63 - __builtin_clzll(m);
-            m &= ~(1ull << s);
-            // Mapped state words: a release store (no locked instruction) frees the stripe.
-            if (ctx_.peer.state) __atomic_store_n(&ctx_.peer.state[word(s)], 0, __ATOMIC_RELEASE);
-            else ctx_.tp.atomic8(ctx_.peer, word(s), AtomicOp::swap, 0);
+        if (ctx_.peer.state) {
+            acc_stripes_unlock(ctx_.peer.state, mask_);
+            return;
         }
+        for (std::uint64_t m = mask_; m; m &= m - 1) ctx_.tp.atomic8(ctx_.peer, stripe_word(__builtin_ctzll(m)), AtomicOp::swap, 0);
     }
 
 private:
-    static std::size_t word(int s) { return kAccStripe0 + std::size_t(s) * kWordsPerLine; }
-    bool try_take(std::size_t w) {
-        if (ctx_.peer.state) {
-            std::uint64_t expect = 0;
-            return __atomic_compare_exchange_n(&ctx_.peer.state[w], &expect, 1, false, __ATOMIC_ACQUIRE,
-                                               __ATOMIC_RELAXED);
-        }
-        return ctx_.tp.atomic8(ctx_.peer, w, AtomicOp::compare_swap, 1, 0) == 0;
-    }
-    void acquire(std::size_t w) {
-        for (unsigned spins = 0;; ++spins) {
-            if (try_take(w)) return;
-            // The holder may be descheduled (oversubscribed ranks): yield soon.
-            if (spins > 64) sched_yield(); else __builtin_ia32_pause();
-        }
-    }
     const IssueContext& ctx_;
-    std::uint64_t mask_ = 0;
+    const std::uint64_t mask_;
 };
 
 // One run of n basic elements at target offset toff: origin elements at src (null for
@@ -224,6 +229,30 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
 
 }  // namespace
 
+std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes) {
+    const int n = std::max(1, std::min(acc_stripes, kMaxAccStripes));
+    const std::uint64_t first = offset / kStripeUnit, last = (offset + (bytes ? bytes - 1 : 0)) / kStripeUnit;
+    if (last - first + 1 >= std::uint64_t(n)) return n == 64 ? ~0ull : (1ull << n) - 1;
+    std::uint64_t mask = 0;
+    for (std::uint64_t l = first; l <= last; ++l) mask |= 1ull << (l % std::uint64_t(n));
+    return mask;
+}
+
+void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask) {
+    for (std::uint64_t m = mask; m; m &= m - 1) {  // ascending order: no deadlock between origins
+        std::uint64_t* w = &state[stripe_word(__builtin_ctzll(m))];
+        take_stripe([w] {
+            std::uint64_t expect = 0;
+            return __atomic_compare_exchange_n(w, &expect, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+        });
+    }
+}
+
+void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask) {
+    // A release store (no locked instruction) frees a stripe.
+    for (std::uint64_t m = mask; m; m &= m - 1) __atomic_store_n(&state[stripe_word(__builtin_ctzll(m))], 0, __ATOMIC_RELEASE);
+}
+
 void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
                                 const void* src, std::size_t n, void* result) {
     StripeGuard g(ctx, toff, std::uint64_t(n) * ti.extent);
@@ -239,18 +268,15 @@ int drain_batch(CmaBatch* batch, int rank) {
 }
 
 int issue_op(const IssueContext& ctx, const Op& op) {
-    // An accumulate reads and writes the target now: what this origin batched goes first.
-    if (op.kind != RmaKind::put && op.kind != RmaKind::get)
-        if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
     switch (op.kind) {
     case RmaKind::put: return transfer(ctx, op, true);
     case RmaKind::get: return transfer(ctx, op, false);
-    case RmaKind::acc:
-    case RmaKind::get_acc:
-    case RmaKind::fop: return accumulate(ctx, op);
-    case RmaKind::cas: return compare_and_swap_op(ctx, op);
+    default: break;
     }
-    return MPI_ERR_INTERN;
+    if (op.kind != RmaKind::cas && batch_accumulate(ctx, op)) return MPI_SUCCESS;
+    // An accumulate that reads and writes the target now: what this origin batched goes first.
+    if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
+    return op.kind == RmaKind::cas ? compare_and_swap_op(ctx, op) : accumulate(ctx, op);
 }
 
 }  // namespace fastrma::detail

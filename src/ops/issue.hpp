@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "ops/op.hpp"
-#include "transport/cma_batch.hpp"
+#include "ops/cma_batch.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -38,6 +38,13 @@ struct IssueContext {
 // transfer in it failed.
 int drain_batch(CmaBatch* batch, int rank);
 int issue_op(const IssueContext& ctx, const Op& op);
+
+// The target's striped accumulate lock (acc_locked): the stripes that cover [offset,
+// offset + bytes) of a window part, and taking / freeing them on mapped state words
+// (ascending order, spinning then yielding; as every origin and the owner do).
+std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes);
+void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask);
+void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask);
 
 // The locked accumulate domain on mapped memory, for the fast paths: n contiguous elements
 // of ti at target offset toff, under the target's accumulate-lock stripes that cover them,

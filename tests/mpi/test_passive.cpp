@@ -1018,6 +1018,95 @@ TEST_P(Passive, SmallTransfersCompleteAtEveryCompletionPoint) {
     }
 }
 
+TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
+    // On a create window, small accumulates to a part not mapped here wait in the peer's
+    // batch with the small puts and gets and apply at the flush (cma_batch.hpp). Without a
+    // flush in between: accumulates to the same bytes apply in issue order (fetched values
+    // show each step), partial overlaps and runs longer than a batch still add up, a put
+    // after an accumulate of the same bytes lands after it, a get before an accumulate
+    // reads the value before it. Every rank's slots are written only by its left neighbour.
+    using namespace fastrma::detail;
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    constexpr int kRun = 300;  // > 128: the batch drains on its own in the middle
+    TestWin w(GetParam(), 256 + kRun * 8);
+    auto* slot = w.at<std::int64_t>(0);
+    slot[6] = 77;                   // read by the left neighbour's get before its accumulate
+    for (int i = 0; i < 4; ++i) slot[8 + i] = 1000 * (i + 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::uint64_t batched0 = stat_total(Stat::cma_batched);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    auto acc = [&](std::int64_t v, MPI_Aint at, MPI_Op op) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT64_T, right, at * 8, 1, MPI_INT64_T, op, w.win));
+    };
+    std::int64_t seen[5] = {-1, -1, -1, -1, -1};
+    auto peek = [&](int k) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &seen[k], MPI_INT64_T, right, 0, MPI_NO_OP, w.win));
+    };
+    // Slot 0: one step after another, each visible to the fetch issued after it.
+    acc(5, 0, MPI_SUM); peek(0);
+    acc(3, 0, MPI_MAX); peek(1);
+    acc(2, 0, MPI_PROD); peek(2);
+    acc(7, 0, MPI_REPLACE); acc(1, 0, MPI_SUM); peek(3);
+    std::int64_t old0 = -1, one = 1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old0, MPI_INT64_T, right, 0, MPI_SUM, w.win));
+    // Slots 1..3: partial overlaps.
+    const std::int64_t two[2] = {1, 2}, hundred[2] = {100, 100};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(two, 2, MPI_INT64_T, right, 2 * 8, 2, MPI_INT64_T, MPI_SUM, w.win));
+    acc(10, 3, MPI_SUM);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(hundred, 2, MPI_INT64_T, right, 1 * 8, 2, MPI_INT64_T, MPI_SUM, w.win));
+    // Slot 5: a put after an accumulate of it.
+    acc(3, 5, MPI_SUM);
+    const std::int64_t nine = 9;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&nine, 1, MPI_INT64_T, right, 5 * 8, 1, MPI_INT64_T, w.win));
+    // Slot 6: a get before an accumulate of it.
+    std::int64_t got6 = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got6, 1, MPI_INT64_T, right, 6 * 8, 1, MPI_INT64_T, w.win));
+    acc(1, 6, MPI_SUM);
+    // Slots 8..11: get_accumulate twice, old values of each step.
+    const std::int64_t add4[4] = {1, 2, 3, 4};
+    std::int64_t old1[4] = {-1, -1, -1, -1}, old2[4] = {-1, -1, -1, -1};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add4, 4, MPI_INT64_T, old1, 4, MPI_INT64_T, right, 8 * 8, 4, MPI_INT64_T, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add4, 4, MPI_INT64_T, old2, 4, MPI_INT64_T, right, 8 * 8, 4, MPI_INT64_T, MPI_SUM, w.win));
+    // A run of doubles longer than a batch, each slot twice.
+    for (int rep = 0; rep < 2; ++rep)
+        for (int i = 0; i < kRun; ++i) {
+            const double v = 0.5 * (i + 1);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_DOUBLE, right, 256 + MPI_Aint(i) * 8, 1, MPI_DOUBLE, MPI_SUM, w.win));
+        }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+    EXPECT_EQ(seen[0], 5);
+    EXPECT_EQ(seen[1], 5);
+    EXPECT_EQ(seen[2], 10);
+    EXPECT_EQ(seen[3], 8);
+    EXPECT_EQ(old0, 8);
+    EXPECT_EQ(got6, 77);
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(old1[i], 1000 * (i + 1)) << i;
+        EXPECT_EQ(old2[i], 1000 * (i + 1) + (i + 1)) << i;
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
+    (void)left;
+    EXPECT_EQ(slot[0], 9);
+    EXPECT_EQ(slot[1], 100);
+    EXPECT_EQ(slot[2], 101);
+    EXPECT_EQ(slot[3], 12);
+    EXPECT_EQ(slot[5], 9);
+    EXPECT_EQ(slot[6], 78);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(slot[8 + i], 1000 * (i + 1) + 2 * (i + 1)) << i;
+    for (int i = 0; i < kRun; ++i) {
+        double d;
+        std::memcpy(&d, w.base + 256 + i * 8, 8);
+        ASSERT_EQ(d, 1.0 * (i + 1)) << "run slot " << i;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (GetParam() == Flavor::create && n > 1 && !window_of(w.win)->uses_am()) {
+        EXPECT_GT(stat_total(Stat::cma_batched), batched0 + 2 * kRun);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
                          [](const auto& info) { return std::string(flavor_name(info.param)); });
 
