@@ -1110,7 +1110,12 @@ void Window::read_words(int r, std::size_t word, std::size_t count, std::uint64_
 // has attached. The peer's table is re-read whenever its version moved, so a region that
 // was detached (and whose memory may be reused) is never written.
 int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uint64_t bytes) {
-    if (bytes == 0) return MPI_SUCCESS;
+    if (bytes == 0 || dynamic_contains(r, addr, bytes)) return MPI_SUCCESS;
+    return raise(MPI_ERR_RMA_RANGE, "%s: address %#llx + %llu bytes is not inside a region rank %d has attached",
+                 call, static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), r);
+}
+
+bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
     for (;;) {
@@ -1131,9 +1136,8 @@ int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uin
         c.version = v1;
     }
     for (const Region& g : c.regions)
-        if (addr >= g.base && addr + bytes <= g.base + g.size) return MPI_SUCCESS;
-    return raise(MPI_ERR_RMA_RANGE, "%s: address %#llx + %llu bytes is not inside a region rank %d has attached",
-                 call, static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), r);
+        if (addr >= g.base && addr + bytes <= g.base + g.size) return true;
+    return false;
 }
 
 int Window::post(const OpRequest& rq, bool complete_now) {

@@ -205,6 +205,8 @@ private:
         return std::binary_search(start_group_.begin(), start_group_.end(), r);
     }
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
+    // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
+    bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);
     std::uint64_t* my_word(std::size_t w) const { return my_state_ + w; }
 
     IssueContext ctx(int r) const {
@@ -329,7 +331,7 @@ private:
     // keep a copy of each peer's table and revalidate its version on every access.
     struct Region { std::uint64_t base, size; };
     struct RegionCache { std::uint64_t version = ~0ull; std::vector<Region> regions; };
-    std::mutex dyn_mu_;
+    SpinLock dyn_mu_;  // held for a few loads on a hit; a contended std::mutex put 4 posting threads to sleep for ticks
     std::unordered_map<int, RegionCache> dyn_cache_;  // only peers actually accessed
     std::size_t dyn_capacity_ = 0;
     std::size_t dyn_word0_ = 0;

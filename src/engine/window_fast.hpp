@@ -71,9 +71,17 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
 // goes to the slow path, which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
                              bool write) {
-    if (am_mode_ || flavor_ != MPI_WIN_FLAVOR_CREATE || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
-        (std::uint64_t(disp) >> 32) || rank == rank_)
-        return false;
+    if (am_mode_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
+        // The displacement is the address; small transfers inside a region the peer has
+        // attached join its batch, everything else (and any error) takes the slow path.
+        CmaBatch* const b = cma_batch(rank);
+        if (!b || bytes > cma_max_ || !dynamic_contains(rank, std::uint64_t(disp), bytes)) return false;
+        if (write) b->put(std::uint64_t(disp), local, bytes);
+        else b->get(std::uint64_t(disp), local, bytes);
+        return true;
+    }
+    if (flavor_ != MPI_WIN_FLAVOR_CREATE || (std::uint64_t(disp) >> 32) || rank == rank_) return false;
     const std::uint64_t* info = state_of(rank);
     const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
     if (info[kInfoArena] || off + bytes > info[kInfoSize]) return false;
@@ -102,7 +110,8 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     if (am_mode_) return fast_am_transfer(is_put, origin, rank, disp, bytes);
     unsigned char* remote = fast_target(rank, disp, bytes);
-    if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE) || !direct_mode(rank)) return kSlowPath;
+    if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) || !direct_mode(rank))
+        return kSlowPath;
     if (remote) {
         std::uint64_t seq = 0;
         if (offload_now(bytes)) [[unlikely]] {
