@@ -1005,7 +1005,7 @@ TEST_P(Passive, SmallTransfersCompleteAtEveryCompletionPoint) {
                 ASSERT_EQ(w.base[i], value(left, m, i)) << mode << " byte " << i;
             }
         for (std::size_t i = 0; i < kRegion; ++i)
-            if (!covered[i]) ASSERT_EQ(w.base[i], 0) << mode << " gap byte " << i;
+            if (!covered[i]) { ASSERT_EQ(w.base[i], 0) << mode << " gap byte " << i; }
         MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Group_free(&peers_to);
