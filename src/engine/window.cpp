@@ -68,11 +68,45 @@ int Window::wait_offloads() {
     return MPI_SUCCESS;
 }
 
+namespace {
+CmaBatch* const kNoBatch = reinterpret_cast<CmaBatch*>(std::uintptr_t(1));  // a mapped peer's slot
+}  // namespace
+
+CmaBatch* Window::cma_batch_if_any(int r) const {
+    std::atomic<CmaBatch*>* slots = cma_.load(std::memory_order_acquire);
+    CmaBatch* b = slots ? slots[std::size_t(r)].load(std::memory_order_acquire) : nullptr;
+    return b == kNoBatch ? nullptr : b;
+}
+
+CmaBatch* Window::cma_batch(int r) const {
+    if (!cma_max_) return nullptr;
+    if (std::atomic<CmaBatch*>* slots = cma_.load(std::memory_order_acquire))
+        if (CmaBatch* b = slots[std::size_t(r)].load(std::memory_order_acquire)) return b == kNoBatch ? nullptr : b;
+    std::lock_guard lk(cma_mu_);
+    if (!cma_slots_) {
+        cma_slots_ = std::make_unique<std::atomic<CmaBatch*>[]>(std::size_t(nprocs_));
+        cma_.store(cma_slots_.get(), std::memory_order_release);
+    }
+    std::atomic<CmaBatch*>& slot = cma_slots_[std::size_t(r)];
+    CmaBatch* b = slot.load(std::memory_order_relaxed);
+    if (!b) {
+        const PeerRegion p = peer(r);
+        b = kNoBatch;
+        if (!p.mapped && p.pid > 0) {
+            cma_owned_.push_back(std::make_unique<CmaBatch>(p.pid, p.remote_addr, p.state, eng_.config().acc_stripes,
+                                                            &cma_pending_));
+            b = cma_owned_.back().get();
+        }
+        slot.store(b, std::memory_order_release);
+    }
+    return b == kNoBatch ? nullptr : b;
+}
+
 int Window::drain_cma() {
     if (cma_pending_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;  // one load
     int rc = MPI_SUCCESS;
     for (int r = 0; r < nprocs_; ++r)
-        if (int e = drain_batch(cma_batch(r), r); e && !rc) rc = e;
+        if (int e = drain_batch(cma_batch_if_any(r), r); e && !rc) rc = e;
     return rc;
 }
 
@@ -83,7 +117,7 @@ int Window::complete_request(int r) {
         tp(r).flush(peer(r));
         return MPI_SUCCESS;
     }
-    return drain_batch(cma_batch(r), r);
+    return drain_batch(cma_batch_if_any(r), r);
 }
 
 // FASTRMA_OFFLOAD: a progress thread without a processing unit of its own can only take
@@ -325,16 +359,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
     // at the next completion point instead of one each (ops/cma_batch.hpp).
-    if ((is_create || is_dynamic) && eng.config().cma_batch > 0) {
-        w->cma_max_ = eng.config().cma_batch;
-        w->cma_ = std::make_unique<std::unique_ptr<CmaBatch>[]>(std::size_t(n));
-        for (int r = 0; r < n; ++r) {
-            const PeerRegion p = w->peer(r);
-            if (!p.mapped && p.pid > 0)
-                w->cma_[std::size_t(r)] = std::make_unique<CmaBatch>(p.pid, p.remote_addr, p.state, eng.config().acc_stripes,
-                                                                     &w->cma_pending_);
-        }
-    }
+    if (is_create || is_dynamic) w->cma_max_ = eng.config().cma_batch;
     (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;
     w->local_size_ = is_dynamic ? 0 : size;
@@ -508,6 +533,11 @@ std::size_t Window::metadata_bytes() const {
     b += tp_.capacity() * sizeof(Transport*) + start_group_.capacity() * sizeof(int);
     b += arena_maps_.size() * (sizeof(ShmSegment) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
     for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
+    {
+        std::lock_guard lk(cma_mu_);
+        if (cma_slots_) b += std::size_t(nprocs_) * sizeof(std::atomic<CmaBatch*>);
+        for (const auto& cb : cma_owned_) b += cb->bytes();
+    }
     b += slots_.size() * sizeof(Slot);
     return b;
 }

@@ -300,10 +300,16 @@ private:
     }
     // Small cross-memory-attach puts and gets to unmapped peers (create and dynamic windows),
     // waiting in one batch per peer for the next completion point (ops/cma_batch.hpp).
-    std::unique_ptr<std::unique_ptr<CmaBatch>[]> cma_;  // null entries: mapped peers
-    std::atomic<int> cma_pending_{0};                   // batches with something to drain
-    std::size_t cma_max_ = 0;                           // largest batched transfer (0: none)
-    CmaBatch* cma_batch(int r) const { return cma_ ? cma_[std::size_t(r)].get() : nullptr; }
+    // A batch is made when the first small transfer goes to that peer, the array of slots
+    // when the first batch is: a window that never batches keeps nothing per peer.
+    mutable std::atomic<std::atomic<CmaBatch*>*> cma_{nullptr};  // slots: null = not yet looked at
+    mutable std::unique_ptr<std::atomic<CmaBatch*>[]> cma_slots_;  // (cma_mu_)
+    mutable std::vector<std::unique_ptr<CmaBatch>> cma_owned_;   // (cma_mu_)
+    mutable SpinLock cma_mu_;
+    mutable std::atomic<int> cma_pending_{0};  // batches with something to drain
+    std::size_t cma_max_ = 0;                  // largest batched transfer (0: this window never batches)
+    CmaBatch* cma_batch(int r) const;          // r's batch, made on first use (null: r is mapped)
+    CmaBatch* cma_batch_if_any(int r) const;   // ... without making one
     int drain_cma();
     int wait_offloads();
     int complete_request(int r);  // a request-based op to r: complete before it is handed out

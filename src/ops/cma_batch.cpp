@@ -172,6 +172,16 @@ void CmaBatch::drain_locked() {
     acc_mask_ = 0;
 }
 
+std::size_t CmaBatch::bytes() {
+    std::lock_guard lk(mu_);
+    std::size_t b = sizeof *this + accs_.capacity() * sizeof(Acc);
+    for (const auto* v : {&put_l_, &put_r_, &get_l_, &get_r_, &acc_l_, &acc_r_})
+        if (*v) b += kMaxItems * sizeof(iovec);
+    if (stage_) b += kStageBytes;
+    if (scratch_) b += kStageBytes;
+    return b;
+}
+
 int CmaBatch::drain() {
     std::lock_guard lk(mu_);
     drain_locked();

@@ -60,6 +60,8 @@ public:
     int drain();
     // Something queued or an error to report since the last drain().
     bool due() const { return listed_.load(std::memory_order_acquire); }
+    // Memory it holds (the object and the buffers made so far).
+    std::size_t bytes();
 
 private:
     struct Acc {
