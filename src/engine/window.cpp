@@ -781,8 +781,7 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
         // (Transport::release): it leaves with the last ops, and its answer, if it needs
         // one, comes after all of them were applied (lock + put + unlock: one message each
         // way). MPI_Win_flush_local asks only for local completion.
-        // (Only am peers are ordered: the test costs a peer() on every shm unlock otherwise.)
-        const bool release_covers = remove && t->acquired && am_mode_ && tp(rank).caps(peer(rank)).ordered;
+        const bool release_covers = remove && t->acquired && tp(rank).caps(peer(rank)).ordered;
         if (flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
         else if (!release_covers) tp(rank).flush(peer(rank));
         if (int e = complete_deferred(); e && !rc) rc = e;  // direct ops of the epoch

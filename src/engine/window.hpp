@@ -28,13 +28,13 @@
 #include "engine/bootstrap.hpp"
 #include "engine/engine.hpp"
 #include "engine/stats.hpp"
+#include "ops/cma_batch.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/slot_table.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/am.hpp"
-#include "ops/cma_batch.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {

@@ -65,20 +65,19 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     return node_base_ + info[kInfoDataOff] + off;
 }
 
-// Cross-memory attach for an unmapped peer (create windows): one contiguous piece, into the
-// peer's batch when it is small, in one syscall, or queued for the progress thread when it
-// is large. Anything partial or failed
-// goes to the slow path, which resumes or raises.
+// Cross-memory attach for an unmapped peer (create and dynamic windows): one contiguous
+// piece, into the peer's batch when it is small, else (create) in one syscall, or queued for
+// the progress thread when it is large. Anything partial or failed goes to the slow path,
+// which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
                              bool write) {
     if (am_mode_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
         // The displacement is the address; small transfers inside a region the peer has
         // attached join its batch, everything else (and any error) takes the slow path.
-        CmaBatch* const b = cma_batch(rank);
-        if (!b || bytes > cma_max_ || !dynamic_contains(rank, std::uint64_t(disp), bytes)) return false;
-        if (write) b->put(std::uint64_t(disp), local, bytes);
-        else b->get(std::uint64_t(disp), local, bytes);
+        CmaBatch* const b = bytes <= cma_max_ ? cma_batch(rank) : nullptr;
+        if (!b || !dynamic_contains(rank, std::uint64_t(disp), bytes)) return false;
+        b->transfer(write, std::uint64_t(disp), local, bytes);
         return true;
     }
     if (flavor_ != MPI_WIN_FLAVOR_CREATE || (std::uint64_t(disp) >> 32) || rank == rank_) return false;
@@ -86,13 +85,11 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
     if (info[kInfoArena] || off + bytes > info[kInfoSize]) return false;
     const pid_t pid = pid_t(info[kInfoPid]);
-    CmaBatch* const b = cma_batch(rank);
-    if (b && bytes <= cma_max_) {  // small: into the peer's batch, moved at completion
-        if (write) b->put(off, local, bytes);
-        else b->get(off, local, bytes);
+    if (CmaBatch* b = bytes <= cma_max_ ? cma_batch(rank) : nullptr) {  // small: moved at completion
+        b->transfer(write, off, local, bytes);
         return true;
     }
-    if (b && b->due()) return false;  // the slow path moves the batch first (order, errors)
+    if (CmaBatch* b = cma_batch_if_any(rank); b && b->due()) return false;  // the slow path moves it first
     if (offload_now(bytes)) {
         if (queued(eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_)))
             return true;

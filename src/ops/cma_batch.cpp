@@ -141,8 +141,8 @@ void CmaBatch::apply_accs() {
     // accumulates (they take the same stripes), as the one-at-a-time path is.
     acc_stripes_lock(state_, acc_mask_);
     bool ok = ShmTransport::cma_vec(pid_, false, acc_l_.get(), acc_r_.get(), nacc_iov_);
+    bool writes = false;
     if (ok) {
-        bool writes = false;
         for (const Acc& a : accs_) {
             reduce(a.op, *a.ti, scratch_.get() + a.scratch, a.src == kNoSrc ? nullptr : stage_.get() + a.src, a.n, a.result);
             writes = writes || a.op != MPI_NO_OP;
@@ -152,7 +152,7 @@ void CmaBatch::apply_accs() {
     const int e = errno;
     acc_stripes_unlock(state_, acc_mask_);
     if (!ok && !err_) err_ = e ? e : EFAULT;
-    bump(Stat::cma_drains, 2);
+    bump(Stat::cma_drains, 1 + writes);
 }
 
 void CmaBatch::drain_locked() {

@@ -52,6 +52,10 @@ public:
     // of the peer's part. Drains first when the batch is full.
     void put(std::uint64_t off, const void* src, std::size_t len);
     void get(std::uint64_t off, void* dst, std::size_t len);
+    void transfer(bool write, std::uint64_t off, void* local, std::size_t len) {
+        if (write) put(off, local, len);
+        else get(off, local, len);
+    }
     // An accumulate-class op on n contiguous elements of ti (size == extent) at off: origin
     // null for MPI_NO_OP; old values to result (may be null) at the drain.
     void acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t n, const void* origin, void* result);

@@ -27,10 +27,7 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
                                  bool small = true;
                                  for (std::size_t i = 0; i < n && small; ++i) small = c[i].len <= ctx.batch_max;
                                  if (small) {
-                                     for (std::size_t i = 0; i < n; ++i) {
-                                         if (is_put) ctx.batch->put(c[i].offset, c[i].local, c[i].len);
-                                         else ctx.batch->get(c[i].offset, c[i].local, c[i].len);
-                                     }
+                                     for (std::size_t i = 0; i < n; ++i) ctx.batch->transfer(is_put, c[i].offset, c[i].local, c[i].len);
                                      return true;
                                  }
                                  if ((rc = drain_batch(ctx.batch, ctx.peer.rank))) return false;  // in order behind them
