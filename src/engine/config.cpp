@@ -12,7 +12,7 @@ const std::vector<ConfigParam>& config_params() {
     static const std::vector<ConfigParam> table = {
         {"FASTRMA_PROGRESS", "1", "Run the asynchronous progress thread (0: sync calls make progress)."},
         {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset; -2 leaves it unpinned."},
-        {"FASTRMA_SPIN_US", "20", "How long the idle progress thread spins before it sleeps on its futex."},
+        {"FASTRMA_SPIN_US", "auto", "How long the progress thread polls without sleeping after work, and spins for its doorbell before it sleeps (microseconds). auto: 20, or 0 when the rank's cpuset has a single PU (mpirun bound the rank to one core): the thread then shares that PU with the application, and every microsecond it spins is taken from the computation."},
         {"FASTRMA_STAND_DOWN_US", "1000", "Longest doze of the progress thread while other threads serve for it (a waiter in a sync call, the host MPI's progress loop); the doze starts at 50 us and doubles while the serving goes on (0: never stand down)."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
         {"FASTRMA_POLL_IDLE_US", "5000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
@@ -61,7 +61,8 @@ Config Config::from_env() {
     Config c;
     c.progress_thread = env_long("FASTRMA_PROGRESS", 1, 0, 1) != 0;
     c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -2, 1 << 20));
-    c.spin_us = int(env_long("FASTRMA_SPIN_US", 20, 0, 1000000));
+    if (const char* v = env("FASTRMA_SPIN_US"); v && !std::strcmp(v, "auto")) c.spin_us = -1;
+    else c.spin_us = int(env_long("FASTRMA_SPIN_US", -1, -1, 1000000));
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
     c.stand_down_us = int(env_long("FASTRMA_STAND_DOWN_US", 1000, 0, 1000000));
     c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 5000, 1, 1000000));

@@ -92,13 +92,17 @@ public:
     // CPU time consumed by the progress thread so far (ns), and the PU it is bound to.
     std::uint64_t thread_cpu_ns() const;
     int bound_pu() const { return bound_pu_.load(std::memory_order_relaxed); }
+    int spin_us() const { return spin_us_.load(std::memory_order_relaxed); }  // in use (-1: thread not started)
+    // FASTRMA_SPIN_US as the thread applies it: configured (>= 0) as is; auto (-1) 20 us, or
+    // 0 when the process's cpuset has a single PU (the thread shares it with the application).
+    static int effective_spin_us(int configured, int cpuset_pus);
     std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
     std::uint64_t stand_downs() const { return stand_downs_.load(std::memory_order_relaxed); }
     std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
 
 private:
     void loop();
-    void pin();
+    int pin();  // binds the thread; returns the PUs of the process's cpuset (0: unknown)
 
     Config cfg_;
     int local_index_;
@@ -114,6 +118,7 @@ private:
     std::atomic<pthread_t> tid_{};
     std::atomic<bool> has_tid_{false};
     std::atomic<int> bound_pu_{-1};  // set by the thread in pin(); read by stats at any time
+    std::atomic<int> spin_us_{-1};   // set by the thread at start
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};
     std::atomic<bool> helped_{false};  // a thread served for us since the loop last looked

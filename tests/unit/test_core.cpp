@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -242,6 +243,29 @@ TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
     EXPECT_LE(passes.load() - before, 100) << "the thread kept polling while another thread served";
     finished.store(true);
     pe.stop();
+}
+
+// Pinned inside the process's cpuset; with FASTRMA_SPIN_US=auto it spins (20 us) only when
+// the cpuset leaves it a PU besides the application's, not on a rank bound to one PU. ctest
+// runs this twice: as launched, and under `taskset -c 0` (unit_one_pu).
+TEST(Progress, PinsInsideTheCpusetAndSpinsOnlyWithAPuToSpare) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    const int pus = CPU_COUNT(&set);
+    for (int configured : {-1, 5}) {
+        Config cfg;
+        cfg.spin_us = configured;
+        ProgressEngine pe(cfg, 0);
+        EXPECT_EQ(pe.spin_us(), -1) << "in use before the thread started";
+        pe.start();
+        for (int i = 0; i < 2000 && pe.spin_us() == -1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        EXPECT_EQ(pe.spin_us(), configured >= 0 ? configured : pus == 1 ? 0 : 20) << pus << " PUs";
+        const int pu = pe.bound_pu();
+        ASSERT_GE(pu, 0) << "not pinned";
+        EXPECT_TRUE(CPU_ISSET(pu, &set)) << "pinned outside the cpuset: PU " << pu;
+        pe.stop();
+    }
 }
 
 TEST(CopyOffload, PiecesRunByManyWorkersRetireInOrderAndAFullRingRefuses) {
