@@ -231,7 +231,7 @@ class Plots:
         if impl == FASTRMA:
             return dict(color="#d62728", lw=3.0, marker="o", ms=4, zorder=10, label="fastrma")
         if impl.startswith(FASTRMA):  # another transport or configuration: reds, thin, dotted
-            color = {"fastrma-am": "#f08080", "fastrma-offload": "#c2185b"}.get(impl, "#e377c2")
+            color = {"fastrma-am": "#f08080", "fastrma-am-bound": "#ff7f0e", "fastrma-offload": "#c2185b"}.get(impl, "#e377c2")
             return dict(color=color, lw=1.5, ls=":", marker="x", ms=4, zorder=9, label=impl)
         palette = {"ompi-sm": "#1f77b4", "ompi-rdma": "#2ca02c", "ompi-ucx": "#9467bd",
                    "ompi-pt2pt": "#8c564b", "mpich": "#ff7f0e"}
@@ -768,6 +768,9 @@ class Report:
                       "(`auto`) hands large put/get to the progress thread only when a process may run on more "
                       "cores than the window has ranks on the node, so on 2 cores the default runs do not offload"
                       if "fastrma-offload" in impls else "")
+             + ("; `fastrma-am-bound` = am with each rank bound to one core (`--bind-to core`), overlap only: "
+                "the target's progress thread then shares the target's core, not the origin's"
+                if "fastrma-am-bound" in impls else "")
              + ". The same tables, every flavor: progress_overlap.csv, progress_rate.csv, progress_am_latency.csv.\n"]
 
         # ---- (a) overlap
@@ -779,7 +782,9 @@ class Report:
                  "while the target computed (the origin's flush waited for the target to enter MPI), so nothing "
                  "is reported. Ratios are against the best peer; below "
                  f"{OVERLAP_FLOOR} an overlap is treated as zero. At small sizes t_comm is tens of nanoseconds "
-                 "and the ratio is mostly noise: read the rows from 64 KiB up.\n")
+                 "and the ratio is mostly noise: read the rows from 64 KiB up. The other fastrma columns show "
+                 "overlap / their own t_comm: the fraction is of that t_comm, so a variant whose ops wait "
+                 "longer for the target hides a larger fraction of a longer time (compare t_comm, too).\n")
         rows_csv = []
         ov_points = defaultdict(list)  # impl -> [(op, size, overlap)] for the goal check (allocate)
         for fl in flavors:
@@ -801,6 +806,10 @@ class Report:
                         sp = d.spread(i, fl, "overlap", "flush", op, s_, "overlap") if i == FASTRMA else None
                         if sp and sp[2] > 1:  # fastrma measured in several runs: their range
                             cells[-1] += f" ({sp[0]:.2f}–{sp[1]:.2f})"
+                        if v is not None and i.startswith(FASTRMA) and i != FASTRMA:
+                            # A variant's own t_comm: a slower t_comm (waiting for the target)
+                            # is easier to hide, so the fraction alone would flatter it.
+                            cells[-1] += f" / {fmt_ns(d.get(i, fl, 'overlap', 'flush', op, s_, 'comm_ns'))}"
                         if v is not None:
                             ov_points[(i, fl)].append((op, s_, v))
                         if v is not None or miss:
