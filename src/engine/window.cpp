@@ -466,6 +466,8 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
     local.grant_lock = [self](Transport::LockRequest what) {
         return lockproto::grant(shm_transport(), self->peer(self->rank_), what);
     };
+    if (is_dynamic)
+        local.attached = [self](std::uint64_t addr, std::uint64_t bytes) { return self->attached_here(addr, bytes); };
     w->endpoint_ = std::make_unique<AmEndpoint>(mb->comm(), std::move(local));  // collective
     if ((err = agree(b, w->endpoint_->error(), "am: cannot duplicate the communicator", call))) return err;
     if (eng.config().host_progress) {
@@ -792,6 +794,7 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
         } else {
             t->sync = SyncFlag::none;
         }
+        if (int e = refused_by_targets(call, rank, rank + 1); e && !rc) rc = e;
         return rc;
     }
 }
@@ -863,6 +866,7 @@ int Window::unlock_all() {
     if (m == AccessMode::lock_all_granted) {
         rc = complete_deferred();  // before the lock goes: the copies belong to the epoch
         flush_every_target();
+        if (int e = refused_by_targets("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
         if (lock_all_acquired_) {
             lockproto::unlock_all(tp(0), peer(0));
             if (rank_ == 0 && endpoint_ && endpoint_->has_parked()) eng_.progress().wake();  // as in release()
@@ -880,9 +884,12 @@ int Window::flush(int rank, bool local) {
     if (int rc = check_target_rank(call, rank)) return rc;
     if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
     switch (mode_.load(std::memory_order_acquire)) {
-    case AccessMode::lock_all_granted:
+    case AccessMode::lock_all_granted: {
         tp(rank).flush(peer(rank));
-        return complete_deferred();
+        const int rc = complete_deferred();
+        const int refused = refused_by_targets(call, rank, rank + 1);
+        return rc ? rc : refused;
+    }
     case AccessMode::lock_all_called:
         return ensure_lock_all();
     case AccessMode::per_target:
@@ -900,6 +907,7 @@ int Window::flush_all(bool local) {
             flush_every_target();
         int rc = complete_deferred();
         __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
+        if (int e = refused_by_targets(call, 0, nprocs_); e && !rc) rc = e;
         return rc;
     }
     case AccessMode::lock_all_called:
@@ -1147,6 +1155,15 @@ int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uin
 bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
+    auto inside = [&] {
+        for (const Region& g : c.regions)
+            if (addr >= g.base && addr + bytes <= g.base + g.size) return true;
+        return false;
+    };
+    // Over am, reading the version is a round trip: a hit in the cached table goes, and the
+    // target checks again when the request arrives (AmLocal::attached; a refusal is
+    // reported at the next completion point: refused_by_targets). A miss re-reads the table.
+    if (am_mode_ && r != rank_ && inside()) return true;
     for (;;) {
         std::uint64_t hdr[kDynHeaderWords];
         read_words(r, dyn_word0_, kDynHeaderWords, hdr);
@@ -1164,9 +1181,43 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
         for (std::uint64_t i = 0; i < count; ++i) c.regions[i] = {words[2 * i], words[2 * i + 1]};
         c.version = v1;
     }
-    for (const Region& g : c.regions)
-        if (addr >= g.base && addr + bytes <= g.base + g.size) return true;
-    return false;
+    return inside();
+}
+
+bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
+    const std::uint64_t* table = my_state_ + dyn_word0_;
+    for (;;) {
+        const std::uint64_t v1 = __atomic_load_n(&table[0], __ATOMIC_ACQUIRE);
+        if (v1 & 1) { __builtin_ia32_pause(); continue; }  // attach/detach under way
+        const std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), dyn_capacity_);
+        bool found = false;
+        for (std::uint64_t i = 0; i < count && !found; ++i) {
+            const std::uint64_t b = __atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED);
+            const std::uint64_t n = __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED);
+            found = addr >= b && addr + bytes <= b + n;
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&table[0], __ATOMIC_RELAXED) == v1) return found;
+    }
+}
+
+int Window::refused_by_targets(const char* call, int lo, int hi) {
+    if (!endpoint_ || flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
+    endpoint_->serve_arrived();
+    int first = -1;
+    std::uint64_t total = 0;
+    for (int r = lo; r < hi; ++r) {
+        if (r == rank_) continue;
+        if (const std::uint64_t n = endpoint_->take_rejected(r)) {
+            if (first < 0) first = r;
+            total += n;
+        }
+    }
+    if (!total) return MPI_SUCCESS;
+    return raise(MPI_ERR_RMA_RANGE,
+                 "%s: %llu request(s) to rank %d%s were not applied: their addresses were no longer inside a "
+                 "region the target had attached when they arrived (detached after this process last read its regions)",
+                 call, static_cast<unsigned long long>(total), first, total > 1 && hi - lo > 1 ? " and others" : "");
 }
 
 int Window::post(const OpRequest& rq, bool complete_now) {
@@ -1274,6 +1325,7 @@ int Window::fence(int assert_) {
         // Over am: one count exchange instead of a round trip per target and a barrier.
         if (int rc = endpoint_->fence(); rc && !off_rc)
             off_rc = raise(rc, "FRMA_Win_fence: the request count exchange failed");
+        if (int e = refused_by_targets("FRMA_Win_fence", 0, nprocs_); e && !off_rc) off_rc = e;
         if (endpoint_->has_parked()) eng_.progress().wake();  // next-epoch requests that waited
     } else {
         flush_every_target();
@@ -1359,6 +1411,10 @@ int Window::complete() {
     // The ops complete at the target before it counts the signal (its wait is where MPI
     // wants them complete there); at the origin, local completion is all complete owes.
     for (int g : group) tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
+    // (No answer comes back: refusals of this epoch's requests that arrive later are
+    // reported at the next completion point.)
+    for (int g : group)
+        if (int e = refused_by_targets("FRMA_Win_complete", g, g + 1); e && !off_rc) return e;
     return off_rc;
 }
 
@@ -1433,20 +1489,27 @@ int Window::attach(void* base, MPI_Aint size) {
 int Window::detach(const void* base) {
     if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC)
         return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_detach: the window was not created with FRMA_Win_create_dynamic");
-    std::lock_guard lk(epoch_mu_);
-    std::uint64_t* table = my_word(dyn_word0_);
-    std::uint64_t count = table[1];
-    const std::uint64_t b = reinterpret_cast<std::uint64_t>(base);
-    for (std::uint64_t i = 0; i < count; ++i) {
-        if (table[kDynHeaderWords + 2 * i] != b) continue;
-        __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
-        __atomic_store_n(&table[kDynHeaderWords + 2 * i], table[kDynHeaderWords + 2 * (count - 1)], __ATOMIC_RELAXED);
-        __atomic_store_n(&table[kDynHeaderWords + 2 * i + 1], table[kDynHeaderWords + 2 * (count - 1) + 1], __ATOMIC_RELAXED);
-        __atomic_store_n(&table[1], count - 1, __ATOMIC_RELEASE);
-        __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
-        return MPI_SUCCESS;
+    bool found = false;
+    {
+        std::lock_guard lk(epoch_mu_);
+        std::uint64_t* table = my_word(dyn_word0_);
+        std::uint64_t count = table[1];
+        const std::uint64_t b = reinterpret_cast<std::uint64_t>(base);
+        for (std::uint64_t i = 0; i < count && !found; ++i) {
+            if (table[kDynHeaderWords + 2 * i] != b) continue;
+            __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
+            __atomic_store_n(&table[kDynHeaderWords + 2 * i], table[kDynHeaderWords + 2 * (count - 1)], __ATOMIC_RELAXED);
+            __atomic_store_n(&table[kDynHeaderWords + 2 * i + 1], table[kDynHeaderWords + 2 * (count - 1) + 1], __ATOMIC_RELAXED);
+            __atomic_store_n(&table[1], count - 1, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
+            found = true;
+        }
     }
-    return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_detach: %p is not the base of an attached region", base);
+    if (!found) return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_detach: %p is not the base of an attached region", base);
+    // Over am the server checked requests against the table it saw: once this returns,
+    // none of them touches the region any more (the caller may free it).
+    if (endpoint_) endpoint_->settle();
+    return MPI_SUCCESS;
 }
 
 // ---------------------------------------------------------------------------------------

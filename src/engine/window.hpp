@@ -207,6 +207,13 @@ private:
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
     // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
     bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);
+    // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the am
+    // server's check of a request, AmLocal::attached).
+    bool attached_here(std::uint64_t addr, std::uint64_t bytes) const;
+    // am, dynamic windows: requests a target refused since the last look (its region was
+    // detached after our cached copy of its table said yes), for ranks [lo, hi): an
+    // MPI_ERR_RMA_RANGE naming the first such rank, or MPI_SUCCESS.
+    int refused_by_targets(const char* call, int lo, int hi);
     std::uint64_t* my_word(std::size_t w) const { return my_state_ + w; }
 
     IssueContext ctx(int r) const {

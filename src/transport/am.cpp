@@ -48,7 +48,8 @@ constexpr int kTagReply0 = 1000;
 constexpr std::size_t kEagerMax = 4096;
 constexpr int kTagReplySpan = 1 << 20;
 
-enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData, kLockReq };
+enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData, kLockReq,
+                            kRejected };  // target -> origin: a = its refusals of that origin's requests so far
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
 // kAccumulate body: AccRecord, then the origin data (flags & 4). kAtomic8: NotifyRecord.
@@ -747,6 +748,17 @@ bool AmEndpoint::poll() {
         PMPI_Testall(int(data_rq_.size()), data_rq_.data(), &done, MPI_STATUSES_IGNORE);
         if (done) land_data();
     }
+    const std::uint64_t before = served_ring_;
+    serve_ring();
+    if (served_ring_ != before) any = true;
+    // A parked origin may go on now: a release came in, this process released a lock of its
+    // own, or finished the fence its next-epoch requests waited for (both wake the
+    // progress thread).
+    if (parked_n_.load(std::memory_order_relaxed) && retry_parked()) any = true;
+    return any;
+}
+
+void AmEndpoint::serve_ring() {  // serve_mu_ held
     // Requests are served in the order the ring's receives matched them (posting order):
     // one origin's requests in the order it sent them.
     for (int batch = 0; batch < 64; ++batch) {
@@ -760,13 +772,49 @@ bool AmEndpoint::poll() {
         serve(ring_buf_.data() + std::size_t(ring_head_) * kMaxRequest, std::size_t(count), st.MPI_SOURCE);
         PMPI_Start(&rq);
         ring_head_ = (ring_head_ + 1) % kRing;
-        any = true;
+        ++served_ring_;
     }
-    // A parked origin may go on now: a release came in, this process released a lock of its
-    // own, or finished the fence its next-epoch requests waited for (both wake the
-    // progress thread).
-    if (parked_n_.load(std::memory_order_relaxed) && retry_parked()) any = true;
-    return any;
+}
+
+void AmEndpoint::serve_arrived() {
+    std::lock_guard lk(serve_mu_);
+    HostProgressGuard no_reentry;
+    for (std::uint64_t n = served_ring_ - 1; n != served_ring_;) {
+        n = served_ring_;
+        serve_ring();
+    }
+}
+
+std::uint64_t AmEndpoint::take_rejected(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    std::lock_guard lk(p.mu);
+    const std::uint64_t seen = p.rejected_seen.load(std::memory_order_acquire);
+    const std::uint64_t fresh = seen - p.rejected_taken;
+    p.rejected_taken = seen;
+    return fresh;
+}
+
+void AmEndpoint::settle() {
+    std::lock_guard lk(serve_mu_);
+    HostProgressGuard no_reentry;
+    complete_data();
+    for (MPI_Request& rq : replies_rq_) wait_by_test(&rq);
+    reap_replies();
+}
+
+bool AmEndpoint::accepts(int source, std::uint64_t off, std::uint64_t n) {  // serve_mu_ held
+    if (!local_.attached || n == 0 || local_.attached(off, n)) return true;
+    if (rejected_.empty()) rejected_.resize(std::size_t(nprocs_));
+    // Not applied; the origin learns of it from a notice sent like a request (its server
+    // records it) ahead of any answer of ours, so its completion point sees it.
+    const Header h{kRejected, 0, -1, 0, 0, 0, ++rejected_[std::size_t(source)], 0, 0, 0, 0};
+    PageOffsetBuffer b(sizeof h);
+    std::memcpy(b.data(), &h, sizeof h);
+    MPI_Request rq;
+    PMPI_Isend(b.data(), int(sizeof h), MPI_BYTE, source, kTagRequest, comm_, &rq);
+    replies_rq_.push_back(rq);
+    replies_buf_.push_back(std::move(b));
+    return false;
 }
 
 AmEndpoint::Parked& AmEndpoint::start_parking(int source) {
@@ -834,6 +882,11 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     std::memcpy(&h, msg, sizeof h);
+    if (h.kind == kRejected) {  // a note to us as an origin: not a request (not counted in served_)
+        std::atomic<std::uint64_t>& seen = peers_[std::size_t(source)].rejected_seen;
+        if (h.a > seen.load(std::memory_order_relaxed)) seen.store(h.a, std::memory_order_release);
+        return;
+    }
     // A parked origin (its lock request waits, or a request of its from a later fence epoch):
     // everything it sends waits behind, in order.
     if (parked_n_.load(std::memory_order_relaxed) && parked_[std::size_t(source)].active) {
@@ -885,7 +938,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             std::uint64_t off, n;
             std::memcpy(&off, p + 16 * s, 8);
             std::memcpy(&n, p + 16 * s + 8, 8);
-            copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
+            if (accepts(source, off, n)) copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
             data += n;
         }
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
@@ -900,7 +953,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             if (rh[0] == kPut) {
                 std::uint64_t off;
                 std::memcpy(&off, body, 8);
-                copy_bytes(local_.base + off, body + 8, rh[1] - 8);
+                if (accepts(source, off, rh[1] - 8)) copy_bytes(local_.base + off, body + 8, rh[1] - 8);
             } else if (rh[0] == kAtomic8) {
                 NotifyRecord r;
                 std::memcpy(&r, body, sizeof r);
@@ -916,8 +969,9 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             } else {
                 AccRecord r;
                 std::memcpy(&r, body, sizeof r);
-                local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n,
-                                  (r.flags & 4) ? body + sizeof r : nullptr, nullptr, nullptr);
+                if (accepts(source, r.toff, r.n * r.elem_bytes))
+                    local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n,
+                                      (r.flags & 4) ? body + sizeof r : nullptr, nullptr, nullptr);
             }
             q = body + rh[1];
         }
@@ -931,7 +985,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         MPI_Request rq;
         unsigned char* dst = local_.base + h.a;
         Landing land;
-        if ((h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
+        if (!accepts(source, h.a, h.b)) {  // received all the same (the stream goes on), then dropped
+            land = {PageOffsetBuffer::take(spares_, h.b, 0), nullptr, 0};
+            dst = land.buf.data();
+        } else if ((h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
             land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b};
             dst = land.buf.data();
         }
@@ -948,7 +1005,8 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         std::uint64_t off, n;
         std::memcpy(&off, p, 8);
         std::memcpy(&n, p + 8, 8);
-        reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
+        if (accepts(source, off, n)) reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
+        else reply(nullptr, 0);  // an empty answer: the origin's buffer stays as it was
         break;
     }
     case kAtomic8: {
@@ -971,6 +1029,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
             wait_by_test(&rq);
             src = acc_scratch_.data();
+        }
+        if (!accepts(source, h.a, n * eb)) {
+            if (h.reply_tag >= 0) reply(nullptr, 0);  // no old values: the result buffer stays as it was
+            break;
         }
         const std::size_t result_len = (h.aop & 1) ? n * eb : 0;
         PageOffsetBuffer result = result_len ? answer_buffer(result_len) : PageOffsetBuffer();

@@ -68,6 +68,11 @@ struct AmLocal {
     std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
     // One attempt to take my lock words for an origin's queued request (lockproto::grant).
     std::function<bool(Transport::LockRequest)> grant_lock;
+    // Dynamic windows: whether [address, address + bytes) lies in one region attached here
+    // now. Origins check their cached copy of my table; this is the check that holds when
+    // I detached a region since (a request outside is not applied, and its origin is told:
+    // kRejected). Null for other flavors (the origin's bounds check is exact).
+    std::function<bool(std::uint64_t, std::uint64_t)> attached;
 };
 
 class AmEndpoint {
@@ -109,6 +114,15 @@ public:
     // completes the epoch (lock + put + unlock: one message, one answer).
     void release(int rank, const Transport::Release* r, std::size_t n);
     bool has_parked() const { return parked_n_.load(std::memory_order_relaxed) != 0; }
+    // Origin side, after a completion point: serve_arrived() serves every request our ring
+    // has received — among them the targets' refusal notices (kRejected), which a target
+    // sends before the answers that completed our wait (one sender's messages are matched
+    // in the order they were sent), so they are in by then; take_rejected(rank): how many
+    // requests to rank its server refused since the last call (dynamic windows: outside its
+    // attached regions when they arrived). Requests without an answer (PSCW complete) are
+    // reported at a later completion point.
+    void serve_arrived();
+    std::uint64_t take_rejected(int rank);
     void flush(int rank);
     void flush_all();            // every peer: all requests out first, then all answers
     // MPI_Win_fence over am (collective): what this process sent leaves, one
@@ -129,6 +143,10 @@ public:
     // Orders what the server threads applied to my memory before this call before the
     // caller's later loads (MPI_Win_sync): the server applies requests under serve_mu_.
     void sync_with_server() { std::lock_guard lk(serve_mu_); }
+    // Dynamic windows, after the table changed (detach): every request the server let
+    // through under the old table is done with my memory when this returns — served, its
+    // payload landed, its answer sent from my memory complete.
+    void settle();
     // Origin side: sends the batches that have waited long enough. True if any left.
     bool send_old_batches();
     // Records of a batch, a batch message's size (one eager message of the host).
@@ -168,7 +186,7 @@ private:
             // write before this read, but inside the uninstrumented MPI: ThreadSanitizer
             // cannot see it (tsan.supp's header), so the read is annotated, not suppressed.
             [[maybe_unused]] TsanIgnoreReads ignore;
-            copy_bytes(dst, buf.data(), n);
+            if (n) copy_bytes(dst, buf.data(), n);  // (n = 0: a refused put's data, dropped)
             PageOffsetBuffer::recycle(spares, std::move(buf));
         }
     };
@@ -199,6 +217,8 @@ private:
         std::uint32_t batch_records = 0;
         std::uint64_t batch_opened_ns = 0;        // when its first record joined
         std::vector<PageOffsetBuffer> spares;     // bounce buffers of answers, for reuse (mu)
+        std::atomic<std::uint64_t> rejected_seen{0};  // the target's refusals it told us of
+        std::uint64_t rejected_taken = 0;             // ... reported by take_rejected (mu)
     };
     // Appends one record (kind, body parts) to rank's batch, sending the batch first when
     // the record does not fit. p.mu held.
@@ -256,6 +276,12 @@ private:
     std::vector<MPI_Request> data_rq_;
     std::vector<Landing> data_land_;  // beside data_rq_: where each payload lands
     PageOffsetBuffer acc_scratch_;  // a large accumulate's origin data (serve_mu_)
+    // Dynamic windows: requests refused per origin (serve_mu_; sized on the first), and the
+    // check itself: false (and the origin told) when [off, off + n) is not attached here.
+    std::vector<std::uint64_t> rejected_;
+    bool accepts(int source, std::uint64_t off, std::uint64_t n);
+    void serve_ring();  // serve_mu_ held: every request the ring has received
+    std::uint64_t served_ring_ = 0;  // ring messages served (serve_mu_)
     // Origins whose lock request could not be granted yet (serve_mu_): their requests, in
     // arrival order, from the rest of the batch that held the request on.
     // Also origins whose requests come from a fence epoch this process has not reached yet

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -322,12 +323,84 @@ TEST(Dynamic, AttachManyRegionsPutGetAccumulateAndDetach) {
     regions[nreg - 1].assign(4, 777);  // "reused" memory
     MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
-    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT64_T, right, addrs[right], 1, MPI_INT64_T, win))
-        << "a detached region was written through a stale cache";
+    // Refused at the put (shared memory: the origin re-reads the table's version) or, over
+    // am, by the target, and then reported at the completion point.
+    const int rc_put = FRMA_Put(&v, 1, MPI_INT64_T, right, addrs[right], 1, MPI_INT64_T, win);
+    const int rc_end = FRMA_Win_unlock_all(win);
+    EXPECT_TRUE(rc_put == MPI_ERR_RMA_RANGE ? rc_end == MPI_SUCCESS : rc_put == MPI_SUCCESS && rc_end == MPI_ERR_RMA_RANGE)
+        << "put " << rc_put << ", unlock_all " << rc_end << ": a put to a detached region must be refused once";
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_EQ(regions[nreg - 1][0], 777) << "a detached region was written through a stale cache";
+    for (int i = 0; i < nreg - 1; ++i) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, regions[i].data()));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
+// Every kind of access to regions the target detached after the origin read its table: never
+// applied (the memory is the target's again), each refused either when issued or, over am,
+// by the target, then reported at the next completion point — once; and a valid op in the
+// same epoch still lands.
+TEST(Dynamic, AccessesToADetachedRegionAreRefusedAndReportedOnce) {
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    FRMA_Win win;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    std::vector<std::int64_t> small(4, 0), big(8192, 0), live(4, 0);  // big: 64 KiB, a put sent in place
+    for (auto* r : {&small, &big, &live})
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, r->data(), MPI_Aint(r->size() * 8)));
+    MPI_Aint mine[3], addrs[3 * 64];
+    MPI_Get_address(small.data(), &mine[0]);
+    MPI_Get_address(big.data(), &mine[1]);
+    MPI_Get_address(live.data(), &mine[2]);
+    MPI_Allgather(mine, 3, MPI_AINT, addrs, 3, MPI_AINT, MPI_COMM_WORLD);
+    const MPI_Aint r_small = addrs[3 * right], r_big = addrs[3 * right + 1], r_live = addrs[3 * right + 2];
+    // The origins read (and cache) my table.
+    std::int64_t one = 1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&one, 1, MPI_INT64_T, right, r_small, 1, MPI_INT64_T, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&one, 1, MPI_INT64_T, right, r_big, 1, MPI_INT64_T, win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
     MPI_Barrier(MPI_COMM_WORLD);
-    EXPECT_EQ(regions[nreg - 1][0], 777);
-    for (int i = 0; i < nreg - 1; ++i) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, regions[i].data()));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, small.data()));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, big.data()));
+    small.assign(small.size(), 777);  // the memory is mine again
+    big.assign(big.size(), 777);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    std::vector<std::int64_t> src(8192, 5);
+    std::int64_t got = -1, old = -5, cmp = 777, old2 = -6, mark = 100 + me;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    const int rc[] = {
+        FRMA_Put(src.data(), 1, MPI_INT64_T, right, r_small, 1, MPI_INT64_T, win),
+        FRMA_Put(src.data(), 8192, MPI_INT64_T, right, r_big, 8192, MPI_INT64_T, win),
+        FRMA_Accumulate(src.data(), 2, MPI_INT64_T, right, r_small + 8, 2, MPI_INT64_T, MPI_SUM, win),
+        FRMA_Get(&got, 1, MPI_INT64_T, right, r_small, 1, MPI_INT64_T, win),
+        FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, right, r_small + 24, MPI_SUM, win),
+        FRMA_Compare_and_swap(&one, &cmp, &old2, MPI_INT64_T, right, r_small, win),
+    };
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&mark, 1, MPI_INT64_T, right, r_live, 1, MPI_INT64_T, win));
+    const int rc_end = FRMA_Win_flush(right, win);
+    for (std::size_t i = 0; i < std::size(rc); ++i) {
+        EXPECT_TRUE(rc[i] == MPI_ERR_RMA_RANGE || rc[i] == MPI_SUCCESS) << "op " << i << ": " << rc[i];
+        if (rc[i] == MPI_SUCCESS) {
+            EXPECT_EQ(rc_end, MPI_ERR_RMA_RANGE) << "op " << i << " was accepted and never reported";
+        }
+    }
+    if (rc_end != MPI_SUCCESS) {
+        EXPECT_EQ(rc_end, MPI_ERR_RMA_RANGE) << FRMA_Last_error_message();
+        EXPECT_NE(std::strstr(FRMA_Last_error_message(), "not applied"), nullptr) << FRMA_Last_error_message();
+    }
+    EXPECT_EQ(got, -1) << "a refused get wrote the origin's buffer";
+    EXPECT_EQ(old, -5) << "a refused fetch_and_op wrote the origin's result";
+    EXPECT_EQ(old2, -6) << "a refused compare_and_swap wrote the origin's result";
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, win)) << "a refusal reported twice";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (std::int64_t x : small) EXPECT_EQ(x, 777) << "a detached region was written";
+    EXPECT_EQ(std::count(big.begin(), big.end(), 777), std::ptrdiff_t(big.size())) << "a detached region was written";
+    EXPECT_EQ(live[0], 100 + left) << "a valid put after the refused ones did not land";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, live.data()));
     MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
