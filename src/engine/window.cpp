@@ -1365,9 +1365,10 @@ int Window::expose(const std::vector<int>& group, int assert_) {
     // Local stores before the post must be visible to the origins that start after it.
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (!(assert_ & MPI_MODE_NOCHECK))
-        for (int g : group)
-            tp(g).notify8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or,
-                          1ull << (rank_ % 64));
+        for (int g : group) {
+            if (endpoint_ && g != rank_) endpoint_->post_to(g);  // am: counted (AmEndpoint::post_to)
+            else tp(g).notify8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or, 1ull << (rank_ % 64));
+        }
     return MPI_SUCCESS;
 }
 
@@ -1387,8 +1388,16 @@ int Window::start(const std::vector<int>& group, int assert_) {
     }
     if (assert_ & MPI_MODE_NOCHECK) return MPI_SUCCESS;
     // Wait until every target of the group has posted; consume exactly one post of each,
-    // so an early post for a later epoch stays for that epoch.
+    // so an early post for a later epoch stays for that epoch. Over am, only until the post
+    // of the previous epoch with it has arrived: the target itself holds this epoch's
+    // requests until its post (AmEndpoint::post_to).
     for (int g : group) {
+        if (endpoint_ && g != rank_) {
+            unsigned us = 0;
+            while (!endpoint_->may_start(g)) backoff(us);
+            endpoint_->begin_access(g);
+            continue;
+        }
         const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
         const std::uint64_t bit = 1ull << (g % 64);
         unsigned us = 0;
@@ -1410,7 +1419,10 @@ int Window::complete() {
     }
     // The ops complete at the target before it counts the signal (its wait is where MPI
     // wants them complete there); at the origin, local completion is all complete owes.
-    for (int g : group) tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
+    for (int g : group) {
+        tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
+        if (endpoint_ && g != rank_) endpoint_->end_access(g);  // (after a NOCHECK start: a no-op)
+    }
     // (No answer comes back: refusals of this epoch's requests that arrive later are
     // reported at the next completion point.)
     for (int g : group)

@@ -49,7 +49,8 @@ constexpr std::size_t kEagerMax = 4096;
 constexpr int kTagReplySpan = 1 << 20;
 
 enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData, kLockReq,
-                            kRejected };  // target -> origin: a = its refusals of that origin's requests so far
+                            kRejected,    // target -> origin: a = its refusals of that origin's requests so far
+                            kPosted };    // target -> origin: a = its PSCW posts to that origin so far
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
 // kAccumulate body: AccRecord, then the origin data (flags & 4). kAtomic8: NotifyRecord.
@@ -95,6 +96,9 @@ struct AmEndpoint::Header {
     // The fences the origin had completed on the window when it sent this (send_locked): a
     // target that has completed fewer holds it back (see fence()).
     std::uint32_t epoch = 0;
+    // The origin's PSCW access epoch to this target that the request belongs to (its count of
+    // them; 0: none): a target that has posted fewer times to the origin holds it back.
+    std::uint32_t pscw = 0;
 };
 
 AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) {
@@ -322,6 +326,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     }
     h->pages = page_tag(data, data_len) | page_tag(answer_buf, answer_len) << 16;
     h->epoch = fence_epoch_.load(std::memory_order_relaxed);
+    h->pscw = p.pscw_stamp;
     const bool want = ack == Ack::always || (ack == Ack::maybe && !p.ack_in_flight);
     const std::uint64_t seq = p.sent.load(std::memory_order_relaxed) + 1;
     p.sent.store(seq, std::memory_order_relaxed);
@@ -538,6 +543,46 @@ void AmEndpoint::notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t 
         notify_locked(p, rank, word, op, operand);
     }
     throttle(rank);
+}
+
+void AmEndpoint::post_to(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    const std::uint32_t n = p.posted_to.fetch_add(1, std::memory_order_acq_rel) + 1;
+    // The note is not a request (no sequence number, never parked at the origin): one
+    // message of its own, its buffer kept until the send completes (reap_sends).
+    std::vector<unsigned char> msg(sizeof(Header));
+    const Header h{kPosted, 0, -1, 0, 0, 0, n, 0, 0, 0, 0};
+    std::memcpy(msg.data(), &h, sizeof h);
+    {
+        std::lock_guard lk(p.mu);
+        MPI_Request rq;
+        PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq);
+        p.send_rq.push_back(rq);
+        p.send_buf.push_back(std::move(msg));
+        p.send_big.push_back(0);
+    }
+    // What that origin sent early for this epoch may be applied now.
+    if (has_parked()) poll();
+}
+
+bool AmEndpoint::may_start(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    std::lock_guard lk(p.mu);
+    return p.posts_received.load(std::memory_order_acquire) >= p.access_epochs;
+}
+
+void AmEndpoint::begin_access(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    std::lock_guard lk(p.mu);
+    send_batch(p, rank, Ack::none);  // (nothing of before the epoch gets its stamp)
+    p.pscw_stamp = ++p.access_epochs;
+}
+
+void AmEndpoint::end_access(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    std::lock_guard lk(p.mu);
+    send_batch(p, rank, Ack::none);  // (complete_notify8 sent it: normally a no-op)
+    p.pscw_stamp = 0;
 }
 
 void AmEndpoint::lock_request(int rank, Transport::LockRequest what) {
@@ -829,7 +874,7 @@ AmEndpoint::Parked& AmEndpoint::start_parking(int source) {
 void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
                       std::size_t rest_len, std::uint32_t rest_records) {
     Parked& pk = start_parking(source);
-    pk.lock = true;
+    pk.why = Why::lock;
     pk.what = what;
     if (rest_records || h.reply_tag >= 0) {  // the rest of the batch, and its ack
         Header rh = h;
@@ -842,10 +887,10 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
     bump(Stat::locks_parked);
 }
 
-void AmEndpoint::park_until_fence(int source, std::uint32_t epoch, const unsigned char* msg, std::size_t len) {
+void AmEndpoint::park_until(int source, Why why, std::uint32_t n, const unsigned char* msg, std::size_t len) {
     Parked& pk = start_parking(source);
-    pk.lock = false;
-    pk.epoch = epoch;
+    pk.why = why;
+    pk.epoch = n;
     pk.msgs.emplace_back(msg, msg + len);
 }
 
@@ -856,7 +901,10 @@ bool AmEndpoint::retry_parked() {
         const int s = (park_next_ + k) % nprocs_;
         Parked& pk = parked_[std::size_t(s)];
         if (!pk.active) continue;
-        if (pk.lock ? !local_.grant_lock(pk.what) : pk.epoch > fence_epoch_.load(std::memory_order_acquire)) continue;
+        const bool go = pk.why == Why::lock    ? local_.grant_lock(pk.what)
+                        : pk.why == Why::fence ? pk.epoch <= fence_epoch_.load(std::memory_order_acquire)
+                                               : pk.epoch <= peers_[std::size_t(s)].posted_to.load(std::memory_order_acquire);
+        if (!go) continue;
         pk.active = false;
         parked_n_.fetch_sub(1, std::memory_order_relaxed);
         park_next_ = (s + 1) % nprocs_;
@@ -882,9 +930,15 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     std::memcpy(&h, msg, sizeof h);
-    if (h.kind == kRejected) {  // a note to us as an origin: not a request (not counted in served_)
+    // Notes to us as an origin, not requests (never parked, not counted in served_).
+    if (h.kind == kRejected) {
         std::atomic<std::uint64_t>& seen = peers_[std::size_t(source)].rejected_seen;
         if (h.a > seen.load(std::memory_order_relaxed)) seen.store(h.a, std::memory_order_release);
+        return;
+    }
+    if (h.kind == kPosted) {
+        std::atomic<std::uint32_t>& got = peers_[std::size_t(source)].posts_received;
+        if (h.a > got.load(std::memory_order_relaxed)) got.store(std::uint32_t(h.a), std::memory_order_release);
         return;
     }
     // A parked origin (its lock request waits, or a request of its from a later fence epoch):
@@ -897,7 +951,12 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     // of the closing epoch was applied here (fence()), so an op of the next epoch can never
     // overtake one of the last from another origin.
     if (h.epoch > fence_epoch_.load(std::memory_order_acquire)) {
-        park_until_fence(source, h.epoch, msg, len);
+        park_until(source, Why::fence, h.epoch, msg, len);
+        return;
+    }
+    // Of a PSCW access epoch we have not posted for yet (the origin did not wait for it).
+    if (h.pscw > peers_[std::size_t(source)].posted_to.load(std::memory_order_acquire)) {
+        park_until(source, Why::pscw, h.pscw, msg, len);
         return;
     }
     const unsigned char* p = msg + sizeof h;

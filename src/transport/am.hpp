@@ -123,6 +123,19 @@ public:
     // reported at a later completion point.
     void serve_arrived();
     std::uint64_t take_rejected(int rank);
+    // PSCW without waiting for the post (MPI lets MPI_Win_start return before the matching
+    // MPI_Win_post). The target counts its posts per origin (post_to: the count, then a
+    // kPosted note to the origin); the origin stamps every request of its k-th access epoch
+    // to a target with k, and the target holds back (parks) an origin's requests stamped
+    // beyond its own count, so nothing of epoch k touches its memory before its k-th post.
+    // The origin's start may run one epoch ahead of the target's posts, not more
+    // (may_start: the post of its previous epoch with that target has arrived): the parked
+    // requests stay bounded. A start then sends its ops at once, and a target whose origin
+    // is ahead finds the whole epoch waiting when it posts.
+    void post_to(int rank);
+    bool may_start(int rank);  // the previous epoch's post has arrived
+    void begin_access(int rank);
+    void end_access(int rank);
     void flush(int rank);
     void flush_all();            // every peer: all requests out first, then all answers
     // MPI_Win_fence over am (collective): what this process sent leaves, one
@@ -219,6 +232,13 @@ private:
         std::vector<PageOffsetBuffer> spares;     // bounce buffers of answers, for reuse (mu)
         std::atomic<std::uint64_t> rejected_seen{0};  // the target's refusals it told us of
         std::uint64_t rejected_taken = 0;             // ... reported by take_rejected (mu)
+        // PSCW over am (see post_to): as target, my posts to this rank so far; as origin,
+        // its posts to me that arrived, my access epochs to it (mu), and the stamp my
+        // requests to it carry now (mu; 0 outside an access epoch).
+        std::atomic<std::uint32_t> posted_to{0};
+        std::atomic<std::uint32_t> posts_received{0};
+        std::uint32_t access_epochs = 0;
+        std::uint32_t pscw_stamp = 0;
     };
     // Appends one record (kind, body parts) to rank's batch, sending the batch first when
     // the record does not fit. p.mu held.
@@ -286,11 +306,14 @@ private:
     // arrival order, from the rest of the batch that held the request on.
     // Also origins whose requests come from a fence epoch this process has not reached yet
     // (lock false: until fence_epoch_ >= epoch).
+    // Also origins whose requests belong to a PSCW access epoch this process has not posted
+    // for yet (pscw: until Peer::posted_to >= the stamp).
+    enum class Why { lock, fence, pscw };
     struct Parked {
         bool active = false;
-        bool lock = true;
+        Why why = Why::lock;
         Transport::LockRequest what{};
-        std::uint32_t epoch = 0;
+        std::uint32_t epoch = 0;  // fence: the epoch; pscw: the stamp
         std::vector<std::vector<unsigned char>> msgs;
     };
     std::vector<Parked> parked_;
@@ -299,7 +322,7 @@ private:
     void park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
               std::size_t rest_len, std::uint32_t rest_records);
     Parked& start_parking(int source);  // serve_mu_ held: source's requests wait from now on
-    void park_until_fence(int source, std::uint32_t epoch, const unsigned char* msg, std::size_t len);
+    void park_until(int source, Why why, std::uint32_t n, const unsigned char* msg, std::size_t len);
     bool retry_parked();  // serve_mu_ held: grants what it can and serves what waited
     std::atomic<std::uint32_t> fence_epoch_{0};  // fences this process completed on the window
     std::atomic<std::uint64_t> served_{0};       // requests applied here (from every origin)
