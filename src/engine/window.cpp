@@ -505,12 +505,16 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
                         const void* src, const void* cmp, void* res) {
     const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
     if (!ti) return MPI_ERR_TYPE;
-    if (kind != int(RmaKind::cas) && !cpu_atomics_ && base_ && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) {
+    const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
+    if (kind != int(RmaKind::cas) && !cpu_atomics_ && (base_ || dynamic)) {
         // One contiguous run in my mapped memory, lock domain (am windows): what issue_op
         // would do, without building an op (a batch of small accumulates is served at
-        // ~1/3 of the cost).
+        // ~1/3 of the cost). Dynamic windows: toff is the address in this process (the
+        // server checked it is attached), not a cross-memory attach to ourselves (two
+        // syscalls an accumulate).
         accumulate_locked_in_place(IssueContext{shm_transport(), peer(rank_), false, eng_.config().acc_stripes},
-                                   op_handle(OpKind(op_id)), *ti, toff, src, count, res);
+                                   op_handle(OpKind(op_id)), *ti, toff, src, count, res,
+                                   dynamic ? reinterpret_cast<unsigned char*>(toff) : nullptr);
         return MPI_SUCCESS;
     }
     Op op;

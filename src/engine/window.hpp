@@ -151,7 +151,7 @@ public:
     inline bool direct_mode(int rank);
     // Over am: the target offset of a small contiguous op that the fast paths may take
     // (not dynamic, not self, in range), else false.
-    inline bool am_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off) const;
+    inline bool am_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
     inline int fast_am_transfer(bool is_put, void* origin, int rank, MPI_Aint disp, std::uint64_t bytes);
     inline int fast_am_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
                                   std::size_t n, MPI_Op op, MPI_Datatype type);

@@ -130,10 +130,15 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
 // Over active messages: a small contiguous put joins the target's batch and a small get
 // leaves as its request, straight from here (the checks of validate() that apply: rank,
 // displacement and extent against what the peer published; the rest was checked above).
-inline bool Window::am_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off) const {
-    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) ||
-        rank == rank_ || (std::uint64_t(disp) >> 32) || bytes > AmEndpoint::kBatchItemMax)
+inline bool Window::am_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off) {
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ ||
+        bytes > AmEndpoint::kBatchItemMax)
         return false;
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {  // the address, if our copy of the target's table has it
+        *off = std::uint64_t(disp);
+        return disp > 0 && dynamic_contains(rank, std::uint64_t(disp), bytes);
+    }
+    if (std::uint64_t(disp) >> 32) return false;
     *off = std::uint64_t(disp) * am_du_[std::size_t(rank)];
     return *off + bytes <= am_size_[std::size_t(rank)];
 }

@@ -251,9 +251,9 @@ void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask) {
 }
 
 void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
-                                const void* src, std::size_t n, void* result) {
+                                const void* src, std::size_t n, void* result, unsigned char* at) {
     StripeGuard g(ctx, toff, std::uint64_t(n) * ti.extent);
-    reduce(op, ti, ctx.peer.mapped + toff, src, n, result);
+    reduce(op, ti, at ? at : ctx.peer.mapped + toff, src, n, result);
 }
 
 int drain_batch(CmaBatch* batch, int rank) {

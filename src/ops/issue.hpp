@@ -48,8 +48,10 @@ void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask);
 
 // The locked accumulate domain on mapped memory, for the fast paths: n contiguous elements
 // of ti at target offset toff, under the target's accumulate-lock stripes that cover them,
-// with the plain kernel; old values to result (may be null). ctx.peer.mapped must be set.
+// with the plain kernel; old values to result (may be null). The elements are at
+// ctx.peer.mapped + toff, or at `at` when given (a dynamic window's own memory: toff is the
+// address, and the stripes follow it as for every other origin).
 void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
-                                const void* src, std::size_t n, void* result);
+                                const void* src, std::size_t n, void* result, unsigned char* at = nullptr);
 
 }  // namespace fastrma::detail
