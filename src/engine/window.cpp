@@ -1139,7 +1139,7 @@ int Window::check_epoch_for_op(const char* call, int r, AccessMode* m) {
 }
 
 void Window::read_words(int r, std::size_t word, std::size_t count, std::uint64_t* out) const {
-    if (am_mode_ && r != rank_) {
+    if (am_peer(r)) {
         endpoint_->read_state(r, word, count, out);
         return;
     }
@@ -1167,7 +1167,7 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     // Over am, reading the version is a round trip: a hit in the cached table goes, and the
     // target checks again when the request arrives (AmLocal::attached; a refusal is
     // reported at the next completion point: refused_by_targets). A miss re-reads the table.
-    if (am_mode_ && r != rank_ && inside()) return true;
+    if (am_peer(r) && inside()) return true;
     for (;;) {
         std::uint64_t hdr[kDynHeaderWords];
         read_words(r, dyn_word0_, kDynHeaderWords, hdr);
@@ -1370,7 +1370,7 @@ int Window::expose(const std::vector<int>& group, int assert_) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (!(assert_ & MPI_MODE_NOCHECK))
         for (int g : group) {
-            if (endpoint_ && g != rank_) endpoint_->post_to(g);  // am: counted (AmEndpoint::post_to)
+            if (am_peer(g)) endpoint_->post_to(g);  // counted (AmEndpoint::post_to)
             else tp(g).notify8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or, 1ull << (rank_ % 64));
         }
     return MPI_SUCCESS;
@@ -1396,7 +1396,7 @@ int Window::start(const std::vector<int>& group, int assert_) {
     // of the previous epoch with it has arrived: the target itself holds this epoch's
     // requests until its post (AmEndpoint::post_to).
     for (int g : group) {
-        if (endpoint_ && g != rank_) {
+        if (am_peer(g)) {
             unsigned us = 0;
             while (!endpoint_->may_start(g)) backoff(us);
             endpoint_->begin_access(g);
@@ -1425,12 +1425,11 @@ int Window::complete() {
     // wants them complete there); at the origin, local completion is all complete owes.
     for (int g : group) {
         tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
-        if (endpoint_ && g != rank_) endpoint_->end_access(g);  // (after a NOCHECK start: a no-op)
+        if (am_peer(g)) endpoint_->end_access(g);  // (after a NOCHECK start: a no-op)
     }
     // (No answer comes back: refusals of this epoch's requests that arrive later are
     // reported at the next completion point.)
-    for (int g : group)
-        if (int e = refused_by_targets("FRMA_Win_complete", g, g + 1); e && !off_rc) return e;
+    if (int e = refused_by_targets("FRMA_Win_complete", 0, nprocs_); e && !off_rc) return e;
     return off_rc;
 }
 

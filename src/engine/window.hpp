@@ -207,6 +207,8 @@ private:
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
     // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
     bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);
+    // A peer reached by active messages (every peer but this process on an am window).
+    bool am_peer(int r) const { return am_mode_ && r != rank_; }
     // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the am
     // server's check of a request, AmLocal::attached).
     bool attached_here(std::uint64_t addr, std::uint64_t bytes) const;

@@ -578,10 +578,9 @@ void AmEndpoint::begin_access(int rank) {
     p.pscw_stamp = ++p.access_epochs;
 }
 
-void AmEndpoint::end_access(int rank) {
+void AmEndpoint::end_access(int rank) {  // after complete_notify8, which sent the batch
     Peer& p = peers_[std::size_t(rank)];
     std::lock_guard lk(p.mu);
-    send_batch(p, rank, Ack::none);  // (complete_notify8 sent it: normally a no-op)
     p.pscw_stamp = 0;
 }
 
@@ -824,14 +823,16 @@ void AmEndpoint::serve_ring() {  // serve_mu_ held
 void AmEndpoint::serve_arrived() {
     std::lock_guard lk(serve_mu_);
     HostProgressGuard no_reentry;
-    for (std::uint64_t n = served_ring_ - 1; n != served_ring_;) {
-        n = served_ring_;
+    std::uint64_t before;
+    do {
+        before = served_ring_;
         serve_ring();
-    }
+    } while (served_ring_ != before);
 }
 
 std::uint64_t AmEndpoint::take_rejected(int rank) {
     Peer& p = peers_[std::size_t(rank)];
+    if (p.rejected_seen.load(std::memory_order_acquire) == 0) return 0;  // never refused: no lock
     std::lock_guard lk(p.mu);
     const std::uint64_t seen = p.rejected_seen.load(std::memory_order_acquire);
     const std::uint64_t fresh = seen - p.rejected_taken;
