@@ -409,6 +409,68 @@ TEST(Dynamic, AccessesToADetachedRegionAreRefusedAndReportedOnce) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
+// A get of a region that its owner detaches while the answer is still on its way: after
+// FRMA_Win_detach returns the owner reuses the memory, and fastrma must not read it any more.
+// The origin gets the region as it was (the get was served before the detach; over am the
+// detach then waits until the answer has left, settle()) or a refusal with its buffer
+// untouched — never the reused memory. Over am with the origin's progress thread off
+// (ctest mpi_active_np2_am_noprogress) the origin pulls nothing of the 1 MiB answer until
+// its flush, 0.8 s after the owner learnt the get was served: without settle() the owner
+// detaches at once and the origin reads the reused memory.
+TEST(Dynamic, ADetachWaitsForAnswersStillReadingTheRegion) {
+    const int me = world_rank(), n = world_size();
+    FRMA_Win win;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    constexpr std::size_t kWords = 131072;  // 1 MiB: an answer the origin must pull
+    std::vector<std::int64_t> big(kWords), live(512, 0), got(kWords, -1);
+    for (std::size_t i = 0; i < kWords; ++i) big[i] = std::int64_t(i) * 3 + 1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, big.data(), MPI_Aint(kWords * 8)));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, live.data(), MPI_Aint(live.size() * 8)));
+    MPI_Aint mine[2], addrs[2 * 64];
+    MPI_Get_address(big.data(), &mine[0]);
+    MPI_Get_address(live.data(), &mine[1]);
+    MPI_Allgather(mine, 2, MPI_AINT, addrs, 2, MPI_AINT, MPI_COMM_WORLD);
+    const int origin = 0, owner = n > 1 ? 1 : 0;
+    if (me == origin) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data(), int(kWords), MPI_INT64_T, owner, addrs[2 * owner],
+                                        int(kWords), MPI_INT64_T, win));
+        // The marker: 2 KiB (a message of its own over am, behind the get's request).
+        std::vector<std::int64_t> marker(256, 4242);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(marker.data(), 256, MPI_INT64_T, owner, addrs[2 * owner + 1], 256,
+                                        MPI_INT64_T, win));
+        if (owner != origin) std::this_thread::sleep_for(std::chrono::milliseconds(800));  // no MPI call
+        const int rc = FRMA_Win_flush(owner, win);
+        if (rc == MPI_SUCCESS) {
+            for (std::size_t i = 0; i < kWords; ++i)
+                ASSERT_EQ(got[i], std::int64_t(i) * 3 + 1) << "word " << i << ": read after the detach";
+        } else {
+            EXPECT_EQ(rc, MPI_ERR_RMA_RANGE) << FRMA_Last_error_message();
+            EXPECT_EQ(std::count(got.begin(), got.end(), -1), std::ptrdiff_t(kWords)) << "a refused get wrote";
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    }
+    if (me == owner && owner != origin) {
+        // Wait (serving: the host's progress runs the am server when no thread does) until the
+        // marker landed, then detach and reuse. Over shared memory the marker may land only at
+        // the origin's flush: give up after 0.2 s, well before it.
+        const auto t0 = std::chrono::steady_clock::now();
+        while (__atomic_load_n(&live[0], __ATOMIC_ACQUIRE) != 4242 &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(200)) {
+            int flag;
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, big.data()));
+        big.assign(kWords, 777);
+    } else {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, big.data()));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, live.data()));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
 // ---- request-based operations ------------------------------------------------------------
 
 TEST(Requests, CompletedByTheHostMpisWaitFunctions) {
