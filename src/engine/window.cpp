@@ -506,15 +506,16 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
     const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
     if (!ti) return MPI_ERR_TYPE;
     const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
-    if (kind != int(RmaKind::cas) && !cpu_atomics_ && (base_ || dynamic)) {
+    if (!cpu_atomics_ && (base_ || dynamic)) {
         // One contiguous run in my mapped memory, lock domain (am windows): what issue_op
         // would do, without building an op (a batch of small accumulates is served at
         // ~1/3 of the cost). Dynamic windows: toff is the address in this process (the
         // server checked it is attached), not a cross-memory attach to ourselves (two
-        // syscalls an accumulate).
-        accumulate_locked_in_place(IssueContext{shm_transport(), peer(rank_), false, eng_.config().acc_stripes},
-                                   op_handle(OpKind(op_id)), *ti, toff, src, count, res,
-                                   dynamic ? reinterpret_cast<unsigned char*>(toff) : nullptr);
+        // syscalls an accumulate or compare_and_swap).
+        const IssueContext ctx{shm_transport(), peer(rank_), false, eng_.config().acc_stripes};
+        unsigned char* at = dynamic ? reinterpret_cast<unsigned char*>(toff) : nullptr;
+        if (kind == int(RmaKind::cas)) compare_and_swap_locked_in_place(ctx, *ti, toff, src, cmp, res, at);
+        else accumulate_locked_in_place(ctx, op_handle(OpKind(op_id)), *ti, toff, src, count, res, at);
         return MPI_SUCCESS;
     }
     Op op;

@@ -256,6 +256,12 @@ void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeIn
     reduce(op, ti, at ? at : ctx.peer.mapped + toff, src, n, result);
 }
 
+void compare_and_swap_locked_in_place(const IssueContext& ctx, const TypeInfo& ti, std::uint64_t toff,
+                                      const void* origin, const void* compare, void* result, unsigned char* at) {
+    StripeGuard g(ctx, toff, ti.extent);
+    compare_and_swap(ti, at ? at : ctx.peer.mapped + toff, origin, compare, result);
+}
+
 int drain_batch(CmaBatch* batch, int rank) {
     if (!batch || !batch->due()) return MPI_SUCCESS;
     if (int e = batch->drain())

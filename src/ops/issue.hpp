@@ -53,5 +53,9 @@ void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask);
 // address, and the stripes follow it as for every other origin).
 void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
                                 const void* src, std::size_t n, void* result, unsigned char* at = nullptr);
+// ... and compare_and_swap of one element the same way (origin, compare, result: one each).
+void compare_and_swap_locked_in_place(const IssueContext& ctx, const TypeInfo& ti, std::uint64_t toff,
+                                      const void* origin, const void* compare, void* result,
+                                      unsigned char* at = nullptr);
 
 }  // namespace fastrma::detail
