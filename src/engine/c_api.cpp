@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <initializer_list>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -31,11 +32,15 @@ std::atomic<Engine*> g_engine{nullptr};
 int g_keyval = MPI_KEYVAL_INVALID;
 std::map<MPI_Errhandler, FRMA_Win_errhandler_function*> g_handlers;  // under g_mu
 
-int local_index_from_env() {
-    for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"})
+// This process's position among its node's ranks, and their number, as launchers export
+// them (Open MPI, MPICH's hydra, PMI); 0 and 1 when none does.
+int from_env(std::initializer_list<const char*> names, int dflt) {
+    for (const char* v : names)
         if (const char* s = std::getenv(v)) return std::atoi(s);
-    return 0;
+    return dflt;
 }
+int local_index_from_env() { return from_env({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, 0); }
+int local_size_from_env() { return from_env({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}, 1); }
 
 int finalize_locked();
 
@@ -52,7 +57,7 @@ int init_locked() {
     PMPI_Finalized(&fin);
     if (!init || fin)
         return raise(MPI_ERR_OTHER, "fastrma needs an initialised MPI (call MPI_Init first; not after MPI_Finalize)");
-    g_engine.store(new Engine(Config::from_env(), local_index_from_env()));
+    g_engine.store(new Engine(Config::from_env(), local_index_from_env(), local_size_from_env()));
     if (g_keyval == MPI_KEYVAL_INVALID) {
         PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_self_delete, &g_keyval, nullptr);
         PMPI_Comm_set_attr(MPI_COMM_SELF, g_keyval, nullptr);

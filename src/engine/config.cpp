@@ -11,7 +11,7 @@ namespace fastrma::detail {
 const std::vector<ConfigParam>& config_params() {
     static const std::vector<ConfigParam> table = {
         {"FASTRMA_PROGRESS", "1", "Run the asynchronous progress thread (0: sync calls make progress)."},
-        {"FASTRMA_PROGRESS_CORE", "-1", "Logical index of the PU (inside the rank's cpuset) for the progress thread; -1 picks one per local rank, from the end of the cpuset; -2 leaves it unpinned."},
+        {"FASTRMA_PROGRESS_CORE", "auto", "Where the progress thread runs, inside the rank's cpuset: a logical index of a PU; follow (the PU the process's main thread runs on, checked every 10 ms while the thread works); none (unpinned: the scheduler places it); auto (-1): the only PU of a one-PU cpuset, follow when the ranks sharing the cpuset leave no PU to spare, else one PU per local rank from the end of the cpuset."},
         {"FASTRMA_SPIN_US", "auto", "How long the progress thread polls without sleeping after work, and spins for its doorbell before it sleeps (microseconds). auto: 20, or 0 when the rank's cpuset has a single PU (mpirun bound the rank to one core): the thread then shares that PU with the application, and every microsecond it spins is taken from the computation."},
         {"FASTRMA_STAND_DOWN_US", "1000", "Longest doze of the progress thread while other threads serve for it (a waiter in a sync call, the host MPI's progress loop); the doze starts at 50 us and doubles while the serving goes on (0: never stand down)."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
@@ -60,7 +60,10 @@ long env_long(const char* name, long dflt, long lo, long hi) {
 Config Config::from_env() {
     Config c;
     c.progress_thread = env_long("FASTRMA_PROGRESS", 1, 0, 1) != 0;
-    c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -2, 1 << 20));
+    if (const char* v = env("FASTRMA_PROGRESS_CORE"); v && !std::strcmp(v, "auto")) c.progress_core = -1;
+    else if (v && !std::strcmp(v, "none")) c.progress_core = -2;
+    else if (v && !std::strcmp(v, "follow")) c.progress_core = -3;
+    else c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -3, 1 << 20));
     if (const char* v = env("FASTRMA_SPIN_US"); v && !std::strcmp(v, "auto")) c.spin_us = -1;
     else c.spin_us = int(env_long("FASTRMA_SPIN_US", -1, -1, 1000000));
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));

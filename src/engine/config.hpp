@@ -12,7 +12,7 @@ enum class ShmMethod { automatic, pidfd, shm_open };
 
 struct Config {
     bool progress_thread = true;     // FASTRMA_PROGRESS
-    int progress_core = -1;          // FASTRMA_PROGRESS_CORE (-1: auto)
+    int progress_core = -1;          // FASTRMA_PROGRESS_CORE (-1: auto, -2: none, -3: follow)
     int spin_us = -1;                // FASTRMA_SPIN_US (-1: auto, ProgressEngine::spin_us())
     int stand_down_us = 1000;        // FASTRMA_STAND_DOWN_US: longest doze (0: never stands down)
     int poll_max_us = 100;           // FASTRMA_POLL_MAX_US

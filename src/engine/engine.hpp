@@ -27,7 +27,7 @@ namespace fastrma::detail {
 
 class Engine {
 public:
-    Engine(const Config& cfg, int local_index);
+    Engine(const Config& cfg, int local_index, int local_size = 1);
     ~Engine();
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;

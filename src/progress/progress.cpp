@@ -1,6 +1,7 @@
 // progress.cpp — see progress.hpp.
 #include "progress/progress.hpp"
 
+#include <fcntl.h>
 #include <hwloc.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -10,6 +11,9 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include <algorithm>
@@ -41,8 +45,8 @@ void BellPage::wait(BellPage* b, std::uint32_t seen, long timeout_ns) {
     b->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-ProgressEngine::ProgressEngine(const Config& cfg, int local_index)
-    : cfg_(cfg), local_index_(local_index) {
+ProgressEngine::ProgressEngine(const Config& cfg, int local_index, int local_size)
+    : cfg_(cfg), local_index_(local_index), local_size_(std::max(1, local_size)) {
     bell_ = &bell_local_;
     // The bell page: a memfd segment that peers fetch with pidfd_getfd (it is never sealed:
     // the descriptor stays open for our lifetime). Without it (no memfd, or peers may not take
@@ -53,7 +57,10 @@ ProgressEngine::ProgressEngine(const Config& cfg, int local_index)
     bell_ = new (bell_seg_.data()) BellPage;
 }
 
-ProgressEngine::~ProgressEngine() { stop(); }
+ProgressEngine::~ProgressEngine() {
+    stop();
+    if (stat_fd_ >= 0) close(stat_fd_);
+}
 
 void ProgressEngine::start() {
     if (thread_.joinable()) return;
@@ -133,24 +140,38 @@ std::uint64_t ProgressEngine::thread_cpu_ns() const {
     return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
 
+Placement ProgressEngine::placement(int configured, int cpuset_pus, int machine_pus, int local_index,
+                                    int local_size) {
+    if (configured >= 0) return {Placement::pu, cpuset_pus > 0 ? configured % cpuset_pus : 0};
+    if (configured == -2) return {Placement::unpinned, 0};
+    if (cpuset_pus <= 1) return {Placement::pu, 0};
+    if (configured == -3) return {Placement::follow, 0};
+    // Ranks sharing this cpuset, if the node's ranks are spread evenly over the machine
+    // (mpirun binds all to the same set, each to a socket, each to a core, ...).
+    const long sharing = (long(local_size) * cpuset_pus + std::max(machine_pus, 1) - 1) / std::max(machine_pus, 1);
+    // No PU to spare: a PU of its own would be some other rank's, and every request the
+    // thread serves would be taken from that rank's computation (the am overlap on 2 cores:
+    // the target's thread pinned where the origin computed put the origin's every wait
+    // behind the target's back-off, 90-700 us for what takes 2-200 us; docs/progress.md).
+    if (sharing >= cpuset_pus) return {Placement::follow, 0};
+    return {Placement::pu, cpuset_pus - 1 - (local_index % cpuset_pus)};
+}
+
 int ProgressEngine::pin() {
-    // Pick a PU inside the process's own cpuset (mpirun may have bound the rank):
-    // FASTRMA_PROGRESS_CORE as a logical index into it, else one per local rank counted
-    // from the end of the set, where application threads usually are not placed first.
     // Returns the number of PUs in the cpuset (0: unknown).
-    int n = 0;
+    int n = 0, machine = 0;
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0) return 0;
     if (hwloc_topology_load(topo) != 0) { hwloc_topology_destroy(topo); return 0; }
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(set))
         n = hwloc_bitmap_weight(set);
-    if (n > 0 && cfg_.progress_core != -2) {  // -2: not pinned, the scheduler places it
-        int want = cfg_.progress_core >= 0 ? cfg_.progress_core % n
-                                           : (n - 1 - (local_index_ % n));
+    machine = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    const Placement where = placement(cfg_.progress_core, n, machine, local_index_, local_size_);
+    if (n > 0 && where.kind == Placement::pu) {
         int pu = -1, i = 0;
         for (int id = hwloc_bitmap_first(set); id != -1; id = hwloc_bitmap_next(set, id), ++i)
-            if (i == want) { pu = id; break; }
+            if (i == where.index) { pu = id; break; }
         if (pu >= 0) {
             hwloc_bitmap_t one = hwloc_bitmap_alloc();
             hwloc_bitmap_only(one, unsigned(pu));
@@ -160,7 +181,46 @@ int ProgressEngine::pin() {
     }
     hwloc_bitmap_free(set);
     hwloc_topology_destroy(topo);
+    if (n > 0 && where.kind == Placement::follow && sched_getaffinity(0, sizeof cpuset_, &cpuset_) == 0) {
+        // The main thread's own stat (its task file: the process's would sum every thread).
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(getpid()));
+        stat_fd_ = open(path, O_RDONLY | O_CLOEXEC);
+        if (stat_fd_ >= 0) {
+            follow_.store(true, std::memory_order_relaxed);
+            follow(now_ns());
+        }
+    }
     return n;
+}
+
+namespace {
+// The PU the main thread last ran on: field 39 of its stat file (after the command name,
+// which may contain spaces, in parentheses). -1 if unreadable.
+int main_thread_cpu(int fd) {
+    char buf[1024];
+    const ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+    if (k <= 0) return -1;
+    buf[k] = 0;
+    const char* p = std::strrchr(buf, ')');
+    if (!p) return -1;
+    int field = 2;
+    for (++p; *p; ++p)
+        if (*p == ' ' && ++field == 39) return std::atoi(p + 1);
+    return -1;
+}
+}  // namespace
+
+void ProgressEngine::follow(std::uint64_t now) {
+    if (now < follow_next_ns_) return;
+    follow_next_ns_ = now + kFollowPeriodNs;
+    const int cpu = main_thread_cpu(stat_fd_);
+    if (cpu < 0 || cpu >= CPU_SETSIZE || cpu == bound_pu_.load(std::memory_order_relaxed) || !CPU_ISSET(cpu, &cpuset_))
+        return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) == 0) bound_pu_.store(cpu, std::memory_order_relaxed);
 }
 
 int ProgressEngine::effective_spin_us(int configured, int cpuset_pus) {
@@ -220,6 +280,12 @@ void ProgressEngine::loop() {
             }
             // Work that no doorbell announces (a lock held elsewhere, an am peer): poll
             // with exponential back-off, bounded by poll_max_us.
+            // Following the main thread: only while there is work (an idle am window's
+            // polls, 200 a second, would pay a /proc read each: +0.7 % of a core).
+            if (follow_.load(std::memory_order_relaxed)) {
+                const std::uint64_t now = now_ns();
+                if (now - last_busy <= std::uint64_t(cfg_.poll_quiet_ms) * 1000000) follow(now);
+            }
             sleeping_.store(true, std::memory_order_release);
             BellPage::wait(bell_, bell, long(backoff_us) * 1000);
             sleeping_.store(false, std::memory_order_release);
@@ -244,6 +310,7 @@ void ProgressEngine::loop() {
             sleeps_.fetch_add(1, std::memory_order_relaxed);
             BellPage::wait(bell_, bell, 0);
             wakeups_.fetch_add(1, std::memory_order_relaxed);
+            if (follow_.load(std::memory_order_relaxed)) follow(now_ns());
         }
         sleeping_.store(false, std::memory_order_release);
     }

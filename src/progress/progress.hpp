@@ -11,10 +11,13 @@
 // The doorbell lives in a shared-memory page (a memfd, BellPage) that node-local peers
 // map, so they can ring it too (Engine::ring_peer: a lock released that we wait for).
 // Application threads waiting in a sync call doze on the same futex (doze()).
-// It is pinned with hwloc inside the process's cpuset. stop() drains: it runs the
-// pollers until every one reports idle.
+// It is pinned inside the process's cpuset (placement()): to a PU of its own when the
+// cpuset has one to spare, else to the PU the process's main thread runs on (follow),
+// so that its work is taken from its own rank's computation and not from another
+// rank's. stop() drains: it runs the pollers until every one reports idle.
 #pragma once
 
+#include <sched.h>
 #include <time.h>
 
 #include <atomic>
@@ -49,11 +52,20 @@ inline std::uint64_t now_ns() {
     return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
 
+// Where the progress thread runs (FASTRMA_PROGRESS_CORE).
+struct Placement {
+    enum Kind : std::uint8_t { pu, follow, unpinned } kind = pu;
+    int index = 0;  // kind == pu: logical index into the process's cpuset
+};
+
 class ProgressEngine {
 public:
     using Poller = std::function<Poll()>;
 
-    ProgressEngine(const Config& cfg, int local_index);
+    // local_index, local_size: this process's position among the ranks of its node, and
+    // their number (from the launcher's environment; placement() estimates from them how
+    // many ranks share this process's cpuset).
+    ProgressEngine(const Config& cfg, int local_index, int local_size = 1);
     ~ProgressEngine();
 
     void start();
@@ -96,6 +108,14 @@ public:
     // FASTRMA_SPIN_US as the thread applies it: configured (>= 0) as is; auto (-1) 20 us, or
     // 0 when the process's cpuset has a single PU (the thread shares it with the application).
     static int effective_spin_us(int configured, int cpuset_pus);
+    // FASTRMA_PROGRESS_CORE as the thread applies it, for a cpuset of cpuset_pus PUs out of
+    // the machine's machine_pus: an index (>= 0) as is; -2 unpinned; -3 follow; auto (-1):
+    // the only PU of a one-PU cpuset; else follow when the ranks that share the cpuset
+    // (local_size spread evenly over the machine) leave no PU to spare; else one PU per
+    // local rank, counted from the end of the cpuset.
+    static Placement placement(int configured, int cpuset_pus, int machine_pus, int local_index,
+                               int local_size);
+    bool following() const { return follow_.load(std::memory_order_relaxed); }
     std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
     std::uint64_t stand_downs() const { return stand_downs_.load(std::memory_order_relaxed); }
     std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
@@ -103,9 +123,18 @@ public:
 private:
     void loop();
     int pin();  // binds the thread; returns the PUs of the process's cpuset (0: unknown)
+    // Follow mode: re-pins the thread to the PU the main thread was last seen on, at most
+    // once per kFollowPeriodNs while there is work (a pread of its /proc stat file).
+    void follow(std::uint64_t now);
+    static constexpr std::uint64_t kFollowPeriodNs = 10000000;
 
     Config cfg_;
     int local_index_;
+    int local_size_;
+    std::atomic<bool> follow_{false};  // set by the thread in pin()
+    cpu_set_t cpuset_{};               // the process's cpuset (follow: where it may go)
+    int stat_fd_ = -1;                 // the main thread's /proc stat file, kept open (follow)
+    std::uint64_t follow_next_ns_ = 0;
     std::thread thread_;
     std::atomic<bool> stop_{false};
     ShmSegment bell_seg_;           // the shared bell page (pidfd method: never sealed)

@@ -300,6 +300,65 @@ TEST(Progress, PinsInsideTheCpusetAndSpinsOnlyWithAPuToSpare) {
     }
 }
 
+TEST(Progress, PlacementLeavesAPuOfItsOwnOnlyWhenTheCpusetHasOneToSpare) {
+    // (configured, cpuset PUs, machine PUs, local index, local size)
+    auto at = [](int c, int n, int m, int i, int l) { return ProgressEngine::placement(c, n, m, i, l); };
+    auto pu = [](Placement p) { return p.kind == Placement::pu ? p.index : -100 - int(p.kind); };
+    const int follow = -100 - int(Placement::follow), unpinned = -100 - int(Placement::unpinned);
+    EXPECT_EQ(pu(at(5, 4, 4, 0, 2)), 1) << "an index, modulo the cpuset";
+    EXPECT_EQ(pu(at(-2, 4, 4, 0, 2)), unpinned);
+    EXPECT_EQ(pu(at(-1, 1, 2, 0, 2)), 0) << "bound to one PU: that one";
+    EXPECT_EQ(pu(at(-3, 1, 4, 0, 1)), 0) << "follow on one PU: that one";
+    EXPECT_EQ(pu(at(-1, 2, 2, 0, 2)), follow) << "2 unbound ranks on 2 PUs: none to spare";
+    EXPECT_EQ(pu(at(-1, 2, 2, 1, 3)), follow);
+    EXPECT_EQ(pu(at(-1, 2, 2, 0, 1)), 1) << "1 rank on 2 PUs: the other PU";
+    EXPECT_EQ(pu(at(-1, 8, 16, 3, 8)), 4) << "8 ranks bound per socket of 8 PUs: 4 per socket, PUs to spare";
+    EXPECT_EQ(pu(at(-1, 8, 16, 3, 16)), follow) << "16 ranks, 8 per socket";
+    EXPECT_EQ(pu(at(-1, 16, 16, 2, 4)), 13);
+    EXPECT_EQ(pu(at(-3, 16, 16, 2, 4)), follow) << "follow asked for";
+}
+
+// Follow placement: the thread moves to the PU the main thread (this test's) runs on.
+TEST(Progress, PinsToThePuOfTheMainThreadWhenFollowing) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    Config cfg;
+    cfg.progress_core = -3;
+    ProgressEngine pe(cfg, 0);
+    // Work now and then, waiting in between: the thread polls with back-off and, while work
+    // comes, looks where the main thread runs.
+    std::atomic<int> passes{0};
+    const int id = pe.add_poller([&] { return ++passes % 8 == 0 ? Poll::busy : Poll::waiting; });
+    pe.start();
+    auto wait_for = [&](auto done) {
+        for (int i = 0; i < 3000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return done();
+    };
+    if (cpus.size() == 1) {
+        EXPECT_TRUE(wait_for([&] { return pe.bound_pu() == cpus[0]; })) << "one PU: pinned to it";
+        EXPECT_FALSE(pe.following());
+    } else {
+        EXPECT_TRUE(wait_for([&] { return pe.following(); }));
+        for (int round = 0; round < 2; ++round) {
+            for (int c : {cpus.front(), cpus.back()}) {
+                cpu_set_t one;
+                CPU_ZERO(&one);
+                CPU_SET(c, &one);
+                ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+                EXPECT_TRUE(wait_for([&] { return pe.bound_pu() == c; }))
+                    << "main thread on PU " << c << ", progress thread on " << pe.bound_pu();
+            }
+        }
+        ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+    }
+    pe.remove_poller(id);
+    pe.stop();
+}
+
 TEST(CopyOffload, PiecesRunByManyWorkersRetireInOrderAndAFullRingRefuses) {
     CopyOffload q(4096, 8);  // 8 pieces of 4 KiB
     std::vector<unsigned char> src(6 * 4096 + 100), dst(src.size(), 0);
