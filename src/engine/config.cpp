@@ -15,7 +15,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_SPIN_US", "auto", "How long the progress thread polls without sleeping after work, and spins for its doorbell before it sleeps (microseconds). auto: 20, or 0 when the rank's cpuset has a single PU (mpirun bound the rank to one core): the thread then shares that PU with the application, and every microsecond it spins is taken from the computation."},
         {"FASTRMA_STAND_DOWN_US", "1000", "Longest doze of the progress thread while other threads serve for it (a waiter in a sync call, the host MPI's progress loop); the doze starts at 50 us and doubles while the serving goes on (0: never stand down)."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
-        {"FASTRMA_POLL_IDLE_US", "5000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
+        {"FASTRMA_POLL_IDLE_US", "10000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
         {"FASTRMA_POLL_QUIET_MS", "20", "How long without work before the progress thread switches to FASTRMA_POLL_IDLE_US."},
         {"FASTRMA_HOST_PROGRESS", "1", "Serve am requests also inside the host MPI's own progress loop (Open MPI's opal_progress_register, found at run time), so a target waiting inside MPI answers at once; 0: only the progress thread serves."},
         {"FASTRMA_OFFLOAD", "auto", "Hand large transfers to the progress thread: on, off, or auto (on only when the process may run on more processing units than the window has ranks on this node: a progress thread without a core of its own only takes time from the computation)."},
@@ -68,7 +68,7 @@ Config Config::from_env() {
     else c.spin_us = int(env_long("FASTRMA_SPIN_US", -1, -1, 1000000));
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
     c.stand_down_us = int(env_long("FASTRMA_STAND_DOWN_US", 1000, 0, 1000000));
-    c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 5000, 1, 1000000));
+    c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 10000, 1, 1000000));
     c.poll_quiet_ms = int(env_long("FASTRMA_POLL_QUIET_MS", 20, 0, 1000000));
     c.host_progress = env_long("FASTRMA_HOST_PROGRESS", 1, 0, 1) != 0;
     if (const char* o = env("FASTRMA_OFFLOAD")) {
