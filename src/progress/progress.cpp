@@ -280,8 +280,8 @@ void ProgressEngine::loop() {
             }
             // Work that no doorbell announces (a lock held elsewhere, an am peer): poll
             // with exponential back-off, bounded by poll_max_us.
-            // Following the main thread: only while there is work (an idle am window's
-            // polls, 200 a second, would pay a /proc read each: +0.7 % of a core).
+            // Following the main thread: only while there is work (where an idle thread
+            // polls from does not matter, and each look is a /proc read).
             if (follow_.load(std::memory_order_relaxed)) {
                 const std::uint64_t now = now_ns();
                 if (now - last_busy <= std::uint64_t(cfg_.poll_quiet_ms) * 1000000) follow(now);
