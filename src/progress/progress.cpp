@@ -167,7 +167,14 @@ int ProgressEngine::pin() {
     if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(set))
         n = hwloc_bitmap_weight(set);
     machine = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
-    const Placement where = placement(cfg_.progress_core, n, machine, local_index_, local_size_);
+    Placement where = placement(cfg_.progress_core, n, machine, local_index_, local_size_);
+    if (n > 0 && where.kind == Placement::follow) {
+        // The main thread's own stat (its task file: the process's would sum every thread).
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(getpid()));
+        if (sched_getaffinity(0, sizeof cpuset_, &cpuset_) == 0) stat_fd_ = open(path, O_RDONLY | O_CLOEXEC);
+        if (stat_fd_ < 0) where = {Placement::pu, n - 1 - (local_index_ % n)};  // no /proc: one per local rank
+    }
     if (n > 0 && where.kind == Placement::pu) {
         int pu = -1, i = 0;
         for (int id = hwloc_bitmap_first(set); id != -1; id = hwloc_bitmap_next(set, id), ++i)
@@ -181,15 +188,9 @@ int ProgressEngine::pin() {
     }
     hwloc_bitmap_free(set);
     hwloc_topology_destroy(topo);
-    if (n > 0 && where.kind == Placement::follow && sched_getaffinity(0, sizeof cpuset_, &cpuset_) == 0) {
-        // The main thread's own stat (its task file: the process's would sum every thread).
-        char path[64];
-        std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(getpid()));
-        stat_fd_ = open(path, O_RDONLY | O_CLOEXEC);
-        if (stat_fd_ >= 0) {
-            follow_.store(true, std::memory_order_relaxed);
-            follow(now_ns());
-        }
+    if (stat_fd_ >= 0) {
+        follow_.store(true, std::memory_order_relaxed);
+        follow(now_ns());
     }
     return n;
 }
