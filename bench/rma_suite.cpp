@@ -701,9 +701,10 @@ struct P2P {
         return n;
       };
       // Interval length: budget(5) / batches() as before (at least one rep of thread 0).
-      // The first interval warms up and is not kept.
+      // The first interval warms up and is not kept; when it ran long (an implementation
+      // that needs target progress can take milliseconds a put), fewer intervals follow.
       const double interval = budget(5) / batches();
-      const int nb = batches();
+      int nb = batches();
       std::vector<double> per_msg;  // seconds per message, all threads together
       auto t0 = Clock::now();
       long n0 = total();
@@ -714,6 +715,7 @@ struct P2P {
         if (dt < interval) continue;
         const long n1 = total();
         if (b >= 0) per_msg.push_back(dt / double((n1 - n0) * kPuts));
+        else nb = batches_for(dt, budget(5));
         t0 = now;
         n0 = n1;
         ++b;
