@@ -30,12 +30,13 @@ constexpr int kTagData = 8;   // the payload of a kPutData (in place) or kAccDat
 // + payload 2.0 us. 16 KiB before: 8 KiB puts took 3.4-4.6 us, now 2.1 (pt2pt 2.35).
 constexpr std::uint64_t kZeroCopyMin = 4000;
 // ... in pieces of this size, whose receives the target posts as their headers arrive
-// without waiting for each (pipelined; the origin's MPI calls move their data too, which
-// keeps a large put overlapping: as one 1 MiB message the target's CMA copy did it all,
-// and the overlap with a computing target fell from ~0.8 to ~0). 256 KiB since session 7:
-// 1 MiB put + flush 8-10 % faster than in 64 KiB pieces, overlap 0.76-0.97 (64 KiB pieces
-// 0.77-0.93) in the runs where the target's progress thread kept up.
-constexpr std::uint64_t kZeroCopyMax = 256 * 1024;
+// without waiting for each (pipelined). 64 KiB until session 7, 256 KiB until session 11:
+// 1 MiB put + flush over am 154-197 -> 132-158 us as one message (4 interleaved pairs),
+// overlap with a computing target unchanged (put 1 MiB 0.64-0.92 whole against 0.72-0.84
+// unbound, 0.68-0.77 against 0.67-0.68 bound). Session 7 saw the overlap of one 1 MiB
+// message fall to ~0; that was before the progress thread followed its own rank's PU
+// (docs/progress.md): its copy then ran on the origin's core.
+constexpr std::uint64_t kZeroCopyMax = 1024 * 1024;
 // A get's answer is one message up to this size: the origin pulls it inside its flush
 // whatever its size (no overlap to keep), and fewer rendezvous beat a train of them
 // (1 MiB get: 85 us in 64 KiB pieces, 61-77 in 256 KiB ones, 54 as one message — but one
