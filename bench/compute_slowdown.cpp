@@ -4,6 +4,8 @@
 //   serving  : the other ranks keep issuing puts + flushes to rank 0 (over am, rank 0's
 //              progress thread serves every one; over shm, nobody needs rank 0's CPU);
 // and reports the slowdown of "serving" against "quiet", median of repetitions.
+// Usage: compute_slowdown [REPS] [GAP_US]: with GAP_US > 0 the other ranks pause that long
+// between their batches (64 puts + flush): a paced stream of requests instead of a flood.
 // CSV: CSV,compute_slowdown,transport,quiet_ms,serving_ms,slowdown_pct,ops_served
 #include <fastrma/fastrma.h>
 #include <mpi.h>
@@ -27,6 +29,7 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+    const long gap_us = argc > 2 ? std::atol(argv[2]) : 0;
     const int iters = 40'000'000;
     std::int64_t* base;
     FRMA_Win win;
@@ -55,6 +58,10 @@ int main(int argc, char** argv) {
                         for (int k = 0; k < 64; ++k) FRMA_Put(&v, 1, MPI_INT64_T, 0, 8 * k, 1, MPI_INT64_T, win);
                         FRMA_Win_flush(0, win);
                         served += 65;
+                        if (gap_us > 0) {
+                            struct timespec gap{gap_us / 1000000, (gap_us % 1000000) * 1000};
+                            nanosleep(&gap, nullptr);
+                        }
                     } else {
                         struct timespec ts{0, 200000};
                         nanosleep(&ts, nullptr);
@@ -73,8 +80,8 @@ int main(int argc, char** argv) {
     MPI_Reduce(&served, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         const double pct = (med[1] / med[0] - 1.0) * 100.0;
-        std::printf("transport %s, %d ranks: compute %.1f ms quiet, %.1f ms while serving %ld requests: slowdown %.1f%%\n",
-                    tr ? tr : "auto(shm)", size, med[0], med[1], total, pct);
+        std::printf("transport %s, %d ranks%s: compute %.1f ms quiet, %.1f ms while serving %ld requests: slowdown %.1f%%\n",
+                    tr ? tr : "auto(shm)", size, gap_us > 0 ? " (paced)" : "", med[0], med[1], total, pct);
         std::printf("CSV,compute_slowdown,%s,%.2f,%.2f,%.2f,%ld\n", tr ? tr : "shm", med[0], med[1], pct, total);
     }
     FRMA_Win_free(&win);
