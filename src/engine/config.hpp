@@ -15,6 +15,7 @@ struct Config {
     int progress_core = -1;          // FASTRMA_PROGRESS_CORE (-1: auto, -2: none, -3: follow)
     int spin_us = -1;                // FASTRMA_SPIN_US (-1: auto, ProgressEngine::spin_us())
     int stand_down_us = 1000;        // FASTRMA_STAND_DOWN_US: longest doze (0: never stands down)
+    int poll_min_us = 1;             // FASTRMA_POLL_MIN_US
     int poll_max_us = 100;           // FASTRMA_POLL_MAX_US
     int poll_idle_us = 10000;        // FASTRMA_POLL_IDLE_US
     int poll_quiet_ms = 20;          // FASTRMA_POLL_QUIET_MS

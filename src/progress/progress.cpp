@@ -242,7 +242,8 @@ void ProgressEngine::loop() {
     // 1-us sleep into 50 and set the latency of an am request (measured: 66 us -> see
     // docs/progress.md). 1 us of slack still lets the kernel batch the longer sleeps.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    std::uint32_t backoff_us = 1;
+    const std::uint32_t first_backoff_us = std::uint32_t(std::max(1, std::min(cfg_.poll_min_us, cfg_.poll_max_us)));
+    std::uint32_t backoff_us = first_backoff_us;
     std::uint64_t last_busy = now_ns();
     // Stand-down: a help since the last look (the previous pass, or the doze just ended)
     // means a thread is serving: doze first_doze_ns, doubling up to FASTRMA_STAND_DOWN_US for
@@ -270,7 +271,7 @@ void ProgressEngine::loop() {
             }
         }
         Poll p = progress_once();
-        if (p == Poll::busy) { backoff_us = 1; last_busy = now_ns(); continue; }
+        if (p == Poll::busy) { backoff_us = first_backoff_us; last_busy = now_ns(); continue; }
         if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;
         if (p == Poll::waiting) {
             // Right after work, poll without sleeping for spin_us: the next request of a
@@ -297,7 +298,7 @@ void ProgressEngine::loop() {
             backoff_us = std::min<std::uint32_t>(backoff_us * 2, cap);
             continue;
         }
-        backoff_us = 1;
+        backoff_us = first_backoff_us;
         // Idle: spin briefly for a doorbell, then sleep until one rings.
         std::uint64_t until = now_ns() + std::uint64_t(spin_us) * 1000;
         bool rang = false;

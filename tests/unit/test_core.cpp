@@ -110,6 +110,7 @@ TEST(Config, ReadsEnvironmentAndRejectsBadValues) {
     unsetenv("FASTRMA_SHM_METHOD");
     EXPECT_EQ(c.progress_core, -1) << "auto by default";
     EXPECT_EQ(c.poll_idle_us, 10000);
+    EXPECT_EQ(c.poll_min_us, 1);
     for (auto [word, value] : {std::pair{"follow", -3}, {"none", -2}, {"auto", -1}, {"3", 3}, {"-4", -1}}) {
         setenv("FASTRMA_PROGRESS_CORE", word, 1);
         EXPECT_EQ(Config::from_env().progress_core, value) << "FASTRMA_PROGRESS_CORE=" << word;
