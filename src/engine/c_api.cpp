@@ -8,10 +8,10 @@
 #include <fastrma/fastrma.h>
 
 #include <atomic>
-#include <functional>
-#include <initializer_list>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>

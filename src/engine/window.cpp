@@ -1162,7 +1162,7 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     RegionCache& c = dyn_cache_[r];
     auto inside = [&] {
         for (const Region& g : c.regions)
-            if (addr >= g.base && addr + bytes <= g.base + g.size) return true;
+            if (g.covers(addr, bytes)) return true;
         return false;
     };
     // Over am, reading the version is a round trip: a hit in the cached table goes, and the
@@ -1197,9 +1197,9 @@ bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
         const std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), dyn_capacity_);
         bool found = false;
         for (std::uint64_t i = 0; i < count && !found; ++i) {
-            const std::uint64_t b = __atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED);
-            const std::uint64_t n = __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED);
-            found = addr >= b && addr + bytes <= b + n;
+            const Region g{__atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
+                           __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
+            found = g.covers(addr, bytes);
         }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&table[0], __ATOMIC_RELAXED) == v1) return found;

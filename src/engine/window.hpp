@@ -344,7 +344,10 @@ private:
 
     // Dynamic windows: my attached regions live in my state segment (seqlock); origins
     // keep a copy of each peer's table and revalidate its version on every access.
-    struct Region { std::uint64_t base, size; };
+    struct Region {
+        std::uint64_t base, size;
+        bool covers(std::uint64_t addr, std::uint64_t bytes) const { return addr >= base && addr + bytes <= base + size; }
+    };
     struct RegionCache { std::uint64_t version = ~0ull; std::vector<Region> regions; };
     SpinLock dyn_mu_;  // held for a few loads on a hit; a contended std::mutex put 4 posting threads to sleep for ticks
     std::unordered_map<int, RegionCache> dyn_cache_;  // only peers actually accessed

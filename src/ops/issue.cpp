@@ -208,11 +208,11 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     if (ctx.cpu_atomics && dst && ti.cpu_domain &&
         compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))
         return MPI_SUCCESS;
-    StripeGuard g(ctx, op.offset, ti.extent);
     if (dst) {
-        compare_and_swap(ti, dst, op.origin, op.compare, op.result);
+        compare_and_swap_locked_in_place(ctx, ti, op.offset, op.origin, op.compare, op.result);
         return MPI_SUCCESS;
     }
+    StripeGuard g(ctx, op.offset, ti.extent);
     unsigned char tmp[kMaxTypeExtent];
     Chunk c{tmp, op.offset, ti.size};
     if (ctx.tp.get(ctx.peer, &c, 1) != Post::done) return MPI_ERR_OTHER;

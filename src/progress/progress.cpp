@@ -154,26 +154,26 @@ Placement ProgressEngine::placement(int configured, int cpuset_pus, int machine_
     // the target's thread pinned where the origin computed put the origin's every wait
     // behind the target's back-off, 90-700 us for what takes 2-200 us; docs/progress.md).
     if (sharing >= cpuset_pus) return {Placement::follow, 0};
-    return {Placement::pu, cpuset_pus - 1 - (local_index % cpuset_pus)};
+    return Placement::per_rank(cpuset_pus, local_index);
 }
 
 int ProgressEngine::pin() {
     // Returns the number of PUs in the cpuset (0: unknown).
-    int n = 0, machine = 0;
+    int n = 0;
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0) return 0;
     if (hwloc_topology_load(topo) != 0) { hwloc_topology_destroy(topo); return 0; }
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(set))
         n = hwloc_bitmap_weight(set);
-    machine = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    const int machine = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
     Placement where = placement(cfg_.progress_core, n, machine, local_index_, local_size_);
     if (n > 0 && where.kind == Placement::follow) {
         // The main thread's own stat (its task file: the process's would sum every thread).
         char path[64];
         std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(getpid()));
         if (sched_getaffinity(0, sizeof cpuset_, &cpuset_) == 0) stat_fd_ = open(path, O_RDONLY | O_CLOEXEC);
-        if (stat_fd_ < 0) where = {Placement::pu, n - 1 - (local_index_ % n)};  // no /proc: one per local rank
+        if (stat_fd_ < 0) where = Placement::per_rank(n, local_index_);  // no /proc
     }
     if (n > 0 && where.kind == Placement::pu) {
         int pu = -1, i = 0;

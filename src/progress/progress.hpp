@@ -56,6 +56,9 @@ inline std::uint64_t now_ns() {
 struct Placement {
     enum Kind : std::uint8_t { pu, follow, unpinned } kind = pu;
     int index = 0;  // kind == pu: logical index into the process's cpuset
+    // One PU per local rank, counted from the end of a cpuset of n PUs (where application
+    // threads are placed last).
+    static Placement per_rank(int n, int local_index) { return {pu, n - 1 - (local_index % n)}; }
 };
 
 class ProgressEngine {

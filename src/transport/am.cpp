@@ -932,15 +932,12 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     std::memcpy(&h, msg, sizeof h);
-    // Notes to us as an origin, not requests (never parked, not counted in served_).
-    if (h.kind == kRejected) {
-        std::atomic<std::uint64_t>& seen = peers_[std::size_t(source)].rejected_seen;
-        if (h.a > seen.load(std::memory_order_relaxed)) seen.store(h.a, std::memory_order_release);
-        return;
-    }
-    if (h.kind == kPosted) {
-        std::atomic<std::uint32_t>& got = peers_[std::size_t(source)].posts_received;
-        if (h.a > got.load(std::memory_order_relaxed)) got.store(std::uint32_t(h.a), std::memory_order_release);
+    // Notes to us as an origin, not requests (never parked, not counted in served_): the
+    // target's running count, which only grows (only the server threads write it).
+    if (h.kind == kRejected || h.kind == kPosted) {
+        Peer& from = peers_[std::size_t(source)];
+        std::atomic<std::uint64_t>& count = h.kind == kRejected ? from.rejected_seen : from.posts_received;
+        if (h.a > count.load(std::memory_order_relaxed)) count.store(h.a, std::memory_order_release);
         return;
     }
     // A parked origin (its lock request waits, or a request of its from a later fence epoch):

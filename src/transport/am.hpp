@@ -236,7 +236,7 @@ private:
         // its posts to me that arrived, my access epochs to it (mu), and the stamp my
         // requests to it carry now (mu; 0 outside an access epoch).
         std::atomic<std::uint32_t> posted_to{0};
-        std::atomic<std::uint32_t> posts_received{0};
+        std::atomic<std::uint64_t> posts_received{0};
         std::uint32_t access_epochs = 0;
         std::uint32_t pscw_stamp = 0;
     };
