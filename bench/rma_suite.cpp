@@ -25,7 +25,8 @@
  *     overlap          put / get / accumulate, 8 B .. 1 MiB: origin: op, compute, flush;
  *                      target computes without calling MPI.
  *   The target is idle in MPI_Barrier during the passive sections (so a host MPI that needs
- *   target progress gets it), computes during overlap, and takes part in fence, PSCW and
+ *   target progress gets it; with --target-wait poll it sleeps instead, calling MPI_Test
+ *   every 200 us: a target that computes, whose core the origin's threads may use), computes during overlap, and takes part in fence, PSCW and
  *   bidirectional sections. A get of the target's pattern at the start, a final put and the
  *   fetch_and_op counter checked by the target in its own memory at the end keep an engine
  *   that does not move data from posting numbers (status "invalid").
@@ -53,6 +54,7 @@
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
+#include <unistd.h>
 #ifndef RMA_SUITE_NO_FASTRMA
 #include <fastrma/fastrma.h>
 #endif
@@ -91,6 +93,7 @@ struct Options {
   int windows = 0;  // scale mode: windows per flavor (0 = default)
   std::string overlap_sizes;  // "quick" | "full" | "" (as --quick)
   std::string fastrma_label = "fastrma";  // a run of fastrma in a non-default configuration
+  bool target_polls = false;  // --target-wait poll: the idle target sleeps between MPI_Tests
 };
 
 Options g_opt;
@@ -1038,7 +1041,17 @@ void run_p2p(MPI_Comm comm, const std::string& flavor, std::vector<uint8_t>& src
       if (pattern_ok && section_on("lat")) s.lat_passive("lock");
     }
   }
-  MPI_Bcast(&pattern_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (g_opt.target_polls) {
+    // The target sleeps while the origin measures (a blocking MPI call spins on a core).
+    MPI_Request rq;
+    MPI_Ibcast(&pattern_ok, 1, MPI_INT, 0, MPI_COMM_WORLD, &rq);
+    for (int done = 0; !done;) {
+      MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+      if (!done && g_rank != 0) usleep(200);
+    }
+  } else {
+    MPI_Bcast(&pattern_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 
   // Collective sections.
@@ -1336,6 +1349,7 @@ void usage() {
       "         [--run LABEL] [--mpi-label LABEL] [--csv F] [--status-csv F] [--progress F]\n"
       "         [--skip IMPL:FLAVOR:PHASE]... [--skip-file F] [--thread multiple|serialized]\n"
       "         [--budget-scale X] [--windows K] [--overlap-sizes quick|full] [--fastrma-label NAME]\n"
+      "         [--target-wait mpi|poll]\n"
       "  p2p needs 2 ranks; PHASE as in the progress file (lat.flush.put, bw.get, ...), '*' wildcards.\n");
 }
 
@@ -1369,6 +1383,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--windows" && value()) o.windows = std::atoi(v.c_str());
     else if (a == "--overlap-sizes" && value() && (v == "quick" || v == "full")) o.overlap_sizes = v;
     else if (a == "--fastrma-label" && value()) o.fastrma_label = v;
+    else if (a == "--target-wait" && value() && (v == "mpi" || v == "poll")) o.target_polls = v == "poll";
     else if (a == "--thread" && value()) {
       if (v == "multiple") o.thread_level = MPI_THREAD_MULTIPLE;
       else if (v == "serialized") o.thread_level = MPI_THREAD_SERIALIZED;

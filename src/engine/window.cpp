@@ -1157,7 +1157,34 @@ int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uin
                  call, static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), r);
 }
 
+namespace {
+// Whether [addr, addr + bytes) lies in a region of a dynamic-window table mapped here (the
+// owner's words: version, count, then base/size pairs; the version is odd while the owner
+// changes it). A seqlock read: no lock, nothing written.
+bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_t addr, std::uint64_t bytes) {
+    for (unsigned spins = 0;; ++spins) {
+        const std::uint64_t v1 = __atomic_load_n(&table[0], __ATOMIC_ACQUIRE);
+        if (v1 & 1) {  // attach/detach under way (the owner may be descheduled in it)
+            if (spins > 64) sched_yield(); else __builtin_ia32_pause();
+            continue;
+        }
+        const std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), capacity);
+        bool found = false;
+        for (std::uint64_t i = 0; i < count && !found; ++i) {
+            const std::uint64_t base = __atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED);
+            const std::uint64_t size = __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED);
+            found = addr >= base && addr + bytes <= base + size;
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&table[0], __ATOMIC_RELAXED) == v1) return found;
+    }
+}
+}  // namespace
+
 bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
+    // A peer of this node: its table is mapped here, read in place (no cache, no lock:
+    // threads posting to a dynamic window do not serialize here).
+    if (!am_peer(r)) return table_covers((r == rank_ ? my_state_ : state_of(r)) + dyn_word0_, dyn_capacity_, addr, bytes);
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
     auto inside = [&] {
@@ -1168,7 +1195,7 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     // Over am, reading the version is a round trip: a hit in the cached table goes, and the
     // target checks again when the request arrives (AmLocal::attached; a refusal is
     // reported at the next completion point: refused_by_targets). A miss re-reads the table.
-    if (am_peer(r) && inside()) return true;
+    if (inside()) return true;
     for (;;) {
         std::uint64_t hdr[kDynHeaderWords];
         read_words(r, dyn_word0_, kDynHeaderWords, hdr);
@@ -1190,20 +1217,7 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
 }
 
 bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
-    const std::uint64_t* table = my_state_ + dyn_word0_;
-    for (;;) {
-        const std::uint64_t v1 = __atomic_load_n(&table[0], __ATOMIC_ACQUIRE);
-        if (v1 & 1) { __builtin_ia32_pause(); continue; }  // attach/detach under way
-        const std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), dyn_capacity_);
-        bool found = false;
-        for (std::uint64_t i = 0; i < count && !found; ++i) {
-            const Region g{__atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
-                           __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
-            found = g.covers(addr, bytes);
-        }
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&table[0], __ATOMIC_RELAXED) == v1) return found;
-    }
+    return table_covers(my_state_ + dyn_word0_, dyn_capacity_, addr, bytes);
 }
 
 int Window::refused_by_targets(const char* call, int lo, int hi) {

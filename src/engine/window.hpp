@@ -342,14 +342,15 @@ private:
     bool exposed_ = false;
     std::uint64_t expose_expected_ = 0, completes_seen_ = 0;
 
-    // Dynamic windows: my attached regions live in my state segment (seqlock); origins
-    // keep a copy of each peer's table and revalidate its version on every access.
+    // Dynamic windows: my attached regions live in my state segment (seqlock); an origin on
+    // the node reads a peer's table there on every access, an am origin keeps a copy of it
+    // (re-read on a miss; the target checks again).
     struct Region {
         std::uint64_t base, size;
         bool covers(std::uint64_t addr, std::uint64_t bytes) const { return addr >= base && addr + bytes <= base + size; }
     };
     struct RegionCache { std::uint64_t version = ~0ull; std::vector<Region> regions; };
-    SpinLock dyn_mu_;  // held for a few loads on a hit; a contended std::mutex put 4 posting threads to sleep for ticks
+    SpinLock dyn_mu_;  // am peers' cached tables (a node peer's is read in place, unlocked)
     std::unordered_map<int, RegionCache> dyn_cache_;  // only peers actually accessed
     std::size_t dyn_capacity_ = 0;
     std::size_t dyn_word0_ = 0;

@@ -8,14 +8,24 @@
 // accumulates under the target's accumulate-lock stripes, in one readv + one writev; then
 // all gets in one readv.
 //
+// Lanes: each application thread queues into a lane of its own (threads take lanes in turn,
+// kLanes of them), so that threads posting to the same peer do not bounce one lock and one
+// set of buffers between cores for every 8-byte put; a completion point drains every lane
+// that holds something, all of them in one syscall a side (a lane drains alone only when it
+// is full, or before an accumulate of another thread).
+//
 // Invariants: a put's and an accumulate's origin bytes are copied in at issue (the caller's
 // buffer is free at once); a get's destination and an accumulate's result buffer are the
 // caller's, filled when the batch drains (MPI lets them be read only after completion).
-// Accumulates apply in the order they were issued: one that covers exactly the bytes of a
-// queued one applies to the same copy after it; one that overlaps a queued one otherwise,
-// and a put that overlaps a queued accumulate, drain the batch first. A failure (the peer
-// exited) is kept and reported by the next drain(): the completion point raises.
-// Thread-safe: one spin lock per batch (appends and the drain).
+// Within a lane (one thread's operations) accumulates apply in the order they were issued:
+// one that covers exactly the bytes of a queued one applies to the same copy after it; one
+// that overlaps a queued one otherwise, and a put that overlaps a queued accumulate, drain
+// the lane first. Across lanes accumulates apply in issue order too: a thread that queues
+// an accumulate first drains every other lane that holds one (an accumulate another thread
+// issued before this one — if they were ordered at all — applies first). A failure (the
+// peer exited) is kept and reported by the next drain(): the completion point raises.
+// Thread-safe: one spin lock per lane (appends and its drain); drain() takes the locks of
+// the lanes it moves in index order, and no other path holds two.
 #pragma once
 
 #include <mpi.h>
@@ -36,20 +46,22 @@ struct TypeInfo;
 
 class CmaBatch {
 public:
-    static constexpr std::size_t kMaxItems = 128;        // operations per drain (< IOV_MAX)
+    static constexpr std::size_t kMaxItems = 128;        // operations per lane drain (< IOV_MAX)
     static constexpr std::size_t kStageBytes = 16384;    // origin bytes of queued puts/accumulates
+    static constexpr unsigned kLanes = 8;                // threads beyond this share lanes
 
     // remote_base: the peer's address of offset 0 (create: its window base; dynamic: 0).
     // state: the peer's state words, mapped here (its accumulate-lock stripes);
-    // acc_stripes: how many it has. pending: the owner's count of batches that hold
+    // acc_stripes: how many it has. pending: the owner's count of lanes that hold
     // something (one load tells a completion point whether any drain is due).
     CmaBatch(pid_t pid, std::uint64_t remote_base, std::uint64_t* state, int acc_stripes,
              std::atomic<int>* pending);
     CmaBatch(const CmaBatch&) = delete;
     CmaBatch& operator=(const CmaBatch&) = delete;
+    ~CmaBatch();
 
     // Queue len bytes (at most the caller's item limit, <= kStageBytes) to / from offset off
-    // of the peer's part. Drains first when the batch is full.
+    // of the peer's part, in the calling thread's lane. Drains that lane first when it is full.
     void put(std::uint64_t off, const void* src, std::size_t len);
     void get(std::uint64_t off, void* dst, std::size_t len);
     void transfer(bool write, std::uint64_t off, void* local, std::size_t len) {
@@ -59,12 +71,12 @@ public:
     // An accumulate-class op on n contiguous elements of ti (size == extent) at off: origin
     // null for MPI_NO_OP; old values to result (may be null) at the drain.
     void acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t n, const void* origin, void* result);
-    // Moves everything queued. 0, or the errno of the first transfer that failed since
-    // the last drain (what failed is lost; the completion point reports it).
+    // Moves everything queued in every lane. 0, or the errno of the first transfer that
+    // failed since the last drain (what failed is lost; the completion point reports it).
     int drain();
     // Something queued or an error to report since the last drain().
-    bool due() const { return listed_.load(std::memory_order_acquire); }
-    // Memory it holds (the object and the buffers made so far).
+    bool due() const { return due_.load(std::memory_order_acquire) != 0; }
+    // Memory it holds (the object and the lanes and buffers made so far).
     std::size_t bytes();
 
 private:
@@ -79,33 +91,45 @@ private:
         void* result;
     };
     static constexpr std::uint32_t kNoSrc = ~0u;
+    // One thread's queue (the former whole batch): everything below is guarded by mu.
+    struct alignas(64) Lane {
+        SpinLock mu;
+        unsigned index = 0;  // in lanes_
+        std::uint32_t nput = 0, nget = 0, nacc_iov = 0;  // iovec pairs queued
+        std::size_t staged = 0, scratched = 0;
+        std::uint64_t acc_mask = 0;  // stripes the queued accumulates need
+        std::uint64_t acc_lo = 0, acc_hi = 0;  // the span of their target bytes
+        std::vector<Acc> accs;
+        int err = 0;
+        bool listed = false;  // counted in *pending_ and due_
+        // Allocated on first use.
+        std::unique_ptr<iovec[]> put_l, put_r, get_l, get_r, acc_l, acc_r;
+        std::unique_ptr<unsigned char[]> stage, scratch;
+        std::size_t count() const { return nput + nget + accs.size(); }
+    };
+    Lane& my_lane();  // the calling thread's, made on first use
     // Appends one piece to a list of iovec pairs, extending the last one when the piece
     // continues it on both sides (the kernel pins the remote pages of each iovec separately:
-    // ~0.5 us an iovec, most of a syscall's cost here). mu_ held.
+    // ~0.5 us an iovec, most of a syscall's cost here). l.mu held.
     void add(iovec* l, iovec* r, std::uint32_t& k, std::uint64_t off, unsigned char* local, std::size_t len);
-    void list();  // counted in *pending_ (mu_ held)
-    std::size_t count() const { return nput_ + nget_ + accs_.size(); }
-    bool full(std::size_t stage_bytes, std::size_t scratch_bytes) const;
-    unsigned char* stage(const void* src, std::size_t len);  // copies src in (room made)
-    bool overlaps_acc(std::uint64_t off, std::size_t len, std::size_t* exact) const;
-    void drain_locked();
-    void apply_accs();
-    SpinLock mu_;
+    void list(Lane& l);  // counted in *pending_ and due_ (l.mu held)
+    static bool full(const Lane& l, std::size_t stage_bytes, std::size_t scratch_bytes);
+    static unsigned char* stage(Lane& l, const void* src, std::size_t len);  // copies src in (room made)
+    bool overlaps_acc(const Lane& l, std::uint64_t off, std::size_t len, std::size_t* exact) const;
+    void move(Lane* const* ls, unsigned n);  // drains n lanes with something (their mu held)
+    void drain_locked(Lane& l);
+    int unlist(Lane& l);      // no longer counted as due; its error, cleared (l.mu held)
+    int drain_lane(Lane& l);  // drain_locked under l.mu, unlisted; its error
+    void apply_accs(Lane& l);
     const pid_t pid_;
     const std::uint64_t base_;
     std::uint64_t* const state_;
     const int stripes_;
     std::atomic<int>* const pending_;
-    std::atomic<bool> listed_{false};  // counted in *pending_ (mu_): cleared only by drain()
-    std::uint32_t nput_ = 0, nget_ = 0, nacc_iov_ = 0;  // iovec pairs queued (mu_)
-    std::size_t staged_ = 0, scratched_ = 0;
-    std::uint64_t acc_mask_ = 0;  // stripes the queued accumulates need
-    std::uint64_t acc_lo_ = 0, acc_hi_ = 0;  // the span of their target bytes
-    std::vector<Acc> accs_;
-    int err_ = 0;
-    // Allocated on first use: a window has a batch per unmapped peer, most never used.
-    std::unique_ptr<iovec[]> put_l_, put_r_, get_l_, get_r_, acc_l_, acc_r_;
-    std::unique_ptr<unsigned char[]> stage_, scratch_;
+    std::atomic<std::uint32_t> due_{0};       // bit i: lane i holds something (its mu)
+    std::atomic<std::uint32_t> acc_lanes_{0};  // bit i: lane i holds an accumulate (its mu)
+    std::atomic<Lane*> lanes_[kLanes] = {};   // made on first use (make_mu_)
+    SpinLock make_mu_;
 };
 
 }  // namespace fastrma::detail

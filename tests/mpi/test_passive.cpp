@@ -532,6 +532,74 @@ TEST_P(Passive, FourThreadsPostToOneWindow) {
     }
 }
 
+TEST_P(Passive, AFlushCompletesOtherThreadsOpsAndAccumulatesKeepTheirOrderAcrossThreads) {
+    // Small transfers to a part not mapped here wait in a lane per thread (cma_batch.hpp).
+    // Two threads take turns, synchronized through an atomic: one queues a get, the other
+    // flushes, and the flush completes the first thread's get (MPI: a flush completes the
+    // process's operations, whichever thread issued them). Then the first queues an
+    // accumulate (REPLACE) and the second a get_accumulate (REPLACE) of the same slot: the
+    // second applies after the first (it was issued after it), so its fetched value is the
+    // first one's and the slot ends with the second one's. The threads swap roles every
+    // round, so whichever lane numbers they got, half the rounds have the later accumulate
+    // in the lower lane.
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    constexpr int kRounds = 64;
+    TestWin w(GetParam(), 1024 * sizeof(std::int64_t));
+    auto* mem = w.at<std::int64_t>(0);
+    for (int i = 0; i < 1024; ++i) mem[i] = 1000000 * me + i;
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    std::atomic<int> turn{0}, errors{0};
+    std::vector<std::int64_t> got(kRounds, -1), old(kRounds, -1), first_val(kRounds), second_val(kRounds);
+    std::vector<int> got_ok(kRounds, 0);
+    auto wait_for = [&](int v) {
+        while (turn.load(std::memory_order_acquire) < v) std::this_thread::yield();
+    };
+    auto body = [&](int t) {
+        for (int r = 0; r < kRounds; ++r) {
+            const int phase = 4 * r;
+            const MPI_Aint slot = MPI_Aint(8 + r) * 8, gslot = MPI_Aint(300 + r) * 8;
+            if (t == r % 2) {
+                wait_for(phase);
+                errors += FRMA_Get(&got[std::size_t(r)], 1, MPI_INT64_T, right, gslot, 1, MPI_INT64_T, w.win) != MPI_SUCCESS;
+                turn.store(phase + 1, std::memory_order_release);
+                wait_for(phase + 2);  // the other thread's flush has returned
+                got_ok[std::size_t(r)] = got[std::size_t(r)] == 1000000 * right + 300 + r;
+                first_val[std::size_t(r)] = 100000 + r;
+                errors += FRMA_Accumulate(&first_val[std::size_t(r)], 1, MPI_INT64_T, right, slot, 1, MPI_INT64_T,
+                                          MPI_REPLACE, w.win) != MPI_SUCCESS;
+                turn.store(phase + 3, std::memory_order_release);
+                wait_for(phase + 4);
+            } else {
+                wait_for(phase + 1);
+                errors += FRMA_Win_flush(right, w.win) != MPI_SUCCESS;
+                turn.store(phase + 2, std::memory_order_release);
+                wait_for(phase + 3);
+                second_val[std::size_t(r)] = 200000 + r;
+                errors += FRMA_Get_accumulate(&second_val[std::size_t(r)], 1, MPI_INT64_T, &old[std::size_t(r)], 1,
+                                              MPI_INT64_T, right, slot, 1, MPI_INT64_T, MPI_REPLACE, w.win) != MPI_SUCCESS;
+                if (r % 4 == 3) errors += FRMA_Win_flush(right, w.win) != MPI_SUCCESS;  // else queued on
+                turn.store(phase + 4, std::memory_order_release);
+            }
+        }
+    };
+    std::thread a(body, 0), b(body, 1);
+    a.join();
+    b.join();
+    ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    for (int r = 0; r < kRounds; ++r) {
+        EXPECT_TRUE(got_ok[std::size_t(r)]) << "round " << r << ": the other thread's flush did not complete the get";
+        EXPECT_EQ(old[std::size_t(r)], 100000 + r) << "round " << r << ": the later accumulate did not see the earlier";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    FRMA_Win_sync(w.win);
+    for (int r = 0; r < kRounds; ++r)
+        EXPECT_EQ(mem[8 + r], 200000 + r) << "round " << r << ": accumulates from " << left << " applied out of order";
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // ---- bad input ------------------------------------------------------------------------
 
 TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
