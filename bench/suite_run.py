@@ -282,13 +282,27 @@ class Runner:
             impl = "all" if label in fastrma_runs else "mpi"
             self.run_suite(label, 2, launcher(2), [binary, "--mode", "p2p", "--impl", impl] + quick + extra, env,
                            skips=known_crashes.get(label, []) if a.quick else [])
+        am_flavors = ["--flavors", "allocate"] if a.quick else []  # (quick: allocate windows only)
+        # Message rate with the target asleep (--target-wait poll: it calls MPI_Test every 200 µs
+        # and sleeps between): the origin's threads may then use both cores, which a target
+        # spinning inside a blocking MPI call keeps for itself. Rows tagged sync "flush-asleep".
+        for label, launcher, extra, env in peers:
+            if label in ("ompi-ucx", "mpich"):
+                continue
+            impl = "all" if label == "ompi-sm" else "mpi"
+            self.run_suite(label + "-asleep", 2, launcher(2),
+                           [suite, "--mode", "p2p", "--impl", impl, "--sections", "rate", "--target-wait", "poll"]
+                           + quick + extra, env, skips=[])
+        self.run_suite("fastrma-am-asleep", 2, ompi(2, "sm"),
+                       [suite, "--mode", "p2p", "--impl", "fastrma", "--quick", "--sections", "rate",
+                        "--target-wait", "poll"] + am_flavors,
+                       {"FASTRMA_TRANSPORT": "am"}, stall_s=10, max_attempts=3)
         # fastrma's other transport, am (for peers on other nodes; here forced for node peers):
         # latency (against osc pt2pt, Open MPI's active-message design), bandwidth, message
         # rate and overlap (issue #4 compares both transports), at quick sizes, which hold the
         # 8 B, 64 KiB and 1 MiB points the report compares, but the overlap at the run's own
         # sizes (the overlap table lists every implementation size for size). If the transport refuses windows
         # the report says "not available".
-        am_flavors = ["--flavors", "allocate"] if a.quick else []
         self.run_suite("fastrma-am", 2, ompi(2, "sm"), [suite, "--mode", "p2p", "--impl", "fastrma", "--quick",
                                                         "--overlap-sizes", "quick" if a.quick else "full",
                                                         "--sections", "lat,bw,rate,overlap"] + am_flavors,

@@ -24,8 +24,15 @@ struct alignas(64) StatShard {  // one cache line per thread: no false sharing b
 
 StatShard* register_stat_shard();
 
+// The calling thread's shard, made on its first count. Initial-exec TLS: one load off the
+// thread pointer. A dynamically initialized thread_local in a shared library costs a call
+// to __tls_get_addr and a guard check per access (5-8 % of a thread posting 8-byte puts
+// to a create window, perf).
+[[gnu::tls_model("initial-exec")]] inline thread_local StatShard* t_stat_shard = nullptr;
+
 inline void bump(Stat s, std::uint64_t n = 1) {
-    thread_local StatShard* shard = register_stat_shard();
+    StatShard* shard = t_stat_shard;
+    if (!shard) [[unlikely]] shard = t_stat_shard = register_stat_shard();
     auto& a = shard->v[int(s)];
     a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }

@@ -30,7 +30,7 @@ CmaBatch::~CmaBatch() {
 namespace {
 // Threads take lanes in turn, on their first batched transfer (to any peer, any window).
 std::atomic<unsigned> g_next_lane{0};
-thread_local unsigned t_lane = ~0u;
+[[gnu::tls_model("initial-exec")]] thread_local unsigned t_lane = ~0u;  // (one load: see stats.hpp)
 }  // namespace
 
 CmaBatch::Lane& CmaBatch::my_lane() {

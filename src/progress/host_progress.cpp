@@ -16,7 +16,7 @@ using RegisterFn = int (*)(HostCallback);
 std::mutex g_mu;  // guards g_entries; the callback only try-locks it
 std::vector<std::pair<const void*, std::function<bool()>>> g_entries;
 bool g_registered = false;
-thread_local bool t_inside = false;
+[[gnu::tls_model("initial-exec")]] thread_local bool t_inside = false;
 
 int trampoline() {
     if (t_inside) return 0;  // a served request called MPI, which progressed again

@@ -103,7 +103,7 @@ void ProgressEngine::doze(unsigned us) {
 }
 
 namespace {
-thread_local bool t_progress_thread = false;
+[[gnu::tls_model("initial-exec")]] thread_local bool t_progress_thread = false;  // (waiters read it every pass)
 }
 
 // A flag, not a timestamp: waiters call this on every pass, and a clock read per pass showed
