@@ -46,27 +46,27 @@ CmaBatch::Lane& CmaBatch::my_lane() {
     return *l;
 }
 
-bool CmaBatch::full(const Lane& l, std::size_t stage_bytes, std::size_t scratch_bytes) {
-    return l.count() == kMaxItems || l.staged + stage_bytes > kStageBytes || l.scratched + scratch_bytes > kStageBytes;
+bool CmaBatch::full(const Buf& b, std::size_t stage_bytes, std::size_t scratch_bytes) {
+    return b.count() == kMaxItems || b.staged + stage_bytes > kStageBytes || b.scratched + scratch_bytes > kStageBytes;
 }
 
-unsigned char* CmaBatch::stage(Lane& l, const void* src, std::size_t len) {
-    if (!l.stage) l.stage = std::make_unique<unsigned char[]>(kStageBytes);
-    unsigned char* at = l.stage.get() + l.staged;
+unsigned char* CmaBatch::stage(Buf& b, const void* src, std::size_t len) {
+    if (!b.stage) b.stage = std::make_unique<unsigned char[]>(kStageBytes);
+    unsigned char* at = b.stage.get() + b.staged;
     std::memcpy(at, src, len);
-    l.staged += len;
+    b.staged += len;
     return at;
 }
 
-bool CmaBatch::overlaps_acc(const Lane& l, std::uint64_t off, std::size_t len, std::size_t* exact) const {
+bool CmaBatch::overlaps_acc(const Buf& b, std::uint64_t off, std::size_t len, std::size_t* exact) const {
     // Every queued accumulate that overlaps another covers exactly its bytes (anything else
     // drained first), so the newest overlapping one decides. Outside the span of them all
     // (the common case: a run of accumulates to increasing offsets) nothing to look at.
-    if (l.accs.empty() || !overlap(l.acc_lo, std::size_t(l.acc_hi - l.acc_lo), off, len)) return false;
-    for (std::size_t i = l.accs.size(); i-- > 0;) {
-        const Acc& a = l.accs[i];
-        if (!overlap(a.off, a.len, off, len)) continue;
-        if (exact) *exact = a.off == off && a.len == len ? i : l.accs.size();
+    if (b.accs.empty() || !overlap(b.acc_lo, std::size_t(b.acc_hi - b.acc_lo), off, len)) return false;
+    for (std::size_t i = b.accs.size(); i-- > 0;) {
+        const Acc& x = b.accs[i];
+        if (!overlap(x.off, x.len, off, len)) continue;
+        if (exact) *exact = x.off == off && x.len == len ? i : b.accs.size();
         return true;
     }
     return false;
@@ -74,28 +74,42 @@ bool CmaBatch::overlaps_acc(const Lane& l, std::uint64_t off, std::size_t len, s
 
 void CmaBatch::put(std::uint64_t off, const void* src, std::size_t len) {
     Lane& l = my_lane();
-    std::lock_guard lk(l.mu);
+    l.mu.lock();
     // A put after an accumulate of the same bytes must land after it (puts move first).
-    if (overlaps_acc(l, off, len, nullptr) || full(l, len, 0)) drain_locked(l);
-    unsigned char* at = stage(l, src, len);
-    if (!l.put_l) {
-        l.put_l = std::make_unique<iovec[]>(kMaxItems);
-        l.put_r = std::make_unique<iovec[]>(kMaxItems);
+    while (overlaps_acc(*l.cur, off, len, nullptr) || full(*l.cur, len, 0)) {
+        l.mu.unlock();
+        Lane* one = &l;
+        drain_lanes(&one, 1);
+        l.mu.lock();
     }
-    add(l.put_l.get(), l.put_r.get(), l.nput, off, at, len);
-    list(l);
+    Buf& b = *l.cur;
+    unsigned char* at = stage(b, src, len);
+    if (!b.put_l) {
+        b.put_l = std::make_unique<iovec[]>(kMaxItems);
+        b.put_r = std::make_unique<iovec[]>(kMaxItems);
+    }
+    add(b.put_l.get(), b.put_r.get(), b.nput, off, at, len);
+    relist(l);
+    l.mu.unlock();
 }
 
 void CmaBatch::get(std::uint64_t off, void* dst, std::size_t len) {
     Lane& l = my_lane();
-    std::lock_guard lk(l.mu);
-    if (full(l, 0, 0)) drain_locked(l);
-    if (!l.get_l) {
-        l.get_l = std::make_unique<iovec[]>(kMaxItems);
-        l.get_r = std::make_unique<iovec[]>(kMaxItems);
+    l.mu.lock();
+    while (full(*l.cur, 0, 0)) {
+        l.mu.unlock();
+        Lane* one = &l;
+        drain_lanes(&one, 1);
+        l.mu.lock();
     }
-    add(l.get_l.get(), l.get_r.get(), l.nget, off, static_cast<unsigned char*>(dst), len);
-    list(l);
+    Buf& b = *l.cur;
+    if (!b.get_l) {
+        b.get_l = std::make_unique<iovec[]>(kMaxItems);
+        b.get_r = std::make_unique<iovec[]>(kMaxItems);
+    }
+    add(b.get_l.get(), b.get_r.get(), b.nget, off, static_cast<unsigned char*>(dst), len);
+    relist(l);
+    l.mu.unlock();
 }
 
 void CmaBatch::acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t n, const void* origin,
@@ -103,55 +117,59 @@ void CmaBatch::acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t
     const std::size_t len = n * ti.size;
     Lane& l = my_lane();
     // Accumulates other threads queued before this one apply first: their lanes drain now
-    // (before ours is locked: no lane lock is held while another is taken). One issued
-    // concurrently, unordered with this one, may land on either side of it.
+    // (with ours unlocked). One issued concurrently, unordered with this one, may land on
+    // either side of it.
     const std::uint32_t mine = 1u << l.index;
-    for (std::uint32_t others = acc_lanes_.load(std::memory_order_acquire) & ~mine; others; others &= others - 1)
-        if (Lane* o = lanes_[__builtin_ctz(others)].load(std::memory_order_acquire)) {
-            const int e = drain_lane(*o);
-            if (e) {  // kept for this lane's next drain (the completion point reports it)
-                std::lock_guard lk(l.mu);
-                if (!l.err) l.err = e;
-                list(l);
-            }
-        }
-    std::lock_guard lk(l.mu);
-    std::size_t same = l.accs.size();
-    bool drain_first = full(l, origin ? len : 0, len);
-    if (!drain_first && overlaps_acc(l, off, len, &same)) drain_first = same == l.accs.size();
-    // An accumulate after a get of the same bytes must not change what the get reads (gets
-    // move last).
-    for (std::uint32_t i = 0; i < l.nget && !drain_first; ++i)
-        drain_first = overlap(reinterpret_cast<std::uint64_t>(l.get_r[i].iov_base) - base_, l.get_r[i].iov_len, off, len);
-    if (drain_first) {
-        drain_locked(l);
-        same = 0;  // (l.accs is empty now)
+    if (std::uint32_t others = acc_lanes_.load(std::memory_order_acquire) & ~mine) {
+        Lane* ls[kLanes];
+        unsigned k = 0;
+        for (; others; others &= others - 1)
+            if (Lane* o = lanes_[__builtin_ctz(others)].load(std::memory_order_acquire)) ls[k++] = o;
+        drain_lanes(ls, k);
     }
-    Acc a{off, std::uint32_t(len), 0, kNoSrc, op, &ti, n, result};
-    if (origin) a.src = std::uint32_t(stage(l, origin, len) - l.stage.get());
-    if (same < l.accs.size()) {
-        a.scratch = l.accs[same].scratch;  // the same bytes: applied to the same copy, after it
+    l.mu.lock();
+    std::size_t same;
+    for (;;) {
+        const Buf& b = *l.cur;
+        same = b.accs.size();
+        bool drain_first = full(b, origin ? len : 0, len);
+        if (!drain_first && overlaps_acc(b, off, len, &same)) drain_first = same == b.accs.size();
+        // An accumulate after a get of the same bytes must not change what the get reads
+        // (gets move last).
+        for (std::uint32_t i = 0; i < b.nget && !drain_first; ++i)
+            drain_first = overlap(reinterpret_cast<std::uint64_t>(b.get_r[i].iov_base) - base_, b.get_r[i].iov_len, off, len);
+        if (!drain_first) break;
+        l.mu.unlock();
+        Lane* one = &l;
+        drain_lanes(&one, 1);
+        l.mu.lock();
+    }
+    Buf& b = *l.cur;
+    Acc x{off, std::uint32_t(len), 0, kNoSrc, op, &ti, n, result};
+    if (origin) x.src = std::uint32_t(stage(b, origin, len) - b.stage.get());
+    if (same < b.accs.size()) {
+        x.scratch = b.accs[same].scratch;  // the same bytes: applied to the same copy, after it
     } else {
-        if (!l.scratch) {
-            l.scratch = std::make_unique<unsigned char[]>(kStageBytes);
-            l.acc_l = std::make_unique<iovec[]>(kMaxItems);
-            l.acc_r = std::make_unique<iovec[]>(kMaxItems);
+        if (!b.scratch) {
+            b.scratch = std::make_unique<unsigned char[]>(kStageBytes);
+            b.acc_l = std::make_unique<iovec[]>(kMaxItems);
+            b.acc_r = std::make_unique<iovec[]>(kMaxItems);
         }
-        a.scratch = std::uint32_t(l.scratched);
-        add(l.acc_l.get(), l.acc_r.get(), l.nacc_iov, off, l.scratch.get() + l.scratched, len);
-        l.scratched += len;
-        l.acc_mask |= acc_stripe_mask(stripes_, off, len);
+        x.scratch = std::uint32_t(b.scratched);
+        add(b.acc_l.get(), b.acc_r.get(), b.nacc_iov, off, b.scratch.get() + b.scratched, len);
+        b.scratched += len;
+        b.acc_mask |= acc_stripe_mask(stripes_, off, len);
     }
-    if (l.accs.empty()) {
-        l.acc_lo = off;
-        l.acc_hi = off + len;
-        acc_lanes_.fetch_or(mine, std::memory_order_release);
+    if (b.accs.empty()) {
+        b.acc_lo = off;
+        b.acc_hi = off + len;
     } else {
-        l.acc_lo = std::min(l.acc_lo, off);
-        l.acc_hi = std::max<std::uint64_t>(l.acc_hi, off + len);
+        b.acc_lo = std::min(b.acc_lo, off);
+        b.acc_hi = std::max<std::uint64_t>(b.acc_hi, off + len);
     }
-    l.accs.push_back(a);
-    list(l);
+    b.accs.push_back(x);
+    relist(l);
+    l.mu.unlock();
 }
 
 void CmaBatch::add(iovec* l, iovec* r, std::uint32_t& k, std::uint64_t off, unsigned char* local,
@@ -169,32 +187,54 @@ void CmaBatch::add(iovec* l, iovec* r, std::uint32_t& k, std::uint64_t off, unsi
     ++k;
 }
 
-void CmaBatch::list(Lane& l) {
-    if (l.listed) return;
-    l.listed = true;
-    due_.fetch_or(1u << l.index, std::memory_order_release);
-    pending_->fetch_add(1, std::memory_order_release);
+void CmaBatch::relist(Lane& l) {
+    const std::uint32_t bit = 1u << l.index;
+    // The shared words change only when the lane's state does (mirrored in the lane: no
+    // load of a line other threads write, per queued operation).
+    const bool accs = !l.cur->accs.empty() || (l.moving && l.moving_accs);
+    if (accs != l.acc_listed) {
+        l.acc_listed = accs;
+        if (accs) acc_lanes_.fetch_or(bit, std::memory_order_release);
+        else acc_lanes_.fetch_and(~bit, std::memory_order_release);
+    }
+    const bool want = l.cur->count() || l.moving || l.err;
+    if (want == l.listed) return;
+    l.listed = want;
+    if (want) {
+        due_.fetch_or(bit, std::memory_order_release);
+        pending_->fetch_add(1, std::memory_order_release);
+    } else {
+        due_.fetch_and(~bit, std::memory_order_release);
+        pending_->fetch_sub(1, std::memory_order_release);
+    }
 }
 
-void CmaBatch::apply_accs(Lane& l) {
+void CmaBatch::apply_accs(Buf& b, int* err) {
     // Under the stripes of every queued accumulate: read the target bytes, apply in issue
     // order, write them back — atomic against every other origin's and the owner's
     // accumulates (they take the same stripes), as the one-at-a-time path is.
-    acc_stripes_lock(state_, l.acc_mask);
-    bool ok = ShmTransport::cma_vec(pid_, false, l.acc_l.get(), l.acc_r.get(), l.nacc_iov);
+    acc_stripes_lock(state_, b.acc_mask);
+    bool ok = ShmTransport::cma_vec(pid_, false, b.acc_l.get(), b.acc_r.get(), b.nacc_iov);
     bool writes = false;
     if (ok) {
-        for (const Acc& a : l.accs) {
-            reduce(a.op, *a.ti, l.scratch.get() + a.scratch, a.src == kNoSrc ? nullptr : l.stage.get() + a.src, a.n,
-                   a.result);
-            writes = writes || a.op != MPI_NO_OP;
+        for (const Acc& x : b.accs) {
+            reduce(x.op, *x.ti, b.scratch.get() + x.scratch, x.src == kNoSrc ? nullptr : b.stage.get() + x.src, x.n,
+                   x.result);
+            writes = writes || x.op != MPI_NO_OP;
         }
-        if (writes) ok = ShmTransport::cma_vec(pid_, true, l.acc_l.get(), l.acc_r.get(), l.nacc_iov);
+        if (writes) ok = ShmTransport::cma_vec(pid_, true, b.acc_l.get(), b.acc_r.get(), b.nacc_iov);
     }
     const int e = errno;
-    acc_stripes_unlock(state_, l.acc_mask);
-    if (!ok && !l.err) l.err = e ? e : EFAULT;
+    acc_stripes_unlock(state_, b.acc_mask);
+    if (!ok && !*err) *err = e ? e : EFAULT;
     bump(Stat::cma_drains, 1 + writes);
+}
+
+void CmaBatch::Buf::reset() {
+    nput = nget = nacc_iov = 0;
+    staged = scratched = 0;
+    accs.clear();
+    acc_mask = 0;
 }
 
 namespace {
@@ -202,68 +242,85 @@ namespace {
 thread_local std::unique_ptr<iovec[]> t_gather;  // 4 lists of kLanes * kMaxItems
 }  // namespace
 
-void CmaBatch::move(Lane* const* ls, unsigned n) {
+void CmaBatch::move(Buf* const* bs, unsigned n, int* err) {
     // Puts, accumulates, gets: of two conflicting accesses to the same bytes in one epoch
     // MPI defines the outcome only for accumulates (in issue order, kept above); a put after
     // an accumulate or an accumulate after a get of the same bytes drained first.
-    const iovec *pl = ls[0]->put_l.get(), *pr = ls[0]->put_r.get(), *gl = ls[0]->get_l.get(), *gr = ls[0]->get_r.get();
-    std::size_t np = ls[0]->nput, ng = ls[0]->nget;
+    const iovec *pl = bs[0]->put_l.get(), *pr = bs[0]->put_r.get(), *gl = bs[0]->get_l.get(), *gr = bs[0]->get_r.get();
+    std::size_t np = bs[0]->nput, ng = bs[0]->nget;
     if (n > 1) {  // (cma_vec splits lists longer than a syscall takes)
         constexpr std::size_t kAll = kLanes * kMaxItems;
         if (!t_gather) t_gather = std::make_unique<iovec[]>(4 * kAll);
         iovec* const g = t_gather.get();
         np = ng = 0;
         for (unsigned i = 0; i < n; ++i) {
-            const Lane& l = *ls[i];
-            std::copy_n(l.put_l.get(), l.nput, g + np);
-            std::copy_n(l.put_r.get(), l.nput, g + kAll + np);
-            np += l.nput;
-            std::copy_n(l.get_l.get(), l.nget, g + 2 * kAll + ng);
-            std::copy_n(l.get_r.get(), l.nget, g + 3 * kAll + ng);
-            ng += l.nget;
+            const Buf& b = *bs[i];
+            std::copy_n(b.put_l.get(), b.nput, g + np);
+            std::copy_n(b.put_r.get(), b.nput, g + kAll + np);
+            np += b.nput;
+            std::copy_n(b.get_l.get(), b.nget, g + 2 * kAll + ng);
+            std::copy_n(b.get_r.get(), b.nget, g + 3 * kAll + ng);
+            ng += b.nget;
         }
         pl = g, pr = g + kAll, gl = g + 2 * kAll, gr = g + 3 * kAll;
     }
-    int err = 0;
-    if (np && !ShmTransport::cma_vec(pid_, true, pl, pr, np)) err = errno ? errno : EFAULT;
+    if (np && !ShmTransport::cma_vec(pid_, true, pl, pr, np) && !*err) *err = errno ? errno : EFAULT;
     for (unsigned i = 0; i < n; ++i)
-        if (!ls[i]->accs.empty()) {
-            apply_accs(*ls[i]);
-            acc_lanes_.fetch_and(~(1u << ls[i]->index), std::memory_order_release);
-        }
-    if (ng && !ShmTransport::cma_vec(pid_, false, gl, gr, ng) && !err) err = errno ? errno : EFAULT;
+        if (!bs[i]->accs.empty()) apply_accs(*bs[i], err);
+    if (ng && !ShmTransport::cma_vec(pid_, false, gl, gr, ng) && !*err) *err = errno ? errno : EFAULT;
     bump(Stat::cma_drains, (np != 0) + (ng != 0));
+}
+
+void CmaBatch::drain_lanes(Lane* const* ls, unsigned n) {
+    // 1. Each lane locked, in index order, once nothing of it is moving (waiting with its
+    //    lock released: the mover needs it to finish). A lane's lock is never held while
+    //    waiting for a lane of lower index, so two drains cannot wait for each other.
     for (unsigned i = 0; i < n; ++i) {
         Lane& l = *ls[i];
+        for (unsigned spins = 0;; ++spins) {
+            l.mu.lock();
+            if (!l.moving) break;
+            l.mu.unlock();
+            if (spins > 64) sched_yield(); else __builtin_ia32_pause();
+        }
+    }
+    // 2. Swap the filled buffers out; the owners queue into the other ones meanwhile.
+    Buf* bs[kLanes];
+    Lane* moved[kLanes];
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        Lane& l = *ls[i];
+        Buf* b = l.cur;
+        if (b->count()) {
+            l.cur = b == &l.bufs[0] ? &l.bufs[1] : &l.bufs[0];
+            l.moving = true;
+            l.moving_accs = !b->accs.empty();
+            bs[k] = b;
+            moved[k++] = &l;
+        }
+        l.mu.unlock();
+    }
+    if (!k) return;
+    // 3. Move them (no lock held), then hand the buffers back.
+    int err = 0;
+    move(bs, k, &err);
+    for (unsigned i = 0; i < k; ++i) {
+        Lane& l = *moved[i];
+        bs[i]->reset();
+        std::lock_guard lk(l.mu);
+        l.moving = l.moving_accs = false;
         if (err && !l.err) l.err = err;
-        l.nput = l.nget = l.nacc_iov = 0;
-        l.staged = l.scratched = 0;
-        l.accs.clear();
-        l.acc_mask = 0;
+        relist(l);
     }
 }
 
-void CmaBatch::drain_locked(Lane& l) {
-    if (l.count() == 0) return;
-    Lane* one = &l;
-    move(&one, 1);
-}
-
-int CmaBatch::unlist(Lane& l) {
-    if (l.listed) {
-        l.listed = false;
-        due_.fetch_and(~(1u << l.index), std::memory_order_release);
-        pending_->fetch_sub(1, std::memory_order_release);
-    }
-    const int e = l.err;
-    l.err = 0;
-    return e;
-}
-
-int CmaBatch::drain_lane(Lane& l) {
-    std::lock_guard lk(l.mu);
-    drain_locked(l);
-    return unlist(l);
+std::size_t CmaBatch::Buf::bytes() const {
+    std::size_t b = accs.capacity() * sizeof(Acc);
+    for (const auto* v : {&put_l, &put_r, &get_l, &get_r, &acc_l, &acc_r})
+        if (*v) b += kMaxItems * sizeof(iovec);
+    if (stage) b += kStageBytes;
+    if (scratch) b += kStageBytes;
+    return b;
 }
 
 std::size_t CmaBatch::bytes() {
@@ -272,35 +329,28 @@ std::size_t CmaBatch::bytes() {
         Lane* l = slot.load(std::memory_order_acquire);
         if (!l) continue;
         std::lock_guard lk(l->mu);
-        b += sizeof *l + l->accs.capacity() * sizeof(Acc);
-        for (const auto* v : {&l->put_l, &l->put_r, &l->get_l, &l->get_r, &l->acc_l, &l->acc_r})
-            if (*v) b += kMaxItems * sizeof(iovec);
-        if (l->stage) b += kStageBytes;
-        if (l->scratch) b += kStageBytes;
+        b += sizeof *l + l->bufs[0].bytes() + l->bufs[1].bytes();  // (a moving buffer is not resized)
     }
     return b;
 }
 
 int CmaBatch::drain() {
-    // Every lane that holds something, locked in index order (no other path holds two lane
-    // locks), moved together: one syscall a side however many threads queued.
-    Lane* held[kLanes];
+    // Every lane that holds something, moved together: one syscall a side however many
+    // threads queued. Then the lanes' errors (this drain's, and any of a drain made when a
+    // lane was full) are reported once.
+    Lane* ls[kLanes];
     unsigned n = 0;
     for (std::uint32_t m = due_.load(std::memory_order_acquire); m; m &= m - 1)
-        if (Lane* l = lanes_[__builtin_ctz(m)].load(std::memory_order_acquire)) {
-            l->mu.lock();
-            if (l->listed) held[n++] = l;
-            else l->mu.unlock();  // drained meanwhile
-        }
-    Lane* busy[kLanes];
-    unsigned nb = 0;
-    for (unsigned i = 0; i < n; ++i)
-        if (held[i]->count()) busy[nb++] = held[i];
-    if (nb) move(busy, nb);
+        if (Lane* l = lanes_[__builtin_ctz(m)].load(std::memory_order_acquire)) ls[n++] = l;
+    if (!n) return 0;
+    drain_lanes(ls, n);
     int rc = 0;
     for (unsigned i = 0; i < n; ++i) {
-        if (const int e = unlist(*held[i]); e && !rc) rc = e;
-        held[i]->mu.unlock();
+        Lane& l = *ls[i];
+        std::lock_guard lk(l.mu);
+        if (l.err && !rc) rc = l.err;
+        l.err = 0;
+        relist(l);
     }
     return rc;
 }

@@ -24,8 +24,9 @@
 // an accumulate first drains every other lane that holds one (an accumulate another thread
 // issued before this one — if they were ordered at all — applies first). A failure (the
 // peer exited) is kept and reported by the next drain(): the completion point raises.
-// Thread-safe: one spin lock per lane (appends and its drain); drain() takes the locks of
-// the lanes it moves in index order, and no other path holds two.
+// Thread-safe: one spin lock per lane, held to queue and to swap buffers, never across a
+// syscall; a drain takes the locks of the lanes it moves in index order (nothing else holds
+// two) and releases them before moving.
 #pragma once
 
 #include <mpi.h>
@@ -91,43 +92,58 @@ private:
         void* result;
     };
     static constexpr std::uint32_t kNoSrc = ~0u;
-    // One thread's queue (the former whole batch): everything below is guarded by mu.
-    struct alignas(64) Lane {
-        SpinLock mu;
-        unsigned index = 0;  // in lanes_
+    // What one drain moves: a lane's queued operations and the buffers they point into.
+    struct Buf {
         std::uint32_t nput = 0, nget = 0, nacc_iov = 0;  // iovec pairs queued
         std::size_t staged = 0, scratched = 0;
         std::uint64_t acc_mask = 0;  // stripes the queued accumulates need
         std::uint64_t acc_lo = 0, acc_hi = 0;  // the span of their target bytes
         std::vector<Acc> accs;
-        int err = 0;
-        bool listed = false;  // counted in *pending_ and due_
         // Allocated on first use.
         std::unique_ptr<iovec[]> put_l, put_r, get_l, get_r, acc_l, acc_r;
         std::unique_ptr<unsigned char[]> stage, scratch;
         std::size_t count() const { return nput + nget + accs.size(); }
+        void reset();
+        std::size_t bytes() const;
+    };
+    // One thread's queue, double-buffered: a drain swaps the filled buffer out under mu and
+    // moves it with mu released (the owner goes on queueing into the other one); the next
+    // drain of the lane waits until that one has finished (moving clear).
+    struct alignas(64) Lane {
+        SpinLock mu;
+        unsigned index = 0;  // in lanes_
+        Buf bufs[2];
+        Buf* cur = &bufs[0];  // where operations are queued (mu)
+        bool moving = false;  // the other buffer is being moved (mu)
+        bool moving_accs = false;  // ... and holds accumulates (mu)
+        int err = 0;          // of a move since the last drain() (mu)
+        bool listed = false;  // counted in *pending_ and due_ (mu)
+        bool acc_listed = false;  // its bit set in acc_lanes_ (mu)
     };
     Lane& my_lane();  // the calling thread's, made on first use
     // Appends one piece to a list of iovec pairs, extending the last one when the piece
     // continues it on both sides (the kernel pins the remote pages of each iovec separately:
-    // ~0.5 us an iovec, most of a syscall's cost here). l.mu held.
+    // ~0.5 us an iovec, most of a syscall's cost here).
     void add(iovec* l, iovec* r, std::uint32_t& k, std::uint64_t off, unsigned char* local, std::size_t len);
-    void list(Lane& l);  // counted in *pending_ and due_ (l.mu held)
-    static bool full(const Lane& l, std::size_t stage_bytes, std::size_t scratch_bytes);
-    static unsigned char* stage(Lane& l, const void* src, std::size_t len);  // copies src in (room made)
-    bool overlaps_acc(const Lane& l, std::uint64_t off, std::size_t len, std::size_t* exact) const;
-    void move(Lane* const* ls, unsigned n);  // drains n lanes with something (their mu held)
-    void drain_locked(Lane& l);
-    int unlist(Lane& l);      // no longer counted as due; its error, cleared (l.mu held)
-    int drain_lane(Lane& l);  // drain_locked under l.mu, unlisted; its error
-    void apply_accs(Lane& l);
+    // Sets lane i's bits in due_ (something queued, moving or an error to report) and
+    // acc_lanes_ (accumulates queued or moving), and its count in *pending_ (l.mu held).
+    void relist(Lane& l);
+    static bool full(const Buf& b, std::size_t stage_bytes, std::size_t scratch_bytes);
+    static unsigned char* stage(Buf& b, const void* src, std::size_t len);  // copies src in (room made)
+    bool overlaps_acc(const Buf& b, std::uint64_t off, std::size_t len, std::size_t* exact) const;
+    // Moves what n lanes (ascending index, distinct, no lane lock held by the caller) have
+    // queued, after whatever of theirs is moving: on return every operation queued in them
+    // before the call is complete. Errors land in the lanes' err.
+    void drain_lanes(Lane* const* ls, unsigned n);
+    void move(Buf* const* bs, unsigned n, int* err);  // the syscalls (no lock held)
+    void apply_accs(Buf& b, int* err);
     const pid_t pid_;
     const std::uint64_t base_;
     std::uint64_t* const state_;
     const int stripes_;
     std::atomic<int>* const pending_;
-    std::atomic<std::uint32_t> due_{0};       // bit i: lane i holds something (its mu)
-    std::atomic<std::uint32_t> acc_lanes_{0};  // bit i: lane i holds an accumulate (its mu)
+    std::atomic<std::uint32_t> due_{0};       // bit i: lane i holds something (relist)
+    std::atomic<std::uint32_t> acc_lanes_{0};  // bit i: lane i holds an accumulate (relist)
     std::atomic<Lane*> lanes_[kLanes] = {};   // made on first use (make_mu_)
     SpinLock make_mu_;
 };
