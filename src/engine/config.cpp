@@ -14,6 +14,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_PROGRESS_CORE", "auto", "Where the progress thread runs, inside the rank's cpuset: a logical index of a PU; follow (the PU the process's main thread runs on, checked every 10 ms while the thread works); none (unpinned: the scheduler places it); auto (-1): the only PU of a one-PU cpuset, follow when the ranks sharing the cpuset leave no PU to spare, else one PU per local rank from the end of the cpuset."},
         {"FASTRMA_SPIN_US", "auto", "How long the progress thread polls without sleeping after work, and spins for its doorbell before it sleeps (microseconds). auto: 20, or 0 when the rank's cpuset has a single PU (mpirun bound the rank to one core): the thread then shares that PU with the application, and every microsecond it spins is taken from the computation."},
         {"FASTRMA_STAND_DOWN_US", "1000", "Longest doze of the progress thread while other threads serve for it (a waiter in a sync call, the host MPI's progress loop); the doze starts at 50 us and doubles while the serving goes on (0: never stand down)."},
+        {"FASTRMA_POLL_PREDICT", "1", "1: after a burst of work that answered an origin (a flush, a get, a fetch), the first back-off sleep is half the shortest of the last 8 quiet periods that followed such a burst (when all were 16 us or longer), then the back-off doubles from an eighth of it: a stream of requests with regular pauses costs fewer wake-ups. 0: always start at FASTRMA_POLL_MIN_US."},
         {"FASTRMA_POLL_MIN_US", "1", "First sleep of the back-off after work (doubling up to FASTRMA_POLL_MAX_US). Longer: fewer wake-ups, each costing CPU (7-50 us on a VM), against a slower answer to a request that comes soon after the last."},
         {"FASTRMA_POLL_MAX_US", "100", "Upper bound of the exponential back-off while work is pending that no doorbell announces (lock retries)."},
         {"FASTRMA_POLL_IDLE_US", "10000", "Back-off bound after FASTRMA_POLL_QUIET_MS without work: what an idle am window costs (polling the host MPI) against the latency of the first request after a quiet spell."},
@@ -68,6 +69,7 @@ Config Config::from_env() {
     if (const char* v = env("FASTRMA_SPIN_US"); v && !std::strcmp(v, "auto")) c.spin_us = -1;
     else c.spin_us = int(env_long("FASTRMA_SPIN_US", -1, -1, 1000000));
     c.poll_min_us = int(env_long("FASTRMA_POLL_MIN_US", 1, 1, 1000000));
+    c.poll_predict = env_long("FASTRMA_POLL_PREDICT", 1, 0, 1) != 0;
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));
     c.stand_down_us = int(env_long("FASTRMA_STAND_DOWN_US", 1000, 0, 1000000));
     c.poll_idle_us = int(env_long("FASTRMA_POLL_IDLE_US", 10000, 1, 1000000));

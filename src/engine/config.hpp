@@ -16,6 +16,7 @@ struct Config {
     int spin_us = -1;                // FASTRMA_SPIN_US (-1: auto, ProgressEngine::spin_us())
     int stand_down_us = 1000;        // FASTRMA_STAND_DOWN_US: longest doze (0: never stands down)
     int poll_min_us = 1;             // FASTRMA_POLL_MIN_US
+    bool poll_predict = true;        // FASTRMA_POLL_PREDICT
     int poll_max_us = 100;           // FASTRMA_POLL_MAX_US
     int poll_idle_us = 10000;        // FASTRMA_POLL_IDLE_US
     int poll_quiet_ms = 20;          // FASTRMA_POLL_QUIET_MS

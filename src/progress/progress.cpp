@@ -254,6 +254,16 @@ void ProgressEngine::loop() {
     const std::uint64_t max_doze_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
     const std::uint64_t first_doze_ns = std::min<std::uint64_t>(50000, max_doze_ns);
     std::uint64_t doze_ns = 0;  // 0: not standing down
+    // The quiet after a burst that answered an origin (FASTRMA_POLL_PREDICT): a stream with
+    // regular pauses (an origin that computes between epochs) needs no 1, 2, 4 ... us
+    // wake-ups at the start of each pause, each costing a VM 7-50 us of CPU.
+    QuietPredictor predictor;
+    std::uint64_t answers_seen = g_answers_sent.load(std::memory_order_relaxed);
+    bool burst_answered = false;  // the current burst of work answered an origin
+    bool in_quiet = false;        // a quiet period began (waiting since the last busy pass)
+    bool quiet_after_answer = false;
+    std::uint64_t predicted_ns = 0;  // the first sleep of this quiet, when predicted
+    bool after_prediction = false;   // the last sleep was a predicted one
     while (true) {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         // An application thread is waiting and serving (help()): leave the cores to it.
@@ -271,12 +281,36 @@ void ProgressEngine::loop() {
             }
         }
         Poll p = progress_once();
-        if (p == Poll::busy) { backoff_us = first_backoff_us; last_busy = now_ns(); continue; }
+        if (p == Poll::busy) {
+            const std::uint64_t now = now_ns();
+            // Every quiet after an answer counts, short ones too (a conversation: they turn
+            // the prediction off). Work already there when a predicted sleep ended means the
+            // quiet may have been shorter than the sleep: a misprediction, recorded as 0.
+            if (in_quiet && quiet_after_answer) predictor.record(after_prediction ? 0 : now - last_busy);
+            if (in_quiet) burst_answered = false;  // a new burst
+            in_quiet = after_prediction = false;
+            predicted_ns = 0;
+            const std::uint64_t a = g_answers_sent.load(std::memory_order_relaxed);
+            if (a != answers_seen) burst_answered = true;
+            answers_seen = a;
+            backoff_us = first_backoff_us;
+            last_busy = now;
+            continue;
+        }
         if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;
         if (p == Poll::waiting) {
+            after_prediction = false;
+            if (!in_quiet) {
+                in_quiet = true;
+                const std::uint64_t a = g_answers_sent.load(std::memory_order_relaxed);
+                quiet_after_answer = burst_answered || a != answers_seen;  // (a helper's answers count)
+                answers_seen = a;
+                predicted_ns = cfg_.poll_predict && quiet_after_answer ? predictor.first_sleep_ns() : 0;
+            }
             // Right after work, poll without sleeping for spin_us: the next request of a
-            // conversation (an am origin's next op) usually comes within microseconds.
-            if (now_ns() - last_busy < std::uint64_t(spin_us) * 1000) {
+            // conversation (an am origin's next op) usually comes within microseconds —
+            // unless the last quiet periods after such a burst all lasted far longer.
+            if (!predicted_ns && now_ns() - last_busy < std::uint64_t(spin_us) * 1000) {
                 __builtin_ia32_pause();
                 continue;
             }
@@ -288,14 +322,24 @@ void ProgressEngine::loop() {
                 const std::uint64_t now = now_ns();
                 if (now - last_busy <= std::uint64_t(cfg_.poll_quiet_ms) * 1000000) follow(now);
             }
+            // A predicted first sleep: half the shortest recent quiet; the back-off then goes
+            // on from an eighth of it.
+            const std::uint64_t sleep_ns = predicted_ns ? predicted_ns : std::uint64_t(backoff_us) * 1000;
             sleeping_.store(true, std::memory_order_release);
-            BellPage::wait(bell_, bell, long(backoff_us) * 1000);
+            BellPage::wait(bell_, bell, long(sleep_ns));
             sleeping_.store(false, std::memory_order_release);
             // Two tiers: poll_max_us while work was seen recently; after quiet_ms without
             // any, poll_idle_us (an am peer's first request then waits up to that long).
             const bool quiet = now_ns() - last_busy > std::uint64_t(cfg_.poll_quiet_ms) * 1000000;
             const std::uint32_t cap = std::uint32_t(quiet ? cfg_.poll_idle_us : cfg_.poll_max_us);
-            backoff_us = std::min<std::uint32_t>(backoff_us * 2, cap);
+            if (predicted_ns) {
+                predictions_.fetch_add(1, std::memory_order_relaxed);
+                after_prediction = true;
+                backoff_us = std::uint32_t(std::clamp<std::uint64_t>(predicted_ns / 8000, first_backoff_us, cap));
+                predicted_ns = 0;
+            } else {
+                backoff_us = std::min<std::uint32_t>(backoff_us * 2, cap);
+            }
             continue;
         }
         backoff_us = first_backoff_us;

@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -51,6 +52,36 @@ inline std::uint64_t now_ns() {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
+
+// Answers this process's am servers have sent: each released an origin that waited for it
+// (a flush, a get, a fetch). The progress loop learns how long the quiet after such a burst
+// lasts (FASTRMA_POLL_PREDICT).
+inline std::atomic<std::uint64_t> g_answers_sent{0};
+inline void note_answer_sent() { g_answers_sent.fetch_add(1, std::memory_order_relaxed); }
+
+// The first back-off sleep of a quiet period, from the last quiet periods that followed a
+// burst which answered an origin (a ring of QuietPredictor::kDepth): half the shortest, when
+// there are kDepth of them and all lasted at least kMinNs; else 0 (no prediction: start at
+// FASTRMA_POLL_MIN_US).
+class QuietPredictor {
+public:
+    static constexpr unsigned kDepth = 8;
+    static constexpr std::uint64_t kMinNs = 16000;
+    void record(std::uint64_t quiet_ns) {
+        ring_[next_] = quiet_ns;
+        next_ = (next_ + 1) % kDepth;
+        if (n_ < kDepth) ++n_;
+    }
+    std::uint64_t first_sleep_ns() const {
+        if (n_ < kDepth) return 0;
+        std::uint64_t shortest = ring_[0];
+        for (unsigned i = 1; i < kDepth; ++i) shortest = std::min(shortest, ring_[i]);
+        return shortest >= kMinNs ? shortest / 2 : 0;
+    }
+private:
+    std::uint64_t ring_[kDepth] = {};
+    unsigned next_ = 0, n_ = 0;
+};
 
 // Where the progress thread runs (FASTRMA_PROGRESS_CORE).
 struct Placement {
@@ -122,6 +153,8 @@ public:
     std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
     std::uint64_t stand_downs() const { return stand_downs_.load(std::memory_order_relaxed); }
     std::uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
+    // Back-off sleeps whose length was predicted (FASTRMA_POLL_PREDICT).
+    std::uint64_t predictions() const { return predictions_.load(std::memory_order_relaxed); }
 
 private:
     void loop();
@@ -153,6 +186,7 @@ private:
     std::atomic<int> spin_us_{-1};   // set by the thread at start
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};
+    std::atomic<std::uint64_t> predictions_{0};
     std::atomic<bool> helped_{false};  // a thread served for us since the loop last looked
 };
 

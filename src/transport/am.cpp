@@ -10,6 +10,7 @@
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
 #include "progress/host_progress.hpp"
+#include "progress/progress.hpp"
 #include "transport/copy.hpp"
 
 namespace fastrma::detail {
@@ -65,11 +66,6 @@ struct AccRecord {
 struct NotifyRecord {
     std::uint64_t word, operand, op;
 };
-
-std::uint64_t now_ns() {
-    return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch()).count());
-}
 
 template <class T>
 void append(std::vector<unsigned char>& v, const T& x) {
@@ -972,6 +968,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         PMPI_Isend(buf.data(), int(n), MPI_BYTE, source, h.reply_tag, comm_, &rq);
         replies_rq_.push_back(rq);
         replies_buf_.push_back(std::move(buf));
+        note_answer_sent();
     };
     // A buffer for an answer of n bytes, at the page offset of the origin's answer buffer
     // when it gave one (the host's single copy into it then runs at full speed).
@@ -983,6 +980,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         PMPI_Isend(data, int(n), MPI_BYTE, source, h.reply_tag, comm_, &rq);
         replies_rq_.push_back(rq);
         replies_buf_.emplace_back();
+        note_answer_sent();
     };
     auto reply_copy = [&](const void* data, std::size_t n) {
         PageOffsetBuffer b(n);
