@@ -308,9 +308,8 @@ void ProgressEngine::loop() {
                 predicted_ns = cfg_.poll_predict && quiet_after_answer ? predictor.first_sleep_ns() : 0;
             }
             // Right after work, poll without sleeping for spin_us: the next request of a
-            // conversation (an am origin's next op) usually comes within microseconds —
-            // unless the last quiet periods after such a burst all lasted far longer.
-            if (!predicted_ns && now_ns() - last_busy < std::uint64_t(spin_us) * 1000) {
+            // conversation (an am origin's next op) usually comes within microseconds.
+            if (now_ns() - last_busy < std::uint64_t(spin_us) * 1000) {
                 __builtin_ia32_pause();
                 continue;
             }

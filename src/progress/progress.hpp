@@ -66,7 +66,7 @@ inline void note_answer_sent() { g_answers_sent.fetch_add(1, std::memory_order_r
 class QuietPredictor {
 public:
     static constexpr unsigned kDepth = 8;
-    static constexpr std::uint64_t kMinNs = 16000;
+    static constexpr std::uint64_t kMinNs = 50000;  // shorter pauses: the plain back-off wakes little
     void record(std::uint64_t quiet_ns) {
         ring_[next_] = quiet_ns;
         next_ = (next_ + 1) % kDepth;
