@@ -306,8 +306,8 @@ void CmaBatch::drain_lanes(Lane* const* ls, unsigned n) {
     move(bs, k, &err);
     for (unsigned i = 0; i < k; ++i) {
         Lane& l = *moved[i];
-        bs[i]->reset();
         std::lock_guard lk(l.mu);
+        bs[i]->reset();
         l.moving = l.moving_accs = false;
         if (err && !l.err) l.err = err;
         relist(l);
@@ -329,7 +329,7 @@ std::size_t CmaBatch::bytes() {
         Lane* l = slot.load(std::memory_order_acquire);
         if (!l) continue;
         std::lock_guard lk(l->mu);
-        b += sizeof *l + l->bufs[0].bytes() + l->bufs[1].bytes();  // (a moving buffer is not resized)
+        b += sizeof *l + l->bufs[0].bytes() + l->bufs[1].bytes();  // (a moving one: its mover only reads it)
     }
     return b;
 }
