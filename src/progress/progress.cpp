@@ -268,7 +268,20 @@ void ProgressEngine::loop() {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         // An application thread is waiting and serving (help()): leave the cores to it.
         if (max_doze_ns && !stop_.load(std::memory_order_acquire)) {
-            if (helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed)) {
+            bool helping = helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
+            if (helping) {
+                // Only a thread that keeps helping stands us down: a help must come again
+                // within kHelpProbeNs. One that enters MPI now and then (an MPI_Test in a
+                // compute loop every 200 us) serves only then: standing down for it made every
+                // am request wait for the application's next MPI call (rma_suite rate over am
+                // with the target asleep: 0.3 M puts/s).
+                sleeping_.store(true, std::memory_order_release);
+                BellPage::wait(bell_, bell, long(kHelpProbeNs));
+                sleeping_.store(false, std::memory_order_release);
+                helping = helped_.exchange(false, std::memory_order_relaxed);
+                // (bell stays as loaded: a ring during the probe cuts the doze short)
+            }
+            if (helping) {
                 doze_ns = doze_ns ? std::min(2 * doze_ns, max_doze_ns) : first_doze_ns;
                 stand_downs_.fetch_add(1, std::memory_order_relaxed);
                 sleeping_.store(true, std::memory_order_release);

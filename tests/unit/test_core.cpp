@@ -314,6 +314,45 @@ TEST(Progress, StandsDownWhileAWaiterHelpsAndResumesAfter) {
     pe.stop();
 }
 
+// A thread that enters MPI only now and then (an MPI_Test every 200 us in a compute loop:
+// the host-progress hook marks a help each time) does not stand the progress thread down: it
+// keeps polling at its own pace. (Standing down for it made every am request wait for the
+// application's next MPI call: rma_suite rate over am with the target asleep, 0.26 M puts/s.)
+TEST(Progress, ASparseHelperDoesNotStandTheThreadDown) {
+    std::atomic<int> passes{0};
+    std::atomic<bool> finished{false};
+    Config cfg = stand_down_config();
+    cfg.poll_quiet_ms = 10000;  // (no idle tier: a poller with work seen recently)
+    ProgressEngine pe(cfg, 0);
+    SetOnExit done{finished};
+    pe.add_poller([&] {
+        passes.fetch_add(1);
+        return finished.load() ? Poll::idle : Poll::waiting;
+    });
+    pe.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // The thread's own pace, alone, then with a helper every 200 us, each over 100 ms: a ratio,
+    // so that a loaded machine (fewer passes either way) does not decide.
+    auto count_for_100ms = [&](bool help) {
+        const int p0 = passes.load();
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (std::chrono::steady_clock::now() < until) {
+            if (help) pe.mark_helped();
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        return passes.load() - p0;
+    };
+    const int alone = count_for_100ms(false);
+    const int helped = count_for_100ms(true);
+    std::printf("sparse helper: %d passes in 100 ms (alone: %d), %llu stand-downs\n", helped, alone,
+                (unsigned long long)pe.stand_downs());
+    // Standing down for each help (dozes of 50 us doubling to 2 ms) left about 5 % of the
+    // passes; probing for a second help within kHelpProbeNs costs 20 us per help: about half.
+    EXPECT_GT(5 * helped, alone) << "the thread stood down for a helper that calls in every 200 us";
+    finished.store(true);
+    pe.stop();
+}
+
 // mark_helped(): another thread serving for us (the host-progress hook, an am flush wait)
 // stands the thread down like a help; called from the progress thread itself (a poller
 // inside MPI, whose progress runs the hook) it must not, or the thread would doze while it
