@@ -13,6 +13,7 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_PROGRESS", "1", "Run the asynchronous progress thread (0: sync calls make progress)."},
         {"FASTRMA_PROGRESS_CORE", "auto", "Where the progress thread runs, inside the rank's cpuset: a logical index of a PU; follow (the PU the process's main thread runs on, checked every 10 ms while the thread works); none (unpinned: the scheduler places it); auto (-1): the only PU of a one-PU cpuset, follow when the ranks sharing the cpuset leave no PU to spare, else one PU per local rank from the end of the cpuset."},
         {"FASTRMA_SPIN_US", "auto", "How long the progress thread polls without sleeping after work, and spins for its doorbell before it sleeps (microseconds). auto: 20, or 0 when the rank's cpuset has a single PU (mpirun bound the rank to one core): the thread then shares that PU with the application, and every microsecond it spins is taken from the computation."},
+        {"FASTRMA_PROGRESS_NICE", "0", "Nice value of the progress thread, -20..19 (0: the process's own). A lower one lets the thread preempt the computation it shares a PU with as soon as it wakes (am requests wait less for it: more overlap), and gives it a larger share of that PU under a flood of requests. Below the process's own value it needs CAP_SYS_NICE (root); refused, the thread keeps the process's value (FASTRMA_STATS shows progress_nice)."},
         {"FASTRMA_STAND_DOWN_US", "1000", "Longest doze of the progress thread while other threads serve for it (a waiter in a sync call, the host MPI's progress loop); the doze starts at 50 us and doubles while the serving goes on (0: never stand down)."},
         {"FASTRMA_POLL_PREDICT", "1", "1: after a burst of work that answered an origin (a flush, a get, a fetch), the first back-off sleep is half the shortest of the last 8 quiet periods that followed such a burst (when all were 50 us or longer), then the back-off doubles from an eighth of it: a stream of requests with regular pauses costs fewer wake-ups. 0: always start at FASTRMA_POLL_MIN_US."},
         {"FASTRMA_POLL_MIN_US", "1", "First sleep of the back-off after work (doubling up to FASTRMA_POLL_MAX_US). Longer: fewer wake-ups, each costing CPU (7-50 us on a VM), against a slower answer to a request that comes soon after the last."},
@@ -68,6 +69,7 @@ Config Config::from_env() {
     else c.progress_core = int(env_long("FASTRMA_PROGRESS_CORE", -1, -3, 1 << 20));
     if (const char* v = env("FASTRMA_SPIN_US"); v && !std::strcmp(v, "auto")) c.spin_us = -1;
     else c.spin_us = int(env_long("FASTRMA_SPIN_US", -1, -1, 1000000));
+    c.progress_nice = int(env_long("FASTRMA_PROGRESS_NICE", 0, -20, 19));
     c.poll_min_us = int(env_long("FASTRMA_POLL_MIN_US", 1, 1, 1000000));
     c.poll_predict = env_long("FASTRMA_POLL_PREDICT", 1, 0, 1) != 0;
     c.poll_max_us = int(env_long("FASTRMA_POLL_MAX_US", 100, 1, 1000000));

@@ -104,7 +104,7 @@ std::string Engine::stats_report() const {
                   "fastrma stats: windows=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
                   "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu locks_parked=%llu bells_rung=%llu "
                   "cma_batched=%llu cma_drains=%llu op_pool_peak=%zu "
-                  "progress_cpu_ms=%.3f progress_pu=%d progress_follow=%d progress_spin_us=%d progress_sleeps=%llu progress_predicted_sleeps=%llu\n",
+                  "progress_cpu_ms=%.3f progress_pu=%d progress_follow=%d progress_spin_us=%d progress_nice=%d progress_sleeps=%llu progress_predicted_sleeps=%llu\n",
                   (unsigned long long)stat_total(Stat::windows_created),
                   (unsigned long long)stat_total(Stat::puts), (unsigned long long)stat_total(Stat::gets),
                   (unsigned long long)stat_total(Stat::accs), (unsigned long long)stat_total(Stat::fops),
@@ -115,7 +115,7 @@ std::string Engine::stats_report() const {
                   (unsigned long long)stat_total(Stat::bells_rung),
                   (unsigned long long)stat_total(Stat::cma_batched), (unsigned long long)stat_total(Stat::cma_drains),
                   op_pool_.peak(),
-                  double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(), int(progress_.following()), progress_.spin_us(),
+                  double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(), int(progress_.following()), progress_.spin_us(), progress_.nice(),
                   (unsigned long long)progress_.sleeps(), (unsigned long long)progress_.predictions());
     return buf;
 }

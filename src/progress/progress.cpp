@@ -6,10 +6,12 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -242,6 +244,15 @@ void ProgressEngine::loop() {
     // 1-us sleep into 50 and set the latency of an am request (measured: 66 us -> see
     // docs/progress.md). 1 us of slack still lets the kernel batch the longer sleeps.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    // FASTRMA_PROGRESS_NICE: a thread that shares its PU with the computation (follow, or a
+    // rank bound to one PU) waits, once woken, until the scheduler preempts that computation;
+    // a lower nice value shortens the wait (docs/progress.md, Priority). setpriority on a
+    // thread id sets that thread only (Linux).
+    const id_t tid = id_t(syscall(SYS_gettid));
+    if (cfg_.progress_nice) setpriority(PRIO_PROCESS, tid, cfg_.progress_nice);  // refused: stays as it is
+    errno = 0;
+    const int nice_now = getpriority(PRIO_PROCESS, tid);
+    nice_.store(errno ? 0 : nice_now, std::memory_order_relaxed);
     const std::uint32_t first_backoff_us = std::uint32_t(std::max(1, std::min(cfg_.poll_min_us, cfg_.poll_max_us)));
     std::uint32_t backoff_us = first_backoff_us;
     std::uint64_t last_busy = now_ns();

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -141,6 +142,8 @@ public:
     std::uint64_t thread_cpu_ns() const;
     int bound_pu() const { return bound_pu_.load(std::memory_order_relaxed); }
     int spin_us() const { return spin_us_.load(std::memory_order_relaxed); }  // in use (-1: thread not started)
+    // The thread's nice value, read back after FASTRMA_PROGRESS_NICE (INT_MIN: not started).
+    int nice() const { return nice_.load(std::memory_order_relaxed); }
     // FASTRMA_SPIN_US as the thread applies it: configured (>= 0) as is; auto (-1) 20 us, or
     // 0 when the process's cpuset has a single PU (the thread shares it with the application).
     static int effective_spin_us(int configured, int cpuset_pus);
@@ -186,6 +189,7 @@ private:
     std::atomic<bool> has_tid_{false};
     std::atomic<int> bound_pu_{-1};  // set by the thread in pin(); read by stats at any time
     std::atomic<int> spin_us_{-1};   // set by the thread at start
+    std::atomic<int> nice_{INT_MIN};  // set by the thread at start
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};
     std::atomic<std::uint64_t> predictions_{0};

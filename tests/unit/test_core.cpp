@@ -6,10 +6,15 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -402,6 +407,23 @@ TEST(Progress, PinsInsideTheCpusetAndSpinsOnlyWithAPuToSpare) {
         EXPECT_TRUE(CPU_ISSET(pu, &set)) << "pinned outside the cpuset: PU " << pu;
         pe.stop();
     }
+}
+
+// FASTRMA_PROGRESS_NICE applies to the progress thread only: the thread reads its own value
+// back, and the calling thread's stays as it was. (A raise, which needs no privilege.)
+TEST(Progress, NiceAppliesToTheProgressThreadOnly) {
+    errno = 0;
+    const int mine = getpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)));
+    ASSERT_EQ(errno, 0);
+    Config cfg;
+    cfg.progress_nice = std::min(19, mine + 7);
+    ProgressEngine pe(cfg, 0);
+    EXPECT_EQ(pe.nice(), INT_MIN) << "in use before the thread started";
+    pe.start();
+    for (int i = 0; i < 2000 && pe.nice() == INT_MIN; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(pe.nice(), cfg.progress_nice);
+    EXPECT_EQ(getpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid))), mine) << "the caller's nice value changed";
+    pe.stop();
 }
 
 TEST(Progress, PlacementLeavesAPuOfItsOwnOnlyWhenTheCpusetHasOneToSpare) {
