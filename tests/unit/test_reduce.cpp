@@ -494,10 +494,10 @@ void check_arith(const TT& tt, const NamedOp& nop) {
 }
 
 // REPLACE and NO_OP on any type, by bytes: data bytes are copied, padding never.
-void check_replace_noop(const TT& tt, const NamedOp& nop) {
+void check_replace_noop(const TT& tt, const NamedOp& nop, size_t n = 5) {
   const TypeInfo& ti = info_of(tt);
-  SCOPED_TRACE(std::string(nop.name) + " on " + tt.name);
-  const size_t ext = kind_extent(tt), n = 5, bytes = n * ext;
+  SCOPED_TRACE(std::string(nop.name) + " on " + tt.name + ", " + std::to_string(n) + " elements");
+  const size_t ext = kind_extent(tt), bytes = n * ext;
   ASSERT_EQ(ti.extent, ext);
   const auto mask = mpi_data_mask(tt);
   Buf dst(bytes, kDstFill), src(bytes, kSrcFill), old(bytes, kOldFill);
@@ -704,6 +704,43 @@ TEST(ReduceCheck, MessagesNameTheProblem) {
 // ---------------------------------------------------------------------------------------------
 // Values for every valid (op, type) pair.
 
+// A run of more than a page (kernel_body copies the old values out first from 4096 bytes on;
+// pairs keep the fused loop): the samples repeated, every element against the reference,
+// old_out the old values, its padding untouched.
+template <class T>
+void check_arith_long(const TT& tt, const NamedOp& nop) {
+  const TypeInfo& ti = info_of(tt);
+  SCOPED_TRACE(std::string(nop.name) + " on " + tt.name + ", a long run");
+  auto smp = samples<T>(tt.group);
+  const size_t ext = sizeof(T), n = 4096 / ext + smp.size() + 1, bytes = n * ext;
+  const auto dmask = mpi_data_mask(tt);
+  Buf dst(bytes, kDstFill), src(bytes, kDstFill), old(bytes, kOldFill);
+  for (size_t k = 0; k < n; ++k) {
+    put(dst.p() + k * ext, smp[k % smp.size()].first);
+    put(src.p() + k * ext, smp[k % smp.size()].second);
+  }
+  reduce(nop.op, ti, dst.p(), src.p(), n, old.p());
+  size_t bad = 0;
+  for (size_t k = 0; k < n && bad < 5; ++k) {
+    const auto& [d, s] = smp[k % smp.size()];
+    const T want = ref(nop.op, d, s), got = get<T>(dst.p() + k * ext);
+    if (!same(got, want)) {
+      ++bad;
+      ADD_FAILURE() << "element " << k << ": " << show(d) << " op " << show(s) << " = " << show(got) << ", want " << show(want);
+    }
+    if (!same(get<T>(old.p() + k * ext), d)) {
+      ++bad;
+      ADD_FAILURE() << "old_out element " << k;
+    }
+    for (size_t b = 0; b < ext; ++b) {
+      if (!dmask[b] && old.p()[k * ext + b] != kOldFill) {
+        ++bad;
+        ADD_FAILURE() << "old_out padding byte " << b << " of element " << k;
+      }
+    }
+  }
+}
+
 void check_every_valid_pair() {
   size_t checked = 0;
   for (const NamedOp& o : predefined_ops()) {
@@ -711,13 +748,17 @@ void check_every_valid_pair() {
       if (!op_allowed(o.op, tt.group)) continue;
       if (o.op == MPI_REPLACE || o.op == MPI_NO_OP) {
         check_replace_noop(tt, o);
+        check_replace_noop(tt, o, 4096 / kind_extent(tt) + 3);  // past a page: two passes
       } else {
-        with_kind(tt.kind, [&](auto tag) { check_arith<typename decltype(tag)::type>(tt, o); });
+        with_kind(tt.kind, [&](auto tag) {
+          check_arith<typename decltype(tag)::type>(tt, o);
+          check_arith_long<typename decltype(tag)::type>(tt, o);
+        });
       }
       ++checked;
     }
   }
-  std::printf("[ reduce   ] values checked for %zu valid (op, type) pairs\n", checked);
+  std::printf("[ reduce   ] values checked for %zu valid (op, type) pairs, short and long runs\n", checked);
 }
 
 TEST(ReduceValues, EveryValidOpTypePair) { check_every_valid_pair(); }
