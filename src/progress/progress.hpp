@@ -96,7 +96,7 @@ struct Placement {
 class ProgressEngine {
 public:
     // A help must come again within this for the thread to stand down (loop()).
-    static constexpr std::uint64_t kHelpProbeNs = 20000;
+    static constexpr std::uint64_t kHelpProbeNs = 50000;
     using Poller = std::function<Poll()>;
 
     // local_index, local_size: this process's position among the ranks of its node, and
