@@ -285,7 +285,11 @@ void ProgressEngine::loop() {
                 // within kHelpProbeNs. One that enters MPI now and then (an MPI_Test in a
                 // compute loop every 200 us) serves only then: standing down for it made every
                 // am request wait for the application's next MPI call (rma_suite rate over am
-                // with the target asleep: 0.3 M puts/s).
+                // with the target asleep: 0.26 M puts/s, 9-10 with the probe). The probe comes
+                // before every doze: between the dozes of a stand-down alone, a sparse helper
+                // that got the thread down once kept it down (a doze of 200 us or more always
+                // sees its next call; 0.26 M/s again). Its price is one more wake-up per doze:
+                // am latencies with the target in MPI_Barrier 15-20 % slower (docs/progress.md).
                 sleeping_.store(true, std::memory_order_release);
                 BellPage::wait(bell_, bell, long(kHelpProbeNs));
                 sleeping_.store(false, std::memory_order_release);
