@@ -478,7 +478,7 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
         // op + flush over am, target in MPI_Barrier: p99 17-27 us -> 1-3.6 us, mean -30 %).
         // Without the hook a waiter serves only its own endpoint: the thread keeps polling.
         ProgressEngine* pe = &eng.progress();
-        w->host_hooked_ = host_progress_add(ep, [ep, pe] { pe->mark_helped(); return ep->poll(); });
+        w->host_hooked_ = host_progress_add(ep, [ep, pe] { pe->mark_hook_helped(); return ep->poll(); });
         if (w->host_hooked_) w->endpoint_->set_on_wait([pe] { pe->mark_helped(); });
     }
     // Every accumulate on my memory runs in this process (mine directly, others' through

@@ -115,6 +115,10 @@ void ProgressEngine::mark_helped() {
     if (!t_progress_thread && !helped_.load(std::memory_order_relaxed)) helped_.store(true, std::memory_order_relaxed);
 }
 
+void ProgressEngine::mark_hook_helped() {
+    if (!t_progress_thread && !hook_helped_.load(std::memory_order_relaxed)) hook_helped_.store(true, std::memory_order_relaxed);
+}
+
 std::optional<Poll> ProgressEngine::help() {
     // Only a thread that gets the pollers stands the progress thread down: the progress
     // thread itself, waiting inside one of its pollers, holds mu_ and never does.
@@ -279,21 +283,25 @@ void ProgressEngine::loop() {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         // An application thread is waiting and serving (help()): leave the cores to it.
         if (max_doze_ns && !stop_.load(std::memory_order_acquire)) {
+            // A waiter in a synchronization call or a flush helps without pause: stand down at
+            // once. The host-progress hook's marks come from any MPI call of any thread: only
+            // a thread that keeps calling stands us down, which a probe tells (a second mark
+            // within kHelpProbeNs). One that enters MPI now and then (an MPI_Test in a compute
+            // loop every 200 us) serves only then, and standing down for it made every am
+            // request wait for its next MPI call (rma_suite rate over am with the target
+            // asleep: 0.26 M puts/s, 9-10 with the probe). The probe comes before every doze
+            // of a hook-only stand-down: between its dozes alone, a sparse caller that got the
+            // thread down once kept it down (a doze of 200 us or more always sees its next
+            // call). Its price is a wake-up per doze: with the probe for every kind of help,
+            // am latencies were 15-20 % slower (docs/progress.md).
             bool helping = helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
-            if (helping) {
-                // Only a thread that keeps helping stands us down: a help must come again
-                // within kHelpProbeNs. One that enters MPI now and then (an MPI_Test in a
-                // compute loop every 200 us) serves only then: standing down for it made every
-                // am request wait for the application's next MPI call (rma_suite rate over am
-                // with the target asleep: 0.26 M puts/s, 9-10 with the probe). The probe comes
-                // before every doze: between the dozes of a stand-down alone, a sparse helper
-                // that got the thread down once kept it down (a doze of 200 us or more always
-                // sees its next call; 0.26 M/s again). Its price is one more wake-up per doze:
-                // am latencies with the target in MPI_Barrier 15-20 % slower (docs/progress.md).
+            const bool hooked = hook_helped_.load(std::memory_order_relaxed) && hook_helped_.exchange(false, std::memory_order_relaxed);
+            if (!helping && hooked) {
                 sleeping_.store(true, std::memory_order_release);
                 BellPage::wait(bell_, bell, long(kHelpProbeNs));
                 sleeping_.store(false, std::memory_order_release);
-                helping = helped_.exchange(false, std::memory_order_relaxed);
+                helping = hook_helped_.exchange(false, std::memory_order_relaxed);
+                helping = helped_.exchange(false, std::memory_order_relaxed) || helping;
                 // (bell stays as loaded: a ring during the probe cuts the doze short)
             }
             if (helping) {

@@ -95,7 +95,7 @@ struct Placement {
 
 class ProgressEngine {
 public:
-    // A help must come again within this for the thread to stand down (loop()).
+    // A hook help must come again within this for the thread to stand down (loop()).
     static constexpr std::uint64_t kHelpProbeNs = 50000;
     using Poller = std::function<Poll()>;
 
@@ -136,6 +136,11 @@ public:
     // endpoint, the host's progress loop calling ours): stand down as after a help. A no-op
     // on the progress thread itself.
     void mark_helped();
+    // The same from the host-progress hook, which runs in every MPI call of any thread: a
+    // thread blocked in MPI calls it without pause, one that tests now and then (an
+    // MPI_Test in a compute loop) only then. So its marks stand the thread down only after
+    // a probe (loop(): a second one within kHelpProbeNs).
+    void mark_hook_helped();
     std::optional<Poll> help();  // stands the progress thread down (loop(): dozes up to FASTRMA_STAND_DOWN_US)
 
     // CPU time consumed by the progress thread so far (ns), and the PU it is bound to.
@@ -194,6 +199,7 @@ private:
     std::atomic<std::uint64_t> stand_downs_{0};
     std::atomic<std::uint64_t> predictions_{0};
     std::atomic<bool> helped_{false};  // a thread served for us since the loop last looked
+    std::atomic<bool> hook_helped_{false};  // ... from the host-progress hook (mark_hook_helped)
 };
 
 }  // namespace fastrma::detail

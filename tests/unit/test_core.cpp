@@ -342,7 +342,7 @@ TEST(Progress, ASparseHelperDoesNotStandTheThreadDown) {
         const int p0 = passes.load();
         const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
         while (std::chrono::steady_clock::now() < until) {
-            if (help) pe.mark_helped();
+            if (help) pe.mark_hook_helped();
             std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
         return passes.load() - p0;
@@ -358,8 +358,8 @@ TEST(Progress, ASparseHelperDoesNotStandTheThreadDown) {
     pe.stop();
 }
 
-// mark_helped(): another thread serving for us (the host-progress hook, an am flush wait)
-// stands the thread down like a help; called from the progress thread itself (a poller
+// mark_helped() and mark_hook_helped(): another thread serving for us (an am flush wait,
+// the host-progress hook) stands the thread down like a help; called from the progress thread itself (a poller
 // inside MPI, whose progress runs the hook) it must not, or the thread would doze while it
 // is the only one serving.
 TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
@@ -371,17 +371,23 @@ TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
     pe.add_poller([&] {
         passes.fetch_add(1);
         if (recently(last_help)) passes_helped.fetch_add(1);
-        pe.mark_helped();  // on the progress thread: a no-op
+        pe.mark_helped();  // on the progress thread: no-ops
+        pe.mark_hook_helped();
         return finished.load() ? Poll::idle : Poll::waiting;
     });
     pe.start();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     EXPECT_EQ(pe.stand_downs(), 0u) << "the progress thread stood itself down";
     EXPECT_GT(passes.load(), 200) << "the thread did not keep polling";
-    const int before = passes_helped.load();
-    const long helps = serve_for_100ms([&] { pe.mark_helped(); }, &last_help);  // as the hook does on every MPI call
-    EXPECT_GT(pe.stand_downs(), 0u);
-    EXPECT_LE(5 * (passes_helped.load() - before), helps) << "the thread kept polling while another thread served";
+    for (bool hook : {false, true}) {
+        SCOPED_TRACE(hook ? "the host-progress hook, a mark every 20 us" : "a flush waiter, a mark every 20 us");
+        const int before = passes_helped.load();
+        const std::uint64_t downs = pe.stand_downs();
+        const long helps = serve_for_100ms([&] { hook ? pe.mark_hook_helped() : pe.mark_helped(); }, &last_help);
+        EXPECT_GT(pe.stand_downs(), downs);
+        EXPECT_LE(5 * (passes_helped.load() - before), helps) << "the thread kept polling while another thread served";
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // (out of the stand-down)
+    }
     finished.store(true);
     pe.stop();
 }
