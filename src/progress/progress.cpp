@@ -292,8 +292,9 @@ void ProgressEngine::loop() {
             // asleep: 0.26 M puts/s, 9-10 with the probe). The probe comes before every doze
             // of a hook-only stand-down: between its dozes alone, a sparse caller that got the
             // thread down once kept it down (a doze of 200 us or more always sees its next
-            // call). Its price is a wake-up per doze: with the probe for every kind of help,
-            // am latencies were 15-20 % slower (docs/progress.md).
+            // call). Its price is a wake-up per doze: am latencies with the target inside
+            // MPI_Barrier ~16 % slower (the probe for every kind of help cost PSCW and fence
+            // as much again; docs/progress.md).
             bool helping = helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
             const bool hooked = hook_helped_.load(std::memory_order_relaxed) && hook_helped_.exchange(false, std::memory_order_relaxed);
             if (!helping && hooked) {
