@@ -116,7 +116,9 @@ void ProgressEngine::mark_helped() {
 }
 
 void ProgressEngine::mark_hook_helped() {
-    if (!t_progress_thread && !hook_helped_.load(std::memory_order_relaxed)) hook_helped_.store(true, std::memory_order_relaxed);
+    // A plain load and store, not a read-modify-write: two threads in MPI at once may lose a
+    // count, which only the rate estimate sees; the line stays in the caller's cache.
+    if (!t_progress_thread) hook_calls_.store(hook_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 std::optional<Poll> ProgressEngine::help() {
@@ -269,6 +271,7 @@ void ProgressEngine::loop() {
     const std::uint64_t max_doze_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
     const std::uint64_t first_doze_ns = std::min<std::uint64_t>(50000, max_doze_ns);
     std::uint64_t doze_ns = 0;  // 0: not standing down
+    std::uint64_t hook_calls_seen = 0, hook_look_ns = now_ns();  // the hook's count at the last look, and when
     // The quiet after a burst that answered an origin (FASTRMA_POLL_PREDICT): a stream with
     // regular pauses (an origin that computes between epochs) needs no 1, 2, 4 ... us
     // wake-ups at the start of each pause, each costing a VM 7-50 us of CPU.
@@ -284,26 +287,21 @@ void ProgressEngine::loop() {
         // An application thread is waiting and serving (help()): leave the cores to it.
         if (max_doze_ns && !stop_.load(std::memory_order_acquire)) {
             // A waiter in a synchronization call or a flush helps without pause: stand down at
-            // once. The host-progress hook's marks come from any MPI call of any thread: only
-            // a thread that keeps calling stands us down, which a probe tells (a second mark
-            // within kHelpProbeNs). One that enters MPI now and then (an MPI_Test in a compute
-            // loop every 200 us) serves only then, and standing down for it made every am
-            // request wait for its next MPI call (rma_suite rate over am with the target
-            // asleep: 0.26 M puts/s, 9-10 with the probe). The probe comes before every doze
-            // of a hook-only stand-down: between its dozes alone, a sparse caller that got the
-            // thread down once kept it down (a doze of 200 us or more always sees its next
-            // call). Its price is a wake-up per doze: am latencies with the target inside
-            // MPI_Barrier ~16 % slower (the probe for every kind of help cost PSCW and fence
-            // as much again; docs/progress.md).
+            // once. The host-progress hook runs in any MPI call of any thread: its calls stand
+            // us down only while they come at least every kHookGapNs on average since the
+            // last look. One that enters MPI now and then (an MPI_Test in a compute loop every
+            // 200 us) serves only then, and standing down for it made every am request wait
+            // for its next MPI call (rma_suite rate over am with the target asleep: 0.26 M
+            // puts/s). A count and a clock read per look, no wake-up: a first version slept a
+            // probe for a second call before every doze and cost am latencies with the target
+            // in MPI_Barrier ~16 % (docs/progress.md).
             bool helping = helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
-            const bool hooked = hook_helped_.load(std::memory_order_relaxed) && hook_helped_.exchange(false, std::memory_order_relaxed);
-            if (!helping && hooked) {
-                sleeping_.store(true, std::memory_order_release);
-                BellPage::wait(bell_, bell, long(kHelpProbeNs));
-                sleeping_.store(false, std::memory_order_release);
-                helping = hook_helped_.exchange(false, std::memory_order_relaxed);
-                helping = helped_.exchange(false, std::memory_order_relaxed) || helping;
-                // (bell stays as loaded: a ring during the probe cuts the doze short)
+            const std::uint64_t calls = hook_calls_.load(std::memory_order_relaxed);
+            if (calls != hook_calls_seen) {
+                const std::uint64_t now = now_ns();
+                helping = helping || (calls - hook_calls_seen >= 2 && (calls - hook_calls_seen) * kHookGapNs >= now - hook_look_ns);
+                hook_calls_seen = calls;
+                hook_look_ns = now;
             }
             if (helping) {
                 doze_ns = doze_ns ? std::min(2 * doze_ns, max_doze_ns) : first_doze_ns;

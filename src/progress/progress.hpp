@@ -95,8 +95,8 @@ struct Placement {
 
 class ProgressEngine {
 public:
-    // A hook help must come again within this for the thread to stand down (loop()).
-    static constexpr std::uint64_t kHelpProbeNs = 50000;
+    // Hook calls stand the thread down while their mean gap is at most this (loop()).
+    static constexpr std::uint64_t kHookGapNs = 50000;
     using Poller = std::function<Poll()>;
 
     // local_index, local_size: this process's position among the ranks of its node, and
@@ -138,8 +138,8 @@ public:
     void mark_helped();
     // The same from the host-progress hook, which runs in every MPI call of any thread: a
     // thread blocked in MPI calls it without pause, one that tests now and then (an
-    // MPI_Test in a compute loop) only then. So its marks stand the thread down only after
-    // a probe (loop(): a second one within kHelpProbeNs).
+    // MPI_Test in a compute loop) only then. So it counts its calls, and they stand the
+    // thread down only while they come on average at least every kHookGapNs (loop()).
     void mark_hook_helped();
     std::optional<Poll> help();  // stands the progress thread down (loop(): dozes up to FASTRMA_STAND_DOWN_US)
 
@@ -199,7 +199,7 @@ private:
     std::atomic<std::uint64_t> stand_downs_{0};
     std::atomic<std::uint64_t> predictions_{0};
     std::atomic<bool> helped_{false};  // a thread served for us since the loop last looked
-    std::atomic<bool> hook_helped_{false};  // ... from the host-progress hook (mark_hook_helped)
+    std::atomic<std::uint64_t> hook_calls_{0};  // calls of the host-progress hook (mark_hook_helped; a count, not exact)
 };
 
 }  // namespace fastrma::detail
