@@ -199,7 +199,10 @@ private:
     std::atomic<std::uint64_t> stand_downs_{0};
     std::atomic<std::uint64_t> predictions_{0};
     std::atomic<bool> helped_{false};  // a thread served for us since the loop last looked
-    std::atomic<std::uint64_t> hook_calls_{0};  // calls of the host-progress hook (mark_hook_helped; a count, not exact)
+    // Calls of the host-progress hook (mark_hook_helped; a count, not exact): written in every
+    // MPI call of a thread inside MPI, so on a cache line of its own (the last member: the
+    // rest of its line is the class's tail padding).
+    alignas(64) std::atomic<std::uint64_t> hook_calls_{0};
 };
 
 }  // namespace fastrma::detail
