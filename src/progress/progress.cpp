@@ -299,7 +299,9 @@ void ProgressEngine::loop() {
             const std::uint64_t calls = hook_calls_.load(std::memory_order_relaxed);
             if (calls != hook_calls_seen) {
                 const std::uint64_t now = now_ns();
-                helping = helping || (calls - hook_calls_seen >= 2 && (calls - hook_calls_seen) * kHookGapNs >= now - hook_look_ns);
+                // (signed: racing callers' lost counts may even step it back)
+                const std::int64_t n = std::int64_t(calls - hook_calls_seen);
+                helping = helping || (n >= 2 && std::uint64_t(n) * kHookGapNs >= now - hook_look_ns);
                 hook_calls_seen = calls;
                 hook_look_ns = now;
             }
