@@ -132,9 +132,8 @@ public:
     // Returns nullopt when another thread is inside the pollers (the caller may be that
     // thread, re-entered from a poller that waits: it must then serve what it waits for
     // itself, or two processes waiting on each other would stop serving).
-    // A thread other than the progress thread is serving (an am waiter serving its own
-    // endpoint, the host's progress loop calling ours): stand down as after a help. A no-op
-    // on the progress thread itself.
+    // A thread other than the progress thread is serving without pause (an am flush waiter
+    // serving its endpoints): stand down as after a help. A no-op on the progress thread itself.
     void mark_helped();
     // The same from the host-progress hook, which runs in every MPI call of any thread: a
     // thread blocked in MPI calls it without pause, one that tests now and then (an
