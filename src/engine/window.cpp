@@ -481,6 +481,9 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
         w->host_hooked_ = host_progress_add(ep, [ep, pe] { pe->mark_hook_helped(); return ep->poll(); });
         if (w->host_hooked_) w->endpoint_->set_on_wait([pe] { pe->mark_helped(); });
     }
+    // Who else serves while an application thread sits in one of our host collectives
+    // (fence's count exchange, free's barrier): if nobody, those wait serving themselves.
+    w->endpoint_->set_served_elsewhere(w->host_hooked_ || eng.progress().running());
     // Every accumulate on my memory runs in this process (mine directly, others' through
     // the endpoint) with the same code, so one atomicity domain of our own choosing: the
     // striped accumulate lock in my state words, with plain (vectorised) kernels under it.
@@ -560,8 +563,13 @@ int Window::free_collective() {
     }
     // Every member has closed its epochs; after the barrier nobody touches our memory.
     complete_deferred();
-    if (endpoint_) endpoint_->quiesce();  // one-way messages of ours applied, too
-    bs_->barrier();
+    if (endpoint_) {
+        endpoint_->quiesce();  // one-way messages of ours applied, too
+        if (endpoint_->barrier() != MPI_SUCCESS)
+            return raise(MPI_ERR_INTERN, "FRMA_Win_free: the closing barrier over the am communicator failed");
+    } else {
+        bs_->barrier();
+    }
     eng_.progress().remove_poller(poller_id_);
     poller_id_ = 0;
     if (host_hooked_) host_progress_remove(endpoint_.get());

@@ -723,10 +723,18 @@ int AmEndpoint::fence() {
     std::vector<std::uint64_t> sent(static_cast<std::size_t>(nprocs_));
     for (int r = 0; r < nprocs_; ++r) sent[std::size_t(r)] = peers_[std::size_t(r)].sent.load(std::memory_order_relaxed);
     std::uint64_t to_me = 0;
-    // (Requests to us are served meanwhile by the progress thread or the host hook; nothing
-    // here depends on that: every contribution is ready.)
-    if (PMPI_Reduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_) != MPI_SUCCESS)
-        return MPI_ERR_INTERN;
+    // A peer that has not reached its fence yet may be waiting for an answer of ours (a
+    // dynamic window's region table, an atomic): without a progress thread or the host
+    // hook only this thread can give it, so then the exchange is non-blocking and served.
+    if (served_elsewhere_) {
+        if (PMPI_Reduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_) != MPI_SUCCESS)
+            return MPI_ERR_INTERN;
+    } else {
+        MPI_Request rq;
+        if (PMPI_Ireduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_, &rq) != MPI_SUCCESS ||
+            wait_serving(&rq) != MPI_SUCCESS)
+            return MPI_ERR_INTERN;
+    }
     for (unsigned spins = 0; served_.load(std::memory_order_acquire) < to_me; ++spins) {
         if (on_wait_) on_wait_();
         if (!poll() && spins > 64) sched_yield();
@@ -742,6 +750,23 @@ int AmEndpoint::fence() {
 }
 
 void AmEndpoint::quiesce() { flush_all(); }
+
+int AmEndpoint::barrier() {
+    if (served_elsewhere_) return PMPI_Barrier(comm_) == MPI_SUCCESS ? MPI_SUCCESS : MPI_ERR_INTERN;
+    MPI_Request rq;
+    if (PMPI_Ibarrier(comm_, &rq) != MPI_SUCCESS) return MPI_ERR_INTERN;
+    return wait_serving(&rq);
+}
+
+int AmEndpoint::wait_serving(MPI_Request* rq) {
+    for (unsigned spins = 0;; ++spins) {
+        int done = 0;
+        if (PMPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return MPI_ERR_INTERN;
+        if (done) return MPI_SUCCESS;
+        if (on_wait_) on_wait_();
+        if (!poll() && spins > 64) sched_yield();
+    }
+}
 
 void AmEndpoint::flush_local(int rank) {
     Peer& p = peers_[std::size_t(rank)];
