@@ -1,6 +1,8 @@
 // engine.cpp — see engine.hpp.
 #include "engine/engine.hpp"
 
+#include "progress/spin_wait.hpp"
+
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -104,7 +106,7 @@ std::string Engine::stats_report() const {
                   "fastrma stats: windows=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
                   "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu locks_parked=%llu bells_rung=%llu "
                   "cma_batched=%llu cma_drains=%llu op_pool_peak=%zu "
-                  "progress_cpu_ms=%.3f progress_pu=%d progress_follow=%d progress_spin_us=%d progress_nice=%d progress_sleeps=%llu progress_predicted_sleeps=%llu\n",
+                  "progress_cpu_ms=%.3f progress_pu=%d progress_follow=%d progress_spin_us=%d progress_nice=%d progress_sleeps=%llu progress_predicted_sleeps=%llu wait_spin_us=%llu\n",
                   (unsigned long long)stat_total(Stat::windows_created),
                   (unsigned long long)stat_total(Stat::puts), (unsigned long long)stat_total(Stat::gets),
                   (unsigned long long)stat_total(Stat::accs), (unsigned long long)stat_total(Stat::fops),
@@ -116,7 +118,8 @@ std::string Engine::stats_report() const {
                   (unsigned long long)stat_total(Stat::cma_batched), (unsigned long long)stat_total(Stat::cma_drains),
                   op_pool_.peak(),
                   double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(), int(progress_.following()), progress_.spin_us(), progress_.nice(),
-                  (unsigned long long)progress_.sleeps(), (unsigned long long)progress_.predictions());
+                  (unsigned long long)progress_.sleeps(), (unsigned long long)progress_.predictions(),
+                  (unsigned long long)(g_wait_spin_ns.load(std::memory_order_relaxed) / 1000));
     return buf;
 }
 

@@ -120,18 +120,30 @@ int Window::complete_request(int r) {
     return drain_batch(cma_batch_if_any(r), r);
 }
 
+namespace {
+int cpuset_pus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+}  // namespace
+
 // FASTRMA_OFFLOAD: a progress thread without a processing unit of its own can only take
 // time from the computation it is meant to overlap (docs/progress.md, measured there).
 std::size_t Window::offload_threshold(Engine& eng, const NodeTopology& topo) {
     const std::string& mode = eng.config().offload;
     if (!eng.offload() || mode == "off") return 0;
-    if (mode == "auto") {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        const int pus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-        if (pus <= int(topo.local_ranks.size())) return 0;
-    }
+    if (mode == "auto" && cpuset_pus() <= int(topo.local_ranks.size())) return 0;
     return eng.config().offload_min;
+}
+
+// FASTRMA_WAIT_SPIN_US (spin_wait.hpp): auto lowers the process's budget for good once a
+// window has more ranks on this node than we have processing units.
+void Window::set_wait_spin(Engine& eng, const NodeTopology& topo) {
+    const int us = eng.config().wait_spin_us;
+    if (us >= 0) g_wait_spin_ns.store(std::uint64_t(us) * 1000, std::memory_order_relaxed);
+    else if (int(topo.local_ranks.size()) > cpuset_pus())
+        g_wait_spin_ns.store(kWaitSpinOversubscribedNs, std::memory_order_relaxed);
 }
 
 Window::~Window() {
@@ -215,6 +227,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     int err = MPI_SUCCESS;
     NodeTopology topo = discover_topology(b);
     w->off_min_ = offload_threshold(eng, topo);
+    set_wait_spin(eng, topo);
     if (size < 0) err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(size));
     else if (disp_unit <= 0)
         err = raise(MPI_ERR_DISP, "%s: disp_unit %d must be positive", call, disp_unit);
@@ -581,13 +594,14 @@ int Window::free_collective() {
 // ---------------------------------------------------------------------------------------
 // Targets and locks
 
-void Window::backoff(unsigned& step, int lock_rank, bool lock_excl) {
+void Window::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
     // While we wait, help: one pass of the progress engine (cheap when there is nothing).
-    // Then yield for a while before sleeping: any sleep costs tens of microseconds of
-    // timer slack, far more than a post, a complete or a lock release takes to arrive.
-    // After kYieldSteps, sleep with exponential back-off up to poll_max_us.
-    constexpr unsigned kSpinSteps = 64;
+    // Spin first (SpinWait: what we wait for is usually microseconds away), then yield for
+    // a while before sleeping: any sleep costs tens of microseconds of timer slack, far
+    // more than a post, a complete or a lock release takes to arrive. After kYieldSteps
+    // yields, sleep with exponential back-off up to poll_max_us.
     constexpr unsigned kYieldSteps = 2000;
+    unsigned& step = pace.step;
     if (!eng_.progress().running()) eng_.progress().progress_once();
     // Over am what we wait for (a post, a complete, a lock grant, a peer's request that
     // must be answered before it can send ours) arrives as a message: serve it here rather
@@ -596,11 +610,13 @@ void Window::backoff(unsigned& step, int lock_rank, bool lock_excl) {
     // and let the progress thread stand down meanwhile (ProgressEngine::help).
     else if (endpoint_) {
         const std::optional<Poll> h = eng_.progress().help();
-        if (h ? *h == Poll::busy : endpoint_->poll()) step = 0;
+        if (h ? *h == Poll::busy : endpoint_->poll()) {
+            step = 0;
+            pace.spin.progressed();
+        }
     }
-    if (step < kSpinSteps) {  // what we wait for is usually a microsecond away
-        ++step;
-        __builtin_ia32_pause();
+    if (!pace.spin.yielding()) {
+        pace.spin.idle();  // a pause, or the first yield once the spin budget is spent
         return;
     }
     if (step < kYieldSteps) {
@@ -753,7 +769,7 @@ int Window::lock(int lock_type, int rank, int assert_) {
     }
     // A lock on ourselves must be granted on return: MPI lets us load and store under it.
     if (rank == rank_) {
-        unsigned us = 0;
+        WaitPace us;
         while (true) {
             {
                 Slot& s = slots_.slot_of(rank);
@@ -770,7 +786,7 @@ int Window::lock(int lock_type, int rank, int assert_) {
 
 int Window::wait_target(int rank, SyncFlag flag, bool remove) {
     const char* call = remove ? "FRMA_Win_unlock" : "FRMA_Win_flush";
-    unsigned us = 0;
+    WaitPace us;
     Slot& s = slots_.slot_of(rank);
     while (true) {
         std::unique_lock sl(s.mu);
@@ -851,7 +867,7 @@ int Window::lock_all(int assert_) {
 }
 
 int Window::ensure_lock_all() {
-    unsigned us = 0;
+    WaitPace us;
     while (true) {
         {
             std::lock_guard lk(epoch_mu_);
@@ -1087,7 +1103,7 @@ Op* Window::alloc_op() {
         // Both pools are exhausted: force out the queued ops of the fullest target.
         bump(Stat::gc_runs);
         if (!collect_garbage()) {
-            unsigned us = 1;
+            WaitPace us;
             backoff(us);  // another thread's ops hold the pool; they drain soon
         }
     }
@@ -1104,7 +1120,7 @@ bool Window::collect_garbage() {
     }
     if (victim < 0) return false;
     // A local flush of the victim: wait for its lock (helping progress) and issue its queue.
-    unsigned us = 0;
+    WaitPace us;
     Slot& s = slots_.slot_of(victim);
     while (true) {
         std::unique_lock sl(s.mu);
@@ -1420,14 +1436,14 @@ int Window::start(const std::vector<int>& group, int assert_) {
     // requests until its post (AmEndpoint::post_to).
     for (int g : group) {
         if (am_peer(g)) {
-            unsigned us = 0;
+            WaitPace us;
             while (!endpoint_->may_start(g)) backoff(us);
             endpoint_->begin_access(g);
             continue;
         }
         const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
         const std::uint64_t bit = 1ull << (g % 64);
-        unsigned us = 0;
+        WaitPace us;
         while (!(__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit)) backoff(us);
         __atomic_fetch_and(my_word(w), ~bit, __ATOMIC_ACQ_REL);
     }
@@ -1471,7 +1487,7 @@ int Window::test_exposure(bool* done) {
 }
 
 int Window::wait_exposure() {
-    unsigned us = 0;
+    WaitPace us;
     for (;;) {
         bool done = false;
         if (int rc = test_exposure(&done)) return rc;

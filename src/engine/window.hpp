@@ -34,6 +34,7 @@
 #include "ops/slot_table.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
+#include "progress/spin_wait.hpp"
 #include "transport/am.hpp"
 #include "transport/shm_segment.hpp"
 
@@ -234,9 +235,13 @@ private:
     bool collect_garbage();
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
     int wait_target(int rank, SyncFlag flag, bool remove);  // flush / unlock core
-    // step: 0 at the start of a wait; lock_rank >= 0: waiting for that rank's lock (and, if
-    // lock_excl, the master's): register for its releaser's doorbell before dozing.
-    void backoff(unsigned& step, int lock_rank = -1, bool lock_excl = false);
+    // One per wait (fresh at its start); lock_rank >= 0: waiting for that rank's lock (and,
+    // if lock_excl, the master's): register for its releaser's doorbell before dozing.
+    struct WaitPace {
+        SpinWait spin;      // the spin phase
+        unsigned step = 0;  // yields, then sleeps, since the spin phase ended
+    };
+    void backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
     bool try_lock(Target* t);             // one attempt at t's lock words
     bool try_lock_all_once();             // one attempt at lock_all
     void register_lock_wait(int rank);    // my bit in rank's lock-waiter bitmap
@@ -292,6 +297,7 @@ private:
     // sequence this window queued, and the first error of a queued transfer.
     std::size_t off_min_ = 0;  // 0: this window never offloads
     static std::size_t offload_threshold(Engine& eng, const NodeTopology& topo);
+    static void set_wait_spin(Engine& eng, const NodeTopology& topo);
     std::size_t off_wake_min_ = 0;
     bool offload_now(std::uint64_t bytes) const {
         return off_min_ && bytes >= off_min_ && (bytes >= off_wake_min_ || eng_.progress().awake());

@@ -11,6 +11,7 @@
 #include "engine/stats.hpp"
 #include "progress/host_progress.hpp"
 #include "progress/progress.hpp"
+#include "progress/spin_wait.hpp"
 #include "transport/copy.hpp"
 
 namespace fastrma::detail {
@@ -362,7 +363,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
 template <class Done>
 void AmEndpoint::wait_until(int rank, Done done) {
     Peer& p = peers_[std::size_t(rank)];
-    for (unsigned spins = 0;; ++spins) {
+    for (SpinWait pace;;) {
         {
             std::lock_guard lk(p.mu);
             reap(p);
@@ -371,7 +372,7 @@ void AmEndpoint::wait_until(int rank, Done done) {
         // Serve others while waiting: a target that is itself waiting on us must progress
         // even when no progress thread runs.
         if (on_wait_) on_wait_();
-        if (!poll() && spins > 16) sched_yield();
+        if (!poll()) pace.idle();
     }
 }
 
@@ -402,11 +403,11 @@ void AmEndpoint::complete_sends(int rank) {
 }
 
 void AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs) {
-    for (unsigned spins = 0; !rqs.empty(); ++spins) {
+    for (SpinWait pace; !rqs.empty();) {
         int done = 0;
         PMPI_Testall(int(rqs.size()), rqs.data(), &done, MPI_STATUSES_IGNORE);
         if (done) return;
-        if (!poll() && spins > 16) sched_yield();
+        if (!poll()) pace.idle();
     }
 }
 
@@ -735,9 +736,9 @@ int AmEndpoint::fence() {
             wait_serving(&rq) != MPI_SUCCESS)
             return MPI_ERR_INTERN;
     }
-    for (unsigned spins = 0; served_.load(std::memory_order_acquire) < to_me; ++spins) {
+    for (SpinWait pace; served_.load(std::memory_order_acquire) < to_me;) {
         if (on_wait_) on_wait_();
-        if (!poll() && spins > 64) sched_yield();
+        if (!poll()) pace.idle();
     }
     {
         std::lock_guard lk(serve_mu_);
@@ -759,12 +760,12 @@ int AmEndpoint::barrier() {
 }
 
 int AmEndpoint::wait_serving(MPI_Request* rq) {
-    for (unsigned spins = 0;; ++spins) {
+    for (SpinWait pace;;) {
         int done = 0;
         if (PMPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return MPI_ERR_INTERN;
         if (done) return MPI_SUCCESS;
         if (on_wait_) on_wait_();
-        if (!poll() && spins > 64) sched_yield();
+        if (!poll()) pace.idle();
     }
 }
 
