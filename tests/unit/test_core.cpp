@@ -31,6 +31,7 @@
 #include "ops/state_words.hpp"
 #include "progress/offload.hpp"
 #include "progress/progress.hpp"
+#include "progress/spin_wait.hpp"
 #include "transport/shm.hpp"
 #include "transport/shm_segment.hpp"
 
@@ -151,6 +152,33 @@ TEST(ShmSegment, SweepRemovesNamesOfDeadCreators) {
     close(fd);
     EXPECT_GE(sweep_stale_segments(), 1);
     EXPECT_NE(access((std::string("/dev/shm") + name).c_str(), F_OK), 0);
+}
+
+// A waiter spins (no yield) until its time budget is spent, counted from its first idle
+// pass, then yields on every pass; progress starts the budget over.
+TEST(SpinWait, SpinsForItsBudgetThenYieldsAndStartsOverOnProgress) {
+    const std::uint64_t saved = g_wait_spin_ns.load();
+    g_wait_spin_ns.store(5'000'000);  // 5 ms
+    SpinWait w;
+    const std::uint64_t t0 = now_ns();
+    while (now_ns() - t0 < 1'000'000) {
+        w.idle();
+        ASSERT_FALSE(w.yielding()) << "yielded within the budget, after " << (now_ns() - t0) << " ns";
+    }
+    while (!w.yielding()) {
+        w.idle();
+        ASSERT_LT(now_ns() - t0, 2'000'000'000ull) << "never yields";
+    }
+    EXPECT_GE(now_ns() - t0, 5'000'000ull) << "yields before its budget";
+    w.progressed();
+    EXPECT_FALSE(w.yielding());
+    g_wait_spin_ns.store(0);  // no budget: yields at the first clock check (16 passes)
+    SpinWait z;
+    for (int i = 0; i < 15; ++i) z.idle();
+    EXPECT_FALSE(z.yielding());
+    z.idle();
+    EXPECT_TRUE(z.yielding());
+    g_wait_spin_ns.store(saved);
 }
 
 TEST(Progress, RunsPollersSleepsWhenIdleAndWakesOnTheDoorbell) {
