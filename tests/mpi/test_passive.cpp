@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -21,6 +23,7 @@
 #include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
 #include "engine/window.hpp"
+#include "progress/spin_wait.hpp"
 
 namespace {
 
@@ -1173,6 +1176,29 @@ TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
     if (GetParam() == Flavor::create && n > 1 && !window_of(w.win)->uses_am()) {
         EXPECT_GT(stat_total(Stat::cma_batched), batched0 + 2 * kRun);
     }
+}
+
+// FASTRMA_WAIT_SPIN_US=auto (spin_wait.hpp): a waiter spins 20 us before it yields, 2 us
+// once a window has more ranks on this node than the rank's cpuset has processing units
+// (the thread that will answer may need this one's core). Run at 1..4 ranks on 2 PUs, this
+// sees both branches.
+TEST(Waiting, SpinBudgetFollowsRanksOnTheNodeAgainstTheCpuset) {
+    MPI_Comm node;
+    ASSERT_EQ(MPI_SUCCESS, MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    int local = 0;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ASSERT_EQ(0, sched_getaffinity(0, sizeof set, &set));
+    const int pus = CPU_COUNT(&set);
+    using namespace fastrma::detail;
+    std::uint64_t want = local > pus ? kWaitSpinOversubscribedNs : kWaitSpinNs;
+    if (const char* v = std::getenv("FASTRMA_WAIT_SPIN_US"); v && std::strcmp(v, "auto") != 0)
+        want = std::uint64_t(std::atol(v)) * 1000;
+    TestWin w(Flavor::allocate, 64);
+    EXPECT_EQ(g_wait_spin_ns.load(), want) << local << " ranks on the node, " << pus << " PUs";
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
