@@ -1,14 +1,13 @@
 // engine.cpp — see engine.hpp.
 #include "engine/engine.hpp"
 
-#include "progress/spin_wait.hpp"
-
 #include <cstdio>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "engine/errors.hpp"
+#include "progress/spin_wait.hpp"
 #include "transport/am.hpp"
 #include "transport/shm.hpp"
 #include "transport/shm_segment.hpp"

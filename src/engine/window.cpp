@@ -769,14 +769,14 @@ int Window::lock(int lock_type, int rank, int assert_) {
     }
     // A lock on ourselves must be granted on return: MPI lets us load and store under it.
     if (rank == rank_) {
-        WaitPace us;
+        WaitPace pace;
         while (true) {
             {
                 Slot& s = slots_.slot_of(rank);
                 std::lock_guard sl(s.mu);
                 if (try_acquire(t)) return MPI_SUCCESS;
             }
-            backoff(us, rank, lock_type != MPI_LOCK_SHARED);
+            backoff(pace, rank, lock_type != MPI_LOCK_SHARED);
         }
     }
     // Remote: return LOCK_CALLED; the progress thread retries and issues queued ops.
@@ -786,7 +786,7 @@ int Window::lock(int lock_type, int rank, int assert_) {
 
 int Window::wait_target(int rank, SyncFlag flag, bool remove) {
     const char* call = remove ? "FRMA_Win_unlock" : "FRMA_Win_flush";
-    WaitPace us;
+    WaitPace pace;
     Slot& s = slots_.slot_of(rank);
     while (true) {
         std::unique_lock sl(s.mu);
@@ -804,7 +804,7 @@ int Window::wait_target(int rank, SyncFlag flag, bool remove) {
         if (t->state != AccessState::lock_granted && !try_acquire(t)) {
             const bool excl = t->lock_type != MPI_LOCK_SHARED;
             sl.unlock();
-            backoff(us, rank, excl);
+            backoff(pace, rank, excl);
             continue;
         }
         int rc = drain(t);
@@ -867,7 +867,7 @@ int Window::lock_all(int assert_) {
 }
 
 int Window::ensure_lock_all() {
-    WaitPace us;
+    WaitPace pace;
     while (true) {
         {
             std::lock_guard lk(epoch_mu_);
@@ -881,7 +881,7 @@ int Window::ensure_lock_all() {
             }
             bump(Stat::lock_retries);
         }
-        backoff(us, 0, false);
+        backoff(pace, 0, false);
     }
 }
 
@@ -1103,8 +1103,8 @@ Op* Window::alloc_op() {
         // Both pools are exhausted: force out the queued ops of the fullest target.
         bump(Stat::gc_runs);
         if (!collect_garbage()) {
-            WaitPace us;
-            backoff(us);  // another thread's ops hold the pool; they drain soon
+            WaitPace pace;
+            backoff(pace);  // another thread's ops hold the pool; they drain soon
         }
     }
 }
@@ -1120,7 +1120,7 @@ bool Window::collect_garbage() {
     }
     if (victim < 0) return false;
     // A local flush of the victim: wait for its lock (helping progress) and issue its queue.
-    WaitPace us;
+    WaitPace pace;
     Slot& s = slots_.slot_of(victim);
     while (true) {
         std::unique_lock sl(s.mu);
@@ -1133,7 +1133,7 @@ bool Window::collect_garbage() {
         const int lr = t->rank;
         const bool excl = t->lock_type != MPI_LOCK_SHARED;
         sl.unlock();
-        backoff(us, lr, excl);
+        backoff(pace, lr, excl);
     }
 }
 
@@ -1436,15 +1436,15 @@ int Window::start(const std::vector<int>& group, int assert_) {
     // requests until its post (AmEndpoint::post_to).
     for (int g : group) {
         if (am_peer(g)) {
-            WaitPace us;
-            while (!endpoint_->may_start(g)) backoff(us);
+            WaitPace pace;
+            while (!endpoint_->may_start(g)) backoff(pace);
             endpoint_->begin_access(g);
             continue;
         }
         const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
         const std::uint64_t bit = 1ull << (g % 64);
-        WaitPace us;
-        while (!(__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit)) backoff(us);
+        WaitPace pace;
+        while (!(__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit)) backoff(pace);
         __atomic_fetch_and(my_word(w), ~bit, __ATOMIC_ACQ_REL);
     }
     return MPI_SUCCESS;
@@ -1487,12 +1487,12 @@ int Window::test_exposure(bool* done) {
 }
 
 int Window::wait_exposure() {
-    WaitPace us;
+    WaitPace pace;
     for (;;) {
         bool done = false;
         if (int rc = test_exposure(&done)) return rc;
         if (done) return MPI_SUCCESS;
-        backoff(us);
+        backoff(pace);
     }
 }
 

@@ -371,9 +371,13 @@ void AmEndpoint::wait_until(int rank, Done done) {
         }
         // Serve others while waiting: a target that is itself waiting on us must progress
         // even when no progress thread runs.
-        if (on_wait_) on_wait_();
-        if (!poll()) pace.idle();
+        serve_while_waiting(pace);
     }
+}
+
+void AmEndpoint::serve_while_waiting(SpinWait& pace) {
+    if (on_wait_) on_wait_();
+    if (!poll()) pace.idle();
 }
 
 void AmEndpoint::wait_answer(int rank, std::uint64_t seq) {
@@ -736,10 +740,7 @@ int AmEndpoint::fence() {
             wait_serving(&rq) != MPI_SUCCESS)
             return MPI_ERR_INTERN;
     }
-    for (SpinWait pace; served_.load(std::memory_order_acquire) < to_me;) {
-        if (on_wait_) on_wait_();
-        if (!poll()) pace.idle();
-    }
+    for (SpinWait pace; served_.load(std::memory_order_acquire) < to_me;) serve_while_waiting(pace);
     {
         std::lock_guard lk(serve_mu_);
         complete_data();  // put payloads whose headers were served
@@ -764,8 +765,7 @@ int AmEndpoint::wait_serving(MPI_Request* rq) {
         int done = 0;
         if (PMPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return MPI_ERR_INTERN;
         if (done) return MPI_SUCCESS;
-        if (on_wait_) on_wait_();
-        if (!poll()) pace.idle();
+        serve_while_waiting(pace);
     }
 }
 

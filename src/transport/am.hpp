@@ -57,6 +57,8 @@
 
 namespace fastrma::detail {
 
+class SpinWait;
+
 // What a target's endpoint needs to serve requests against its local part.
 struct AmLocal {
     unsigned char* base = nullptr;    // my window data (dynamic: null, offsets are addresses)
@@ -190,6 +192,8 @@ private:
     void serve(const unsigned char* msg, std::size_t len, int source);
     static void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
     int wait_serving(MPI_Request* rq);          // an application thread's wait (serves)
+    // One idle pass of an application thread's wait: mark the help, serve, pace.
+    void serve_while_waiting(SpinWait& pace);
     bool served_elsewhere_ = true;
     bool start_ring();
     void stop_ring();
