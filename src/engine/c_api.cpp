@@ -321,7 +321,7 @@ int FRMA_Win_unlock_all(FRMA_Win win) {
 }
 int FRMA_Win_flush(int rank, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Win_flush");
-    if (int rc = win->w->fast_flush(rank); rc != Window::kSlowPath) return rc;
+    if (int rc = win->w->fast_flush(rank); rc != Window::kSlowPath) return rc ? win_error(win, rc) : rc;
     return win_error(win, win->w->flush(rank, false));
 }
 int FRMA_Win_flush_all(FRMA_Win win) {
@@ -330,7 +330,7 @@ int FRMA_Win_flush_all(FRMA_Win win) {
 }
 int FRMA_Win_flush_local(int rank, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Win_flush_local");
-    if (int rc = win->w->fast_flush(rank); rc != Window::kSlowPath) return rc;
+    if (int rc = win->w->fast_flush(rank); rc != Window::kSlowPath) return rc ? win_error(win, rc) : rc;
     return win_error(win, win->w->flush(rank, true));
 }
 int FRMA_Win_flush_local_all(FRMA_Win win) {

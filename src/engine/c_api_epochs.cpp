@@ -2,10 +2,13 @@
 // test), shared and dynamic window access, and request-based operations.
 //
 // Requests are generalized requests of the host MPI, so MPI_Wait/Test/Waitall complete
-// them. fastrma finishes the operation before it hands the request out (Window::post with
-// complete_now: on shared memory an issued op is complete), then marks the request
-// complete at once — so the host's wait never depends on fastrma's progress thread, which
-// may be off or may not call MPI.
+// them. The request is handed out as soon as its operation is posted; its Completion marks
+// it complete (MPI_Grequest_complete) when the operation is complete at the origin — at
+// once when it completed at post (shared memory), else from the progress thread or from
+// the host MPI's progress loop (the host-progress hook) running inside the caller's own
+// MPI_Wait/Test. Where neither polls, or the host MPI is not at MPI_THREAD_MULTIPLE (the
+// completion would call MPI from another thread), the operation completes before the
+// request is handed out. The error the operation met is the status's MPI_ERROR.
 #include <fastrma/fastrma.h>
 
 #include <numeric>
@@ -34,25 +37,55 @@ int to_window_ranks(FRMA_Win win, MPI_Group group, const char* call, std::vector
     return MPI_SUCCESS;
 }
 
-int query_fn(void*, MPI_Status* status) {
+// The state of one request: its handle, and the error its operation met.
+class RequestCompletion final : public Completion {
+public:
+    MPI_Request rq = MPI_REQUEST_NULL;
+    int err = MPI_SUCCESS;
+    void signal(int e) override {
+        err = e;
+        PMPI_Grequest_complete(rq);
+    }
+    bool any_thread() const override {
+        static const bool multiple = [] {
+            int level = MPI_THREAD_SINGLE;
+            PMPI_Query_thread(&level);
+            return level == MPI_THREAD_MULTIPLE;
+        }();
+        return multiple;
+    }
+};
+
+int query_fn(void* state, MPI_Status* status) {
     PMPI_Status_set_elements(status, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(status, 0);
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
+    status->MPI_ERROR = static_cast<RequestCompletion*>(state)->err;
+    return static_cast<RequestCompletion*>(state)->err;
+}
+int free_fn(void* state) {
+    delete static_cast<RequestCompletion*>(state);
     return MPI_SUCCESS;
 }
-int free_fn(void*) { return MPI_SUCCESS; }
 int cancel_fn(void*, int) { return MPI_SUCCESS; }
 
-// rc is the result of posting the operation with complete_now.
-int finish_request(FRMA_Win win, int rc, MPI_Request* request) {
-    if (rc) {
+// Starts the request, posts op with it, hands it out.
+int post_request(FRMA_Win win, const OpRequest& op, MPI_Request* request) {
+    auto* c = new RequestCompletion;
+    if (int e = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, c, &c->rq)) {
+        delete c;
+        *request = MPI_REQUEST_NULL;
+        return win_error(win, raise(e, "%s: the host MPI refused a generalized request", op.call));
+    }
+    *request = c->rq;  // before the post: a completion on another thread may come first
+    if (int rc = win->w->post(op, c)) {
+        MPI_Request rq = c->rq;
+        PMPI_Grequest_complete(rq);
+        PMPI_Request_free(&rq);  // frees c
         *request = MPI_REQUEST_NULL;
         return win_error(win, rc);
     }
-    int e = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, nullptr, request);
-    if (e == MPI_SUCCESS) e = PMPI_Grequest_complete(*request);
-    if (e) return win_error(win, raise(e, "request-based operation: the host MPI refused a generalized request"));
     return MPI_SUCCESS;
 }
 
@@ -125,18 +158,18 @@ int FRMA_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_dat
               int target_rank, MPI_Aint target_disp, int target_count,
               MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Rput");
-    return finish_request(win, win->w->post(OpRequest::make(
+    return post_request(win, OpRequest::make(
         RmaKind::put, "FRMA_Rput", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype), true), request);
+        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype), request);
 }
 
 int FRMA_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
               int target_rank, MPI_Aint target_disp, int target_count,
               MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Rget");
-    return finish_request(win, win->w->post(OpRequest::make(
+    return post_request(win, OpRequest::make(
         RmaKind::get, "FRMA_Rget", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype), true), request);
+        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype), request);
 }
 
 int FRMA_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
@@ -144,9 +177,9 @@ int FRMA_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype ori
                      MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win,
                      MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Raccumulate");
-    return finish_request(win, win->w->post(OpRequest::make(
+    return post_request(win, OpRequest::make(
         RmaKind::acc, "FRMA_Raccumulate", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype, op), true), request);
+        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype, op), request);
 }
 
 int FRMA_Rget_accumulate(const void* origin_addr, int origin_count,
@@ -155,10 +188,10 @@ int FRMA_Rget_accumulate(const void* origin_addr, int origin_count,
                          int target_count, MPI_Datatype target_datatype, MPI_Op op,
                          FRMA_Win win, MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Rget_accumulate");
-    return finish_request(win, win->w->post(OpRequest::make(
+    return post_request(win, OpRequest::make(
         RmaKind::get_acc, "FRMA_Rget_accumulate", origin_addr, origin_count, origin_datatype,
         result_addr, result_count, result_datatype, target_rank, target_disp, target_count,
-        target_datatype, op), true), request);
+        target_datatype, op), request);
 }
 
 }  // extern "C"

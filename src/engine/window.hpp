@@ -29,6 +29,7 @@
 #include "engine/engine.hpp"
 #include "engine/stats.hpp"
 #include "ops/cma_batch.hpp"
+#include "ops/completion.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/slot_table.hpp"
@@ -126,9 +127,12 @@ public:
     int flush_all(bool local);
     int sync();
 
-    // Communication. complete_now: the op must be complete locally when this returns
-    // (request-based operations), so it is never left queued.
-    int post(const OpRequest& rq, bool complete_now = false);
+    // Communication. done (request-based operations): signalled once the op is complete at
+    // the origin — at once when it completes at post, else by poll_requests() (the progress
+    // thread, or a thread in the host MPI's progress loop) — when someone polls and
+    // done->any_thread(); otherwise the op is completed before this returns. On an error
+    // return done was not signalled; on success it is, exactly once.
+    int post(const OpRequest& rq, Completion* done = nullptr);
 
     // Fast paths (window_fast.hpp): the common case of a lock_all epoch, a predefined
     // type, a mapped target and an in-range displacement, in a few dozen instructions.
@@ -328,6 +332,24 @@ private:
     int drain_cma();
     int wait_offloads();
     int complete_request(int r);  // a request-based op to r: complete before it is handed out
+    // Request-based operations in flight: each waits for its transport's completion token.
+    struct PendingRequest {
+        Completion* done;
+        int rank;
+        std::uint64_t token;
+    };
+    SpinLock req_mu_;
+    std::vector<PendingRequest> requests_;  // (req_mu_)
+    std::atomic<int> n_requests_{0};
+    bool requests_polled_ = false;  // a progress thread or the host hook runs poll_requests
+    // After the op of a request was issued to rank: signal done now, or track its token.
+    // Non-zero: an error, done not signalled.
+    int track_request(int rank, Completion* done);
+    void finish_requests();  // every op complete (free): signal what is still tracked
+public:
+    // Signals the tracked requests whose operations completed; true if any. Never blocks.
+    bool poll_requests();
+private:
 public:
     // Completion of what this window left in flight (flush, unlock, unlock_all, fence,
     // complete, free): the batched transfers to unmapped peers, then every offloaded copy.

@@ -16,6 +16,7 @@ namespace fastrma::detail {
 
 struct TypeInfo;
 class Layout;
+class Completion;
 
 enum class RmaKind : std::uint8_t { put, get, acc, get_acc, fop, cas };
 
@@ -33,6 +34,7 @@ struct Op {
     void* result = nullptr;
     const void* compare = nullptr;
     std::uint64_t offset = 0;        // byte offset in the target's window part
+    Completion* done = nullptr;      // request-based operations: signalled once complete
     Op* next = nullptr;
     void* home = nullptr;            // the pool it came from
 };

@@ -231,11 +231,12 @@ void AmEndpoint::reap(Peer& p) {
 
 std::uint64_t AmEndpoint::send(int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
                                std::size_t data_len, void* answer_buf, std::size_t answer_len,
-                               int answer_src_page) {
+                               int answer_src_page, bool reap_first) {
     Peer& p = peers_[std::size_t(rank)];
     std::lock_guard lk(p.mu);
     send_batch(p, rank, Ack::none);  // what was batched goes first: order per target
-    return send_locked(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len, answer_src_page);
+    return send_locked(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len, answer_src_page,
+                       reap_first);
 }
 
 void AmEndpoint::send_batch(Peer& p, int rank, Ack ack) {
@@ -301,14 +302,14 @@ bool AmEndpoint::send_old_batches() {
 
 std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
                                       const void* data, std::size_t data_len, void* answer_buf,
-                                      std::size_t answer_len, int answer_src_page) {
+                                      std::size_t answer_len, int answer_src_page, bool reap_first) {
     auto* h = reinterpret_cast<Header*>(msg.data());
     // One pass over what is in flight while a large message or answer is on its way: it is
     // the host's progress for them, whose rendezvous advance only inside an MPI call of
     // ours (not reaping made a 1 MiB accumulate, 32 messages, 2.5x slower and a
     // get_accumulate 2x). Small messages leave eagerly: their sends and acks are reaped at
     // the next flush (or every 64 sends), two MPI calls per small put saved.
-    if (p.big_in_flight || p.send_rq.size() >= 64) reap(p);
+    if ((reap_first && p.big_in_flight) || p.send_rq.size() >= 64) reap(p);
     auto page_tag = [](const void* b, std::size_t n) -> std::uint32_t {
         return b && n >= kPageOffsetMin ? std::uint32_t(reinterpret_cast<std::uintptr_t>(b) & 4095) + 1 : 0;
     };
@@ -504,7 +505,7 @@ Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
             std::memcpy(msg.data() + sizeof h, seg, 16);
             const int src_page = int((peer_page_[std::size_t(rank)] + chunks[i].offset + off) & 4095);
             send(rank, std::move(msg), Ack::always, nullptr, 0, static_cast<unsigned char*>(chunks[i].local) + off,
-                 len, src_page);
+                 len, src_page, false);
             throttle(rank);
         }
     }
@@ -675,7 +676,7 @@ Post AmEndpoint::read_state(int rank, std::size_t word, std::size_t count, std::
     return Post::done;
 }
 
-std::uint64_t AmEndpoint::flush_start(int rank) {
+std::uint64_t AmEndpoint::flush_start(int rank, bool reap_first) {
     Peer& p = peers_[std::size_t(rank)];
     std::uint64_t upto;
     bool tail_answered;
@@ -684,7 +685,7 @@ std::uint64_t AmEndpoint::flush_start(int rank) {
         // The batch asks for the answer this flush needs: with another thread's ack in
         // flight, Ack::maybe would leave it unanswered and cost a flush request of its own.
         send_batch(p, rank, Ack::always);
-        reap(p);
+        if (reap_first) reap(p);
         upto = p.sent.load(std::memory_order_relaxed);
         tail_answered = !p.answers.empty() && p.answers.back().seq == upto;
     }
@@ -709,6 +710,17 @@ void AmEndpoint::flush_finish(int rank, std::uint64_t upto) {
 }
 
 void AmEndpoint::flush(int rank) { flush_finish(rank, flush_start(rank)); }
+
+bool AmEndpoint::reached(int rank, std::uint64_t upto) {
+    // As flush_finish's test; the target answered after applying every earlier request, so
+    // the payloads sent from origin buffers have arrived as well.
+    Peer& p = peers_[std::size_t(rank)];
+    std::unique_lock lk(p.mu, std::try_to_lock);
+    if (!lk.owns_lock()) return false;
+    reap(p);
+    if (p.answered.load(std::memory_order_acquire) < upto) return false;
+    return p.answers.empty() || p.answers.front().seq > upto;
+}
 
 void AmEndpoint::flush_all() {
     // Every target's request leaves before any answer is waited for: one round trip for a

@@ -139,6 +139,10 @@ public:
     void begin_access(int rank);
     void end_access(int rank);
     void flush(int rank);
+    // Transport::mark / reached: the flush that covers every request to rank so far,
+    // requested (flush_start); whether its answers are in (try-locks: never blocks).
+    std::uint64_t mark(int rank) { return flush_start(rank, false); }
+    bool reached(int rank, std::uint64_t upto);
     void flush_all();            // every peer: all requests out first, then all answers
     // MPI_Win_fence over am (collective): what this process sent leaves, one
     // MPI_Reduce_scatter_block of the request counts tells each process how many requests
@@ -272,12 +276,16 @@ private:
     // Returns the request's sequence number.
     std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack,
                        const void* data = nullptr, std::size_t data_len = 0,
-                       void* answer_buf = nullptr, std::size_t answer_len = 0, int answer_src_page = -1);
+                       void* answer_buf = nullptr, std::size_t answer_len = 0, int answer_src_page = -1,
+                       bool reap_first = true);
     // answer_src_page: the page offset of the answer's data at the target (a get), so that
     // an answer buffer at a slow distance from it is received through a bounce buffer.
     std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
                               const void* data, std::size_t data_len, void* answer_buf,
-                              std::size_t answer_len, int answer_src_page = -1);
+                              std::size_t answer_len, int answer_src_page = -1, bool reap_first = true);
+    // reap_first: one pass over what is in flight before sending when large messages are
+    // on their way (their rendezvous advances only inside our MPI calls). A get leaves
+    // without it: the host would pull the previous pieces' data inside the posting call.
     void reap(Peer& p);                 // p.mu held: drop completed sends and answers
     void reap_answers(Peer& p);
     void reap_sends(Peer& p);
@@ -288,7 +296,9 @@ private:
     void note_answered(Peer& p, std::uint64_t seq);
     void throttle(int rank);            // flow control after an unanswered request
     void complete_sends(int rank);
-    std::uint64_t flush_start(int rank);  // flush(): what it must wait for, requested
+    // flush(): what it must wait for, requested. reap_first: take in the answers that have
+    // arrived first (mark() does not: the host would move pending answers' data inside it).
+    std::uint64_t flush_start(int rank, bool reap_first = true);
     void flush_finish(int rank, std::uint64_t upto);
     std::unique_ptr<Peer[]> peers_;
 
@@ -374,6 +384,8 @@ public:
     }
     void lock_request(const PeerRegion& p, LockRequest what) override { ep(p).lock_request(p.rank, what); }
     void release(const PeerRegion& p, const Release* r, std::size_t n) override { ep(p).release(p.rank, r, n); }
+    std::uint64_t mark(const PeerRegion& p) override { return ep(p).mark(p.rank); }
+    bool reached(const PeerRegion& p, std::uint64_t token) override { return ep(p).reached(p.rank, token); }
     void flush(const PeerRegion& p) override { ep(p).flush(p.rank); }
     void flush_local(const PeerRegion& p) override { ep(p).flush_local(p.rank); }
     Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,

@@ -123,6 +123,14 @@ public:
     // ours as far as this process can tell: ops may follow at once.
     enum class LockRequest : std::uint32_t { shared, exclusive, exclusive_with_master };
     virtual void lock_request(const PeerRegion& /*peer*/, LockRequest /*what*/) {}
+    // Completion tokens, for operations that complete on their own (request-based ones):
+    // mark(peer) stands for everything posted to peer so far and requests whatever makes it
+    // complete (an am flush request), without waiting — 0 when all of it is complete now;
+    // reached(peer, token) says, without blocking, whether all of it is complete at the
+    // origin (buffers reusable, fetched data in place). A transport that completes at post:
+    // 0 and always true.
+    virtual std::uint64_t mark(const PeerRegion& /*peer*/) { return 0; }
+    virtual bool reached(const PeerRegion& /*peer*/, std::uint64_t /*token*/) { return true; }
     // Remote completion of everything posted to peer.
     virtual void flush(const PeerRegion& peer) = 0;
     // Local completion: origin buffers reusable, fetched data (gets, old values) in place.
