@@ -9,6 +9,8 @@
 // Invariant: every call is collective over the group except rank()/size()/node_key().
 #pragma once
 
+#include <mpi.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -29,6 +31,9 @@ public:
     virtual std::string node_key() const;
     // A short description for error messages ("MPI communicator", "threads").
     virtual const char* kind() const = 0;
+    // The MPI communicator of the group, for a transport that moves data with MPI messages
+    // (am); MPI_COMM_NULL when the group is not one (threads).
+    virtual MPI_Comm mpi_comm() const { return MPI_COMM_NULL; }
 };
 
 // Which ranks of the group share this process's node (by node_key), in rank order.

@@ -19,6 +19,7 @@ public:
     void barrier() override;
     const char* kind() const override { return "MPI communicator"; }
     MPI_Comm comm() const { return comm_; }
+    MPI_Comm mpi_comm() const override { return comm_; }
     int error() const { return err_; }
 
 private:

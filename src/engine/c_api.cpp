@@ -128,6 +128,7 @@ int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
     const bool noncontig = w->info.alloc_shared_noncontig;
     parse_info(info, &w->info);
     w->info.alloc_shared_noncontig = noncontig;  // what was done, not what was asked
+    w->info_changed();
     auto* h = new fastrma_window;
     h->w = std::move(w);
     h->group = group;

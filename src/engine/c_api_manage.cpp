@@ -158,6 +158,7 @@ int FRMA_Win_set_info(FRMA_Win win, MPI_Info info) {
         if (flag) i.no_locks = std::strcmp(buf, "true") == 0;
     }
     win->w->info = i;
+    win->w->info_changed();
     return MPI_SUCCESS;
 }
 

@@ -8,8 +8,6 @@
 
 #include "engine/errors.hpp"
 #include "progress/spin_wait.hpp"
-#include "transport/am.hpp"
-#include "transport/shm.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
@@ -55,27 +53,6 @@ Engine::~Engine() {
     // The report reads the progress thread's CPU clock, so it comes before the join.
     if (cfg_.stats) std::fprintf(stderr, "%s", stats_report().c_str());
     progress_.stop();  // drains the pollers: every queued copy has run
-}
-
-Transport* Engine::select_transport(const NodeTopology& topo, int rank, bool load_store) const {
-    const int me = topo.local_ranks[std::size_t(topo.my_local_index)];
-    const bool same_node = topo.node_of[std::size_t(rank)] == topo.node_of[std::size_t(me)];
-    const std::string& want = cfg_.transport;
-    if (want != "auto" && want != "shm" && want != "am") {
-        raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am)", want.c_str());
-        return nullptr;
-    }
-    if (rank == me) return &shm_transport();  // my own memory: always direct
-    if (same_node && (want != "am" || load_store)) return &shm_transport();
-    if (load_store) {
-        raise(MPI_ERR_RMA_SHARED, "rank %d is on another node: a shared window needs load/store", rank);
-        return nullptr;
-    }
-    if (want == "shm") {
-        raise(MPI_ERR_UNSUPPORTED_OPERATION, "rank %d is on another node and FASTRMA_TRANSPORT=shm", rank);
-        return nullptr;
-    }
-    return &am_transport();
 }
 
 namespace {

@@ -40,11 +40,6 @@ public:
     Pool<Op>& op_pool() { return op_pool_; }
     Pool<Target>& target_pool() { return target_pool_; }
 
-    // The one place that decides which transport serves a peer. Returns nullptr (and
-    // raise()s) when no transport can reach it.
-    // load_store: the window's contract is load/store (allocate_shared): shared memory only.
-    Transport* select_transport(const NodeTopology& topo, int rank, bool load_store) const;
-
     std::atomic<int>& live_windows() { return live_windows_; }
     // Rings a node-local peer's doorbell (its progress thread and dozing threads wake),
     // mapping its bell page on first use. False if it cannot be reached (no shared bell).

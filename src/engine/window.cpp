@@ -19,37 +19,22 @@
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "progress/host_progress.hpp"
-#include "transport/am.hpp"
-#include "transport/shm.hpp"
-#include "engine/bootstrap_mpi.hpp"
+#include "transport/cma.hpp"
+#include "transport/select.hpp"
 #include "transport/shm_arena.hpp"
 
 namespace fastrma::detail {
 
 namespace {
-
-constexpr std::size_t kAmDataOffset = 2048;  // build_am(): an allocate window's page offset
-
-const char* mode_name(AccessMode m) {
-    switch (m) {
-    case AccessMode::none: return "no epoch";
-    case AccessMode::per_target: return "a lock epoch";
-    case AccessMode::lock_all_called:
-    case AccessMode::lock_all_granted: return "a lock_all epoch";
-    case AccessMode::fence_called:
-    case AccessMode::fence_active: return "a fence epoch";
-    case AccessMode::pscw: return "a start (PSCW) epoch";
-    }
-    return "?";
-}
+constexpr std::size_t kAmDataOffset = 2048;  // build_remote(): an allocate window's page offset
 }  // namespace
 
 Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
     : eng_(eng),
       bs_(std::move(bs)),
-      slots_(eng.config().slots),
-      op_pool_(eng.config().win_op_pool, &eng.op_pool()),
-      target_pool_(eng.config().win_target_pool, &eng.target_pool()) {
+      rank_(bs_->rank()),
+      nprocs_(bs_->size()),
+      epochs_(*this, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool()) {
     off_wake_min_ = eng.config().offload_wake_min;
 }
 
@@ -167,13 +152,11 @@ void Window::finish_requests() {
 }
 
 int Window::complete_request(int r) {
-    // A request is complete when handed out; over am a get's data or a put's buffer is in
-    // flight until the transport's flush, a batched transfer until its batch drains.
-    if (am_mode_) {
-        tp(r).flush(peer(r));
-        return MPI_SUCCESS;
-    }
-    return drain_batch(cma_batch_if_any(r), r);
+    // A batched transfer is in flight until its batch drains; a message transport's get
+    // data or put buffer until its local completion.
+    if (int rc = drain_batch(cma_batch_if_any(r), r)) return rc;
+    tp(r).flush_local(peer(r));
+    return MPI_SUCCESS;
 }
 
 namespace {
@@ -206,7 +189,7 @@ Window::~Window() {
     // Nothing may copy into or out of memory about to be unmapped. (Batched transfers are
     // dropped: free drained them before its barrier; after it, peers' memory may be gone.)
     wait_offloads();
-    if (host_hooked_) host_progress_remove(endpoint_.get());
+    if (host_hooked_) host_progress_remove(remote_.get());
     finish_requests();
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
 }
@@ -294,9 +277,9 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
     bool wants_am = false;
     for (int r = 0; r < n && !err; ++r) {
-        Transport* t = eng.select_transport(topo, r, is_shared);
-        if (!t) err = last_error_message().find("MPI_ERR_RMA_SHARED") == 0 ? MPI_ERR_RMA_SHARED : MPI_ERR_UNSUPPORTED_OPERATION;
-        wants_am = wants_am || t == &am_transport();
+        Medium m = Medium::node;
+        err = select_medium(eng.config().transport, topo, r, is_shared, &m);
+        wants_am = wants_am || m == Medium::message;
     }
     std::string msg = err ? last_error_message() : std::string();
     struct Sizes { int err; int disp_unit; std::uint64_t size; int am; };
@@ -308,19 +291,17 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
-    // One place decided per peer (Engine::select_transport); a window uses am for every
-    // remote peer as soon as any process needs it, so all agree on the protocol.
-    bool am_mode = false;
-    for (const Sizes& z : sizes) am_mode = am_mode || z.am;
-    if (am_mode) {
-        w->am_mode_ = true;
-        w->tp_.assign(std::size_t(n), &am_transport());
-        w->tp_[std::size_t(me)] = &shm_transport();
+    // One place decided per peer (select_medium); a window uses messages for every peer but
+    // itself as soon as any process needs them, so all agree on the protocol.
+    bool by_message = false;
+    for (const Sizes& z : sizes) by_message = by_message || z.am;
+    if (by_message) {
         std::vector<std::pair<std::uint64_t, int>> sz;
         for (const Sizes& z : sizes) sz.emplace_back(z.size, z.disp_unit);
-        return build_am(std::move(w), flavor, user_base, size, disp_unit, std::move(sz), out);
+        return build_remote(std::move(w), flavor, user_base, size, disp_unit, std::move(sz), out);
     }
-    w->tp_all_ = &shm_transport();
+    w->tp_all_ = &node_transport();
+    w->tps_ = {w->tp_all_};
 
     // 2. The node segment: n state areas, then (allocate, shared) the data parts —
     // consecutive for a contiguous shared window, page-aligned otherwise.
@@ -398,7 +379,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
                 std::memcpy(static_cast<void*>(&ex), &info[kInfoArenaSeg], sizeof ex);
                 err = w->arena_maps_[r].map_peer(ex);
             } else if (pid_t(info[kInfoPid]) != getpid()) {
-                if (int e = ShmTransport::probe_cma(pid_t(info[kInfoPid]), info[kInfoBase]); e != 0)
+                if (int e = cma_probe(pid_t(info[kInfoPid]), info[kInfoBase]); e != 0)
                     err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
                                 "%s: cross-memory attach to rank %d (pid %d) refused: %s; create "
                                 "windows need ptrace access between the ranks",
@@ -449,12 +430,9 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 PeerRegion Window::peer(int r) const {
     PeerRegion p;
     p.rank = r;
-    if (am_mode_) {
-        p.size = am_size_[std::size_t(r)];
-        if (r != rank_) {
-            p.am = endpoint_.get();
-            return p;
-        }
+    if (remote_) {
+        p.size = remote_size_[std::size_t(r)];
+        if (r != rank_) return p;
         p.state = my_state_;
         if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) p.pid = getpid();  // my attached memory, by address
         else p.mapped = static_cast<unsigned char*>(base_);
@@ -482,51 +460,42 @@ PeerRegion Window::peer(int r) const {
     return p;
 }
 
-// Windows whose peers are reached by active messages: every process keeps its part (state
-// area + data) in a private segment; peers reach it only through the window's AmEndpoint,
-// served by this process's progress thread. Sizes and disp units of peers are kept here
-// (O(p): a message transport has no shared page to read them from).
-int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
-                     int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
-                     std::unique_ptr<Window>* out) {
+// Windows whose peers are reached by messages: every process keeps its part (state area +
+// data) in a private segment; peers reach it only through the window's message transport,
+// whose target side (this process's progress thread, or a thread inside MPI) executes their
+// requests through a LocalTarget. Sizes and disp units of peers are kept here (O(p): no
+// shared page holds them).
+int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
+                         int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
+                         std::unique_ptr<Window>* out) {
     Engine& eng = w->eng_;
     Bootstrap& b = *w->bs_;
     const char* call = create_call(flavor);
     const int n = w->nprocs_;
     const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
-    int err = MPI_SUCCESS;
-    int level = MPI_THREAD_SINGLE;
-    PMPI_Query_thread(&level);
-    auto* mb = dynamic_cast<MpiBootstrap*>(&b);
-    if (level < MPI_THREAD_MULTIPLE)
-        err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
-                    "%s: the am transport (FASTRMA_TRANSPORT=am or peers on other nodes) needs the host MPI at MPI_THREAD_MULTIPLE (initialised at level %d)",
-                    call, level);
-    else if (!mb)
-        err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: the am transport needs an MPI communicator", call);
+    int err = message_transport_usable(b, call);
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
     w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
     const std::size_t data = flavor == MPI_WIN_FLAVOR_ALLOCATE ? std::size_t(size) : 0;
     // The data starts half a page in: the host MPI copies between it and user buffers with
-    // rep movsb (CMA, single-copy receives), 5-8x slower at a distance of 1..31 bytes past a
-    // page multiple (transport/copy.hpp). Page-aligned buffers and large malloc'ed ones
-    // (page offset 16) are then far from that distance both ways, and no bounce is needed;
-    // a page-aligned window was at distance 16 from every malloc'ed get destination.
+    // rep movsb (CMA, single-copy receives), which is slow at a distance of 1..31 bytes past
+    // a page multiple (transport/copy.hpp). Page-aligned buffers and large malloc'ed ones
+    // (page offset 16) are then far from that distance both ways.
     if (!err) err = w->node_.create(w->state_bytes_ + (data ? data + kAmDataOffset : 0), eng.config().shm_method);
     std::string msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;
     w->node_base_ = w->node_.data();
     w->my_state_ = reinterpret_cast<std::uint64_t*>(w->node_base_);
     w->base_ = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->node_base_ + w->state_bytes_ + kAmDataOffset : nullptr;
-    w->am_size_.resize(std::size_t(n));
-    w->am_du_.resize(std::size_t(n));
+    w->remote_size_.resize(std::size_t(n));
+    w->remote_du_.resize(std::size_t(n));
     for (int r = 0; r < n; ++r) {
-        w->am_size_[std::size_t(r)] = is_dynamic ? ~0ull : sizes[std::size_t(r)].first;
-        w->am_du_[std::size_t(r)] = std::uint64_t(sizes[std::size_t(r)].second);
+        w->remote_size_[std::size_t(r)] = is_dynamic ? ~0ull : sizes[std::size_t(r)].first;
+        w->remote_du_[std::size_t(r)] = std::uint64_t(sizes[std::size_t(r)].second);
     }
     Window* self = w.get();
-    AmLocal local;
+    LocalTarget local;
     local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : w->base_);
     local.state = w->my_state_;
     local.state_words = w->state_bytes_ / 8;
@@ -535,35 +504,39 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
         return self->apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
     };
     local.grant_lock = [self](Transport::LockRequest what) {
-        return lockproto::grant(shm_transport(), self->peer(self->rank_), what);
+        return lockproto::grant(node_transport(), self->peer(self->rank_), what);
     };
     if (is_dynamic)
         local.attached = [self](std::uint64_t addr, std::uint64_t bytes) { return self->attached_here(addr, bytes); };
-    w->endpoint_ = std::make_unique<AmEndpoint>(mb->comm(), std::move(local));  // collective
-    if ((err = agree(b, w->endpoint_->error(), "am: cannot duplicate the communicator", call))) return err;
+    w->remote_ = make_message_transport(b, std::move(local), call, &err);  // collective
+    msg = err ? last_error_message() : std::string();
+    if ((err = agree(b, err, msg, call))) return err;
+    Transport* remote = w->remote_.get();
+    w->tp_.assign(std::size_t(n), remote);
+    w->tp_[std::size_t(w->rank_)] = &node_transport();
+    w->tps_ = {&node_transport(), remote};  // group_tp(): the last
+    w->remote_inline_max_ = remote->caps(PeerRegion{}).inline_max;
     if (eng.config().host_progress) {
-        AmEndpoint* ep = w->endpoint_.get();
         // A thread inside the host's progress loop, or waiting here for answers, serves every
-        // am endpoint of the process (the hook runs in each of its MPI calls): the progress
-        // thread stands down meanwhile instead of competing for the cores (lock_all + 8-byte
-        // op + flush over am, target in MPI_Barrier: p99 17-27 us -> 1-3.6 us, mean -30 %).
-        // Without the hook a waiter serves only its own endpoint: the thread keeps polling.
+        // message transport of the process (the hook runs in each of its MPI calls): the
+        // progress thread stands down meanwhile instead of competing for the cores. Without
+        // the hook a waiter serves only its own window: the thread keeps polling.
         ProgressEngine* pe = &eng.progress();
-        w->host_hooked_ = host_progress_add(ep, [ep, pe, self] {
+        w->host_hooked_ = host_progress_add(remote, [remote, pe, self] {
             pe->mark_hook_helped();
-            const bool served = ep->poll();
+            const bool served = remote->serve();
             return self->poll_requests() || served;
         });
-        if (w->host_hooked_) w->endpoint_->set_on_wait([pe] { pe->mark_helped(); });
+        if (w->host_hooked_) remote->set_on_wait([pe] { pe->mark_helped(); });
     }
-    // Who else serves while an application thread sits in one of our host collectives
-    // (fence's count exchange, free's barrier): if nobody, those wait serving themselves.
-    w->endpoint_->set_served_elsewhere(w->host_hooked_ || eng.progress().running());
+    // Who else serves while an application thread sits in one of our group collectives
+    // (fence_sync, close_sync): if nobody, those wait serving themselves.
+    remote->set_served_elsewhere(w->host_hooked_ || eng.progress().running());
     // Every accumulate on my memory runs in this process (mine directly, others' through
-    // the endpoint) with the same code, so one atomicity domain of our own choosing: the
-    // striped accumulate lock in my state words, with plain (vectorised) kernels under it.
-    // Per-element CPU atomics would cost a compare-and-swap loop per element for types
-    // without a native atomic (a 1 MiB SUM of doubles: 0.9 ms, against 0.1 ms locked).
+    // the transport's target side) with the same code, so one atomicity domain of our own
+    // choosing: the striped accumulate lock in my state words, with plain (vectorised)
+    // kernels under it. Per-element CPU atomics would cost a compare-and-swap loop per
+    // element for types without a native atomic.
     w->cpu_atomics_ = false;
     w->local_size_ = is_dynamic ? 0 : size;
     w->disp_unit_ = disp_unit;
@@ -578,7 +551,7 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
     return MPI_SUCCESS;
 }
 
-// A request from a peer's origin, served by the endpoint: the same accumulate path as a
+// A request from a peer's origin, served by the message transport: the same accumulate path as a
 // local origin's, on my own memory.
 int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
                         const void* src, const void* cmp, void* res) {
@@ -591,7 +564,7 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
         // ~1/3 of the cost). Dynamic windows: toff is the address in this process (the
         // server checked it is attached), not a cross-memory attach to ourselves (two
         // syscalls an accumulate or compare_and_swap).
-        const IssueContext ctx{shm_transport(), peer(rank_), false, eng_.config().acc_stripes};
+        const IssueContext ctx{node_transport(), peer(rank_), false, eng_.config().acc_stripes};
         unsigned char* at = dynamic ? reinterpret_cast<unsigned char*>(toff) : nullptr;
         if (kind == int(RmaKind::cas)) compare_and_swap_locked_in_place(ctx, *ti, toff, src, cmp, res, at);
         else accumulate_locked_in_place(ctx, op_handle(OpKind(op_id)), *ti, toff, src, count, res, at);
@@ -611,12 +584,12 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
     op.result = res;
     op.compare = cmp;
     op.offset = toff;
-    return issue_op(IssueContext{shm_transport(), peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
+    return issue_op(IssueContext{node_transport(), peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
 }
 
 std::size_t Window::metadata_bytes() const {
     std::size_t b = sizeof(Window);
-    b += tp_.capacity() * sizeof(Transport*) + start_group_.capacity() * sizeof(int);
+    b += tp_.capacity() * sizeof(Transport*) + epochs_.metadata_bytes() - sizeof(Epochs);
     b += arena_maps_.size() * (sizeof(ShmSegment) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
     for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
     {
@@ -624,31 +597,18 @@ std::size_t Window::metadata_bytes() const {
         if (cma_slots_) b += std::size_t(nprocs_) * sizeof(std::atomic<CmaBatch*>);
         for (const auto& cb : cma_owned_) b += cb->bytes();
     }
-    b += slots_.size() * sizeof(Slot);
     return b;
 }
 
 int Window::free_collective() {
-    {
-        std::lock_guard lk(epoch_mu_);
-        AccessMode m = mode_.load();
-        if (m != AccessMode::none && m != AccessMode::fence_called)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_free: %s is still open on this window", mode_name(m));
-        if (exposed_)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_free: a PSCW exposure epoch is still open");
-    }
+    if (int rc = epochs_.check_free()) return rc;
     // Every member has closed its epochs; after the barrier nobody touches our memory.
     complete_deferred();
-    if (endpoint_) {
-        endpoint_->quiesce();  // one-way messages of ours applied, too
-        if (endpoint_->barrier() != MPI_SUCCESS)
-            return raise(MPI_ERR_INTERN, "FRMA_Win_free: the closing barrier over the am communicator failed");
-    } else {
-        bs_->barrier();
-    }
+    if (group_tp().close_sync(*bs_) != MPI_SUCCESS)
+        return raise(MPI_ERR_INTERN, "FRMA_Win_free: the closing synchronization of the window's group failed");
     eng_.progress().remove_poller(poller_id_);
     poller_id_ = 0;
-    if (host_hooked_) host_progress_remove(endpoint_.get());
+    if (host_hooked_) host_progress_remove(remote_.get());
     host_hooked_ = false;
     finish_requests();  // every op completed before the barrier
     eng_.live_windows().fetch_sub(1);
@@ -656,51 +616,7 @@ int Window::free_collective() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Targets and locks
-
-void Window::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
-    // While we wait, help: one pass of the progress engine (cheap when there is nothing).
-    // Spin first (SpinWait: what we wait for is usually microseconds away), then yield for
-    // a while before sleeping: any sleep costs tens of microseconds of timer slack, far
-    // more than a post, a complete or a lock release takes to arrive. After kYieldSteps
-    // yields, sleep with exponential back-off up to poll_max_us.
-    constexpr unsigned kYieldSteps = 2000;
-    unsigned& step = pace.step;
-    if (!eng_.progress().running()) eng_.progress().progress_once();
-    // Over am what we wait for (a post, a complete, a lock grant, a peer's request that
-    // must be answered before it can send ours) arrives as a message: serve it here rather
-    // than leave it to the progress thread, which may be in a back-off sleep of up to
-    // FASTRMA_POLL_IDLE_US (measured: a PSCW epoch took 400 us this way, 5 us served here),
-    // and let the progress thread stand down meanwhile (ProgressEngine::help).
-    else if (endpoint_) {
-        const std::optional<Poll> h = eng_.progress().help();
-        if (h ? *h == Poll::busy : endpoint_->poll()) {
-            step = 0;
-            pace.spin.progressed();
-        }
-    }
-    if (!pace.spin.yielding()) {
-        pace.spin.idle();  // a pause, or the first yield once the spin budget is spent
-        return;
-    }
-    if (step < kYieldSteps) {
-        ++step;
-        sched_yield();
-        return;
-    }
-    const unsigned us = std::min<unsigned>(1u << std::min(step - kYieldSteps, 16u), unsigned(eng_.config().poll_max_us));
-    ++step;
-    if (lock_rank >= 0 && !am_mode_ && us >= 16) {  // a long wait for a lock: the releaser rings us
-        register_lock_wait(lock_rank);
-        if (lock_excl && lock_rank != 0) register_lock_wait(0);
-    }
-    eng_.progress().doze(us);  // a peer's release or post rings us awake
-}
-
-bool Window::try_lock(Target* t) {
-    if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared(tp(t->rank), peer(t->rank));
-    return lockproto::try_exclusive(tp(0), peer(0), tp(t->rank), peer(t->rank));
-}
+// The EpochHost side: doorbells, completion, issue.
 
 // Doorbells for lock waits on shared memory. A waiter about to sleep (a sync call past
 // its yield phase, the progress thread backing off 16 us or more) sets its bit in the
@@ -712,14 +628,14 @@ bool Window::try_lock(Target* t) {
 // and buy nothing (measured: contended hand-off 0.95 -> 2.4 us with every waiter rung).
 // A release between a waiter's failed try and its bit costs that waiter one back-off.
 void Window::register_lock_wait(int rank) {
-    if (am_mode_) return;
+    if (remote_) return;  // doorbells need every peer's state words mapped here
     std::uint64_t* state = state_of(rank);
     __atomic_fetch_or(&state[lock_waiters_word0(nprocs_) + std::size_t(rank_) / 64], 1ull << (rank_ % 64),
                       __ATOMIC_SEQ_CST);
 }
 
 void Window::ring_lock_waiters(int rank) {
-    if (am_mode_) return;  // (shm windows: every state area is mapped)
+    if (remote_) return;  // (as in register_lock_wait)
     std::uint64_t* const state = state_of(rank);
     // One waiter per release, the one after the releaser in rank order (round robin, so no
     // rank starves): one process can take what was released, and waking every sleeper on
@@ -745,295 +661,29 @@ void Window::ring_lock_waiters(int rank) {
     }
 }
 
-// Remote completion at every target. Over am all flush requests leave first, then the
-// answers are awaited (AmEndpoint::flush_all): one round trip, not one per target.
+// Remote completion at every target: each transport's flush_all (a message transport sends
+// every flush request before it waits for any answer: one round trip, not one per target).
 void Window::flush_every_target() {
-    if (endpoint_) {
-        endpoint_->flush_all();
-        tp(rank_).flush(peer(rank_));
-        return;
-    }
-    for (int r = 0; r < nprocs_; ++r) tp(r).flush(peer(r));
+    for (Transport* t : tps_) t->flush_all();
 }
 
-bool Window::try_lock_all_once() { return lockproto::try_lock_all(tp(0), peer(0)); }
 
-bool Window::try_acquire(Target* t) {
-    if (t->state == AccessState::lock_granted) return true;
-    const bool ok = (t->assert_ & MPI_MODE_NOCHECK) || try_lock(t);
-    if (!ok) {
-        bump(Stat::lock_retries);
-        return false;
-    }
-    t->acquired = !(t->assert_ & MPI_MODE_NOCHECK);
-    if (t->state != AccessState::lock_granted) waiting_targets_.fetch_sub(1);
-    t->state = AccessState::lock_granted;
-    return true;
-}
 
-void Window::release(Target* t) {
-    if (!t->acquired) return;
-    Transport& tp = this->tp(t->rank);
-    if (t->lock_type == MPI_LOCK_SHARED) lockproto::unlock_shared(tp, peer(t->rank));
-    else lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
-    t->acquired = false;
-    // An am origin's lock request parked here may take it now: my progress thread retries.
-    if (t->rank == rank_ && endpoint_ && endpoint_->has_parked()) eng_.progress().wake();
-    ring_lock_waiters(t->rank);
-    if (t->lock_type != MPI_LOCK_SHARED && t->rank != 0) ring_lock_waiters(0);
-}
 
-int Window::drain(Target* t) {
-    int rc = MPI_SUCCESS;
-    while (t->state == AccessState::lock_granted && t->head) {
-        Op* op = t->pop();
-        int r = issue(t->rank, *op);
-        if (op->done) {
-            if (!r) r = track_request(t->rank, op->done);
-            if (r) op->done->signal(r);
-        }
-        if (r && !rc) rc = r;
-        ++t->issued;
-        ++t->completed;
-        Pool<Op>::put(op);
-        queued_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    return rc;
-}
 
-int Window::lock(int lock_type, int rank, int assert_) {
-    if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
-        return raise(MPI_ERR_LOCKTYPE, "FRMA_Win_lock: lock_type %d is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE", lock_type);
-    if (int rc = check_target_rank("FRMA_Win_lock", rank)) return rc;
-    if (assert_ & ~MPI_MODE_NOCHECK)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_lock: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
-    Target* t = nullptr;
-    {
-        std::lock_guard lk(epoch_mu_);
-        AccessMode m = mode_.load();
-        if (m != AccessMode::none && m != AccessMode::per_target && m != AccessMode::fence_called)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d: %s is open on this window", rank, mode_name(m));
-        if (info.no_locks)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: the window was created with info no_locks=true");
-        Slot& s = slots_.slot_of(rank);
-        std::lock_guard sl(s.mu);
-        if (slots_.find(rank))
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process", rank);
-        t = target_pool_.get();
-        if (!t)
-            return raise(MPI_ERR_NO_MEM, "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
-                         rank, eng_.config().win_target_pool, eng_.config().target_pool);
-        t->rank = rank;
-        t->lock_type = lock_type;
-        t->assert_ = assert_;
-        t->state = AccessState::lock_called;
-        waiting_targets_.fetch_add(1);
-        slots_.insert(t);
-        ++n_locks_;
-        mode_.store(AccessMode::per_target, std::memory_order_release);
-        // One attempt now; most locks are free.
-        if (try_acquire(t)) return MPI_SUCCESS;
-    }
-    // A lock on ourselves must be granted on return: MPI lets us load and store under it.
-    if (rank == rank_) {
-        WaitPace pace;
-        while (true) {
-            {
-                Slot& s = slots_.slot_of(rank);
-                std::lock_guard sl(s.mu);
-                if (try_acquire(t)) return MPI_SUCCESS;
-            }
-            backoff(pace, rank, lock_type != MPI_LOCK_SHARED);
-        }
-    }
-    // Remote: return LOCK_CALLED; the progress thread retries and issues queued ops.
-    eng_.progress().wake();
-    return MPI_SUCCESS;
-}
 
-int Window::wait_target(int rank, SyncFlag flag, bool remove) {
-    const char* call = remove ? "FRMA_Win_unlock" : "FRMA_Win_flush";
-    WaitPace pace;
-    Slot& s = slots_.slot_of(rank);
-    while (true) {
-        std::unique_lock sl(s.mu);
-        Target* t = slots_.find(rank);
-        if (!t) return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, rank);
-        t->raise_sync(flag);
-        // Nothing was ever queued or issued and the lock is not ours yet: an unlock can
-        // simply withdraw the request (no one can observe the difference).
-        if (remove && t->state != AccessState::lock_granted && !t->head && t->issued == 0) {
-            waiting_targets_.fetch_sub(1);
-            slots_.remove(t);
-            Pool<Target>::put(t);
-            return MPI_SUCCESS;
-        }
-        if (t->state != AccessState::lock_granted && !try_acquire(t)) {
-            const bool excl = t->lock_type != MPI_LOCK_SHARED;
-            sl.unlock();
-            backoff(pace, rank, excl);
-            continue;
-        }
-        int rc = drain(t);
-        // Over an ordered transport the lock release completes the epoch itself
-        // (Transport::release): it leaves with the last ops, and its answer, if it needs
-        // one, comes after all of them were applied (lock + put + unlock: one message each
-        // way). MPI_Win_flush_local asks only for local completion.
-        const bool release_covers = remove && t->acquired && tp(rank).caps(peer(rank)).ordered;
-        if (flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
-        else if (!release_covers) tp(rank).flush(peer(rank));
-        if (int e = complete_deferred(); e && !rc) rc = e;  // direct ops of the epoch
-        if (remove) {
-            release(t);
-            slots_.remove(t);
-            Pool<Target>::put(t);
-        } else {
-            t->sync = SyncFlag::none;
-        }
-        if (int e = refused_by_targets(call, rank, rank + 1); e && !rc) rc = e;
-        return rc;
-    }
-}
 
-int Window::unlock(int rank) {
-    if (int rc = check_target_rank("FRMA_Win_unlock", rank)) return rc;
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
-    if (mode_.load() != AccessMode::per_target)
-        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_unlock: rank %d is not locked (%s is open)", rank, mode_name(mode_.load()));
-    int rc = wait_target(rank, SyncFlag::unlock, true);
-    if (rc == MPI_ERR_RMA_SYNC) return rc;
-    std::lock_guard lk(epoch_mu_);
-    if (--n_locks_ == 0) mode_.store(AccessMode::none, std::memory_order_release);
-    return rc;
-}
 
-int Window::lock_all(int assert_) {
-    if (assert_ & ~MPI_MODE_NOCHECK)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_lock_all: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
-    std::lock_guard lk(epoch_mu_);
-    AccessMode m = mode_.load();
-    if (m != AccessMode::none && m != AccessMode::fence_called)
-        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: %s is already open on this window", mode_name(m));
-    if (info.no_locks)
-        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: the window was created with info no_locks=true");
-    lock_all_assert_ = assert_;
-    if (assert_ & MPI_MODE_NOCHECK) {
-        lock_all_acquired_ = false;
-        mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-    } else if (try_lock_all_once()) {
-        lock_all_acquired_ = true;
-        mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-    } else {
-        // Not granted yet: return (MPI allows it); the first op or sync call, or the
-        // progress thread, completes the acquisition.
-        lock_all_acquired_ = false;
-        mode_.store(AccessMode::lock_all_called, std::memory_order_release);
-        eng_.progress().wake();
-    }
-    return MPI_SUCCESS;
-}
 
-int Window::ensure_lock_all() {
-    WaitPace pace;
-    while (true) {
-        {
-            std::lock_guard lk(epoch_mu_);
-            AccessMode m = mode_.load();
-            if (m == AccessMode::lock_all_granted) return MPI_SUCCESS;
-            if (m != AccessMode::lock_all_called) return MPI_ERR_RMA_SYNC;
-            if (try_lock_all_once()) {
-                lock_all_acquired_ = true;
-                mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-                return MPI_SUCCESS;
-            }
-            bump(Stat::lock_retries);
-        }
-        backoff(pace, 0, false);
-    }
-}
 
-int Window::unlock_all() {
-    AccessMode m = mode_.load();
-    if (m != AccessMode::lock_all_called && m != AccessMode::lock_all_granted)
-        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_unlock_all: no lock_all epoch is open (%s)", mode_name(m));
-    std::lock_guard lk(epoch_mu_);
-    m = mode_.load();
-    int rc = MPI_SUCCESS;
-    if (m == AccessMode::lock_all_granted) {
-        rc = complete_deferred();  // before the lock goes: the copies belong to the epoch
-        flush_every_target();
-        if (int e = refused_by_targets("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
-        if (lock_all_acquired_) {
-            lockproto::unlock_all(tp(0), peer(0));
-            if (rank_ == 0 && endpoint_ && endpoint_->has_parked()) eng_.progress().wake();  // as in release()
-            ring_lock_waiters(0);
-        }
-    }
-    // lock_all_called: no op was ever issued (an op would have completed the acquisition).
-    lock_all_acquired_ = false;
-    mode_.store(AccessMode::none, std::memory_order_release);
-    return rc;
-}
 
-int Window::flush(int rank, bool local) {
-    const char* call = local ? "FRMA_Win_flush_local" : "FRMA_Win_flush";
-    if (int rc = check_target_rank(call, rank)) return rc;
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
-    switch (mode_.load(std::memory_order_acquire)) {
-    case AccessMode::lock_all_granted: {
-        tp(rank).flush(peer(rank));
-        const int rc = complete_deferred();
-        const int refused = refused_by_targets(call, rank, rank + 1);
-        return rc ? rc : refused;
-    }
-    case AccessMode::lock_all_called:
-        return ensure_lock_all();
-    case AccessMode::per_target:
-        return wait_target(rank, local ? SyncFlag::flush_local : SyncFlag::flush, false);
-    default: break;
-    }
-    return raise(MPI_ERR_RMA_SYNC, "%s: rank %d: no passive-target epoch is open", call, rank);
-}
 
-int Window::flush_all(bool local) {
-    const char* call = local ? "FRMA_Win_flush_local_all" : "FRMA_Win_flush_all";
-    switch (mode_.load(std::memory_order_acquire)) {
-    case AccessMode::lock_all_granted: {
-        if (am_mode_)  // messages in flight: remote completion needs each target's answer
-            flush_every_target();
-        int rc = complete_deferred();
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
-        if (int e = refused_by_targets(call, 0, nprocs_); e && !rc) rc = e;
-        return rc;
-    }
-    case AccessMode::lock_all_called:
-        return ensure_lock_all();
-    case AccessMode::per_target: {
-        // Flush only the targets that are locked (active targets), not all ranks.
-        std::vector<int> ranks;
-        for (std::size_t i = 0; i < slots_.size(); ++i) {
-            Slot& s = slots_.slot_at(i);
-            std::lock_guard sl(s.mu);
-            for (Target* t = s.head; t; t = t->next) ranks.push_back(t->rank);
-        }
-        int rc = MPI_SUCCESS;
-        for (int r : ranks) {
-            int e = wait_target(r, local ? SyncFlag::flush_local : SyncFlag::flush, false);
-            if (e && e != MPI_ERR_RMA_SYNC && !rc) rc = e;  // unlocked meanwhile: fine
-        }
-        return rc;
-    }
-    default: break;
-    }
-    return raise(MPI_ERR_RMA_SYNC, "%s: no passive-target epoch is open", call);
-}
 
 int Window::sync() {
     // Over am, requests from remote origins are applied by the progress thread (or any
     // thread inside MPI): its writes are ordered before our later loads through the
     // server's mutex (a fence alone says nothing to the thread that wrote).
-    if (endpoint_) endpoint_->sync_with_server();
+    for (Transport* t : tps_) t->sync_served();
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return MPI_SUCCESS;
 }
@@ -1041,12 +691,6 @@ int Window::sync() {
 // ---------------------------------------------------------------------------------------
 // Operations
 
-int Window::check_target_rank(const char* call, int rank) const {
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
-    if (rank < 0 || rank >= nprocs_)
-        return raise(MPI_ERR_RANK, "%s: rank %d is outside the window's group of %d", call, rank, nprocs_);
-    return MPI_SUCCESS;
-}
 
 namespace {
 int layout_of(const char* call, const char* what, MPI_Datatype t, std::shared_ptr<const Layout>* out) {
@@ -1156,84 +800,17 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     return MPI_SUCCESS;
 }
 
-void Window::count_op(RmaKind k) {
-    static constexpr Stat by_kind[] = {Stat::puts, Stat::gets, Stat::accs, Stat::accs, Stat::fops, Stat::cases};
-    bump(by_kind[int(k)]);
-}
 
 int Window::issue(int rank, const Op& op) {
     return issue_op(ctx(rank), op);
 }
 
-Op* Window::alloc_op() {
-    while (true) {
-        if (Op* op = op_pool_.get()) return op;
-        // Both pools are exhausted: force out the queued ops of the fullest target.
-        bump(Stat::gc_runs);
-        if (!collect_garbage()) {
-            WaitPace pace;
-            backoff(pace);  // another thread's ops hold the pool; they drain soon
-        }
-    }
-}
 
-bool Window::collect_garbage() {
-    int victim = -1;
-    std::size_t most = 0;
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-        Slot& s = slots_.slot_at(i);
-        std::lock_guard sl(s.mu);
-        for (Target* t = s.head; t; t = t->next)
-            if (t->npending > most) { most = t->npending; victim = t->rank; }
-    }
-    if (victim < 0) return false;
-    // A local flush of the victim: wait for its lock (helping progress) and issue its queue.
-    WaitPace pace;
-    Slot& s = slots_.slot_of(victim);
-    while (true) {
-        std::unique_lock sl(s.mu);
-        Target* t = slots_.find(victim);
-        if (!t || !t->head) return true;
-        if (try_acquire(t)) {
-            drain(t);
-            return true;
-        }
-        const int lr = t->rank;
-        const bool excl = t->lock_type != MPI_LOCK_SHARED;
-        sl.unlock();
-        backoff(pace, lr, excl);
-    }
-}
 
-// Which epoch lets this op go to rank? Completes a pending lock_all and turns a fresh
-// fence epoch into an active one. On success *m is the mode to issue under.
-int Window::check_epoch_for_op(const char* call, int r, AccessMode* m) {
-    *m = mode_.load(std::memory_order_acquire);
-    if (*m == AccessMode::lock_all_called) {
-        if (ensure_lock_all() == MPI_SUCCESS) *m = AccessMode::lock_all_granted;
-        else *m = mode_.load(std::memory_order_acquire);
-    }
-    if (*m == AccessMode::fence_called) {
-        AccessMode expected = AccessMode::fence_called;
-        mode_.compare_exchange_strong(expected, AccessMode::fence_active);
-        *m = mode_.load(std::memory_order_acquire);
-    }
-    switch (*m) {
-    case AccessMode::lock_all_granted:
-    case AccessMode::fence_active:
-    case AccessMode::per_target:
-        return MPI_SUCCESS;
-    case AccessMode::pscw:
-        if (in_start_group(r)) return MPI_SUCCESS;
-        return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not in the group of this process's FRMA_Win_start", call, r);
-    default:
-        return raise(MPI_ERR_RMA_SYNC, "%s: no access epoch is open to rank %d (lock, lock_all, fence or start first)", call, r);
-    }
-}
 
 void Window::read_words(int r, std::size_t word, std::size_t count, std::uint64_t* out) const {
-    if (am_peer(r)) {
-        endpoint_->read_state(r, word, count, out);
+    if (remote_peer(r)) {
+        tp(r).read_state(peer(r), word, count, out);
         return;
     }
     const std::uint64_t* w = (r == rank_ ? my_state_ : state_of(r)) + word;
@@ -1276,7 +853,7 @@ bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_
 bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     // A peer of this node: its table is mapped here, read in place (no cache, no lock:
     // threads posting to a dynamic window do not serialize here).
-    if (!am_peer(r)) return table_covers((r == rank_ ? my_state_ : state_of(r)) + dyn_word0_, dyn_capacity_, addr, bytes);
+    if (!remote_peer(r)) return table_covers((r == rank_ ? my_state_ : state_of(r)) + dyn_word0_, dyn_capacity_, addr, bytes);
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
     auto inside = [&] {
@@ -1313,13 +890,12 @@ bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
 }
 
 int Window::refused_by_targets(const char* call, int lo, int hi) {
-    if (!endpoint_ || flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
-    endpoint_->serve_arrived();
+    if (!remote_ || flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
     int first = -1;
     std::uint64_t total = 0;
     for (int r = lo; r < hi; ++r) {
         if (r == rank_) continue;
-        if (const std::uint64_t n = endpoint_->take_rejected(r)) {
+        if (const std::uint64_t n = tp(r).refused(peer(r))) {
             if (first < 0) first = r;
             total += n;
         }
@@ -1332,7 +908,7 @@ int Window::refused_by_targets(const char* call, int lo, int hi) {
 }
 
 int Window::post(const OpRequest& rq, Completion* done) {
-    if (int rc = check_target_rank(rq.call, rq.target_rank)) return rc;
+    if (int rc = check_target_rank(rq.call, rq.target_rank, nprocs_)) return rc;
     if (rq.target_rank == MPI_PROC_NULL) {
         if (done) done->signal(MPI_SUCCESS);
         return MPI_SUCCESS;
@@ -1343,233 +919,8 @@ int Window::post(const OpRequest& rq, Completion* done) {
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC)
         if (desc.bytes > 0)
             if (int rc = dynamic_offset(rq.call, r, desc.offset + std::uint64_t(desc.lo), std::uint64_t(desc.hi - desc.lo))) return rc;
-    AccessMode m;
-    if (int rc = check_epoch_for_op(rq.call, r, &m)) return rc;
-    if (done && m != AccessMode::per_target && m != AccessMode::lock_all_granted)
-        return raise(MPI_ERR_RMA_SYNC, "%s: request-based operations need a passive-target epoch (lock or lock_all)", rq.call);
     if (desc.kind != RmaKind::put && desc.kind != RmaKind::get) acc_order();
-    if (m != AccessMode::per_target) {
-        count_op(desc.kind);
-        if (desc.bytes == 0) {
-            if (done) done->signal(MPI_SUCCESS);
-            return MPI_SUCCESS;
-        }
-        bump(Stat::direct);
-        if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
-        if (done)
-            if (int rc = track_request(r, done)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
-        return MPI_SUCCESS;
-    }
-
-    Slot& s = slots_.slot_of(r);
-    Op* spare = nullptr;
-    while (true) {
-        std::unique_lock sl(s.mu);
-        Target* t = slots_.find(r);
-        if (!t) {
-            if (spare) Pool<Op>::put(spare);
-            return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", rq.call, r);
-        }
-        if (desc.bytes == 0) {
-            count_op(desc.kind);
-            if (spare) Pool<Op>::put(spare);
-            if (done) done->signal(MPI_SUCCESS);
-            return MPI_SUCCESS;
-        }
-        if (!t->head && (t->state == AccessState::lock_granted || try_acquire(t))) {
-            // Fast path: granted, nothing queued before us: issue from this thread.
-            count_op(desc.kind);
-            ++t->issued;
-            ++t->completed;
-            sl.unlock();
-            if (spare) Pool<Op>::put(spare);
-            bump(Stat::direct);
-            if (int rc = issue(r, desc)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
-            if (done)
-                if (int rc = track_request(r, done)) return raise(rc, "%s: %s", rq.call, last_error_message().c_str());
-            return MPI_SUCCESS;
-        }
-        if (done && (!requests_polled_ || !done->any_thread())) {
-            // A request must be complete when we hand it out: get the lock and issue
-            // the queue ahead of us now, then come back to the fast path above.
-            sl.unlock();
-            if (int rc = wait_target(r, SyncFlag::flush_local, false)) {
-                if (spare) Pool<Op>::put(spare);
-                return rc;
-            }
-            continue;
-        }
-        if (!spare) {
-            // Queue it; allocation may have to collect garbage, never under a slot mutex.
-            sl.unlock();
-            spare = alloc_op();
-            continue;
-        }
-        count_op(desc.kind);
-        void* home = spare->home;
-        *spare = desc;
-        spare->home = home;
-        spare->done = done;  // signalled once drain() issued it and it completed
-        t->push(spare);
-        queued_.fetch_add(1, std::memory_order_relaxed);
-        bump(Stat::queued);
-        sl.unlock();
-        eng_.progress().wake();
-        return MPI_SUCCESS;
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Active target: fence and post/start/complete/wait.
-
-int Window::fence(int assert_) {
-    constexpr int kAllowed = MPI_MODE_NOSTORE | MPI_MODE_NOPUT | MPI_MODE_NOPRECEDE | MPI_MODE_NOSUCCEED;
-    if (assert_ & ~kAllowed)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_fence: assert %#x has bits other than NOSTORE, NOPUT, NOPRECEDE, NOSUCCEED", assert_);
-    {
-        std::lock_guard lk(epoch_mu_);
-        AccessMode m = mode_.load();
-        if (m != AccessMode::none && m != AccessMode::fence_called && m != AccessMode::fence_active)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_fence: %s is open on this window", mode_name(m));
-        if (exposed_)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_fence: a PSCW exposure epoch (FRMA_Win_post) is open; call FRMA_Win_wait first");
-        if (m == AccessMode::fence_active && (assert_ & MPI_MODE_NOPRECEDE))
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_fence: MPI_MODE_NOPRECEDE, but this process issued operations since the last fence");
-    }
-    // Complete what this process issued (on shared memory: complete already; order it),
-    // then the barrier: after it, every process's operations of the closing epoch are
-    // complete at their targets, and local stores before the fence are visible to all.
-    int off_rc = complete_deferred();
-    if (endpoint_) {
-        // Over am: one count exchange instead of a round trip per target and a barrier.
-        if (int rc = endpoint_->fence(); rc && !off_rc)
-            off_rc = raise(rc, "FRMA_Win_fence: the request count exchange failed");
-        if (int e = refused_by_targets("FRMA_Win_fence", 0, nprocs_); e && !off_rc) off_rc = e;
-        if (endpoint_->has_parked()) eng_.progress().wake();  // next-epoch requests that waited
-    } else {
-        flush_every_target();
-        bs_->barrier();
-    }
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    std::lock_guard lk(epoch_mu_);
-    mode_.store((assert_ & MPI_MODE_NOSUCCEED) ? AccessMode::none : AccessMode::fence_called,
-                std::memory_order_release);
-    return off_rc;
-}
-
-namespace {
-int check_group(const char* call, const std::vector<int>& group, int nprocs) {
-    for (int g : group)
-        if (g < 0 || g >= nprocs)
-            return raise(MPI_ERR_GROUP, "%s: the group holds a process (%d) that is not in the window's group", call, g);
-    return MPI_SUCCESS;
-}
-}  // namespace
-
-int Window::expose(const std::vector<int>& group, int assert_) {
-    constexpr int kAllowed = MPI_MODE_NOCHECK | MPI_MODE_NOSTORE | MPI_MODE_NOPUT;
-    if (assert_ & ~kAllowed)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_post: assert %#x has bits other than NOCHECK, NOSTORE, NOPUT", assert_);
-    if (int rc = check_group("FRMA_Win_post", group, nprocs_)) return rc;
-    {
-        std::lock_guard lk(epoch_mu_);
-        if (exposed_)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_post: an exposure epoch is already open (FRMA_Win_wait/test first)");
-        if (mode_.load() == AccessMode::fence_active)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_post: a fence epoch with operations is open");
-        exposed_ = true;
-        expose_expected_ = group.size();
-        if (mode_.load() == AccessMode::fence_called) mode_.store(AccessMode::none);
-    }
-    // Local stores before the post must be visible to the origins that start after it.
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (!(assert_ & MPI_MODE_NOCHECK))
-        for (int g : group) {
-            if (am_peer(g)) endpoint_->post_to(g);  // counted (AmEndpoint::post_to)
-            else tp(g).notify8(peer(g), kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or, 1ull << (rank_ % 64));
-        }
-    return MPI_SUCCESS;
-}
-
-int Window::start(const std::vector<int>& group, int assert_) {
-    constexpr int kAllowed = MPI_MODE_NOCHECK;
-    if (assert_ & ~kAllowed)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_start: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
-    if (int rc = check_group("FRMA_Win_start", group, nprocs_)) return rc;
-    {
-        std::lock_guard lk(epoch_mu_);
-        AccessMode m = mode_.load();
-        if (m != AccessMode::none && m != AccessMode::fence_called)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_start: %s is open on this window", mode_name(m));
-        start_group_ = group;
-        std::sort(start_group_.begin(), start_group_.end());
-        mode_.store(AccessMode::pscw, std::memory_order_release);
-    }
-    if (assert_ & MPI_MODE_NOCHECK) return MPI_SUCCESS;
-    // Wait until every target of the group has posted; consume exactly one post of each,
-    // so an early post for a later epoch stays for that epoch. Over am, only until the post
-    // of the previous epoch with it has arrived: the target itself holds this epoch's
-    // requests until its post (AmEndpoint::post_to).
-    for (int g : group) {
-        if (am_peer(g)) {
-            WaitPace pace;
-            while (!endpoint_->may_start(g)) backoff(pace);
-            endpoint_->begin_access(g);
-            continue;
-        }
-        const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
-        const std::uint64_t bit = 1ull << (g % 64);
-        WaitPace pace;
-        while (!(__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit)) backoff(pace);
-        __atomic_fetch_and(my_word(w), ~bit, __ATOMIC_ACQ_REL);
-    }
-    return MPI_SUCCESS;
-}
-
-int Window::complete() {
-    const int off_rc = complete_deferred();  // direct ops of this epoch, before the signal
-    std::vector<int> group;
-    {
-        std::lock_guard lk(epoch_mu_);
-        if (mode_.load() != AccessMode::pscw)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_complete: no FRMA_Win_start epoch is open");
-        group.swap(start_group_);
-        mode_.store(AccessMode::none, std::memory_order_release);
-    }
-    // The ops complete at the target before it counts the signal (its wait is where MPI
-    // wants them complete there); at the origin, local completion is all complete owes.
-    for (int g : group) {
-        tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
-        if (am_peer(g)) endpoint_->end_access(g);  // (after a NOCHECK start: a no-op)
-    }
-    // (No answer comes back: refusals of this epoch's requests that arrive later are
-    // reported at the next completion point.)
-    if (int e = refused_by_targets("FRMA_Win_complete", 0, nprocs_); e && !off_rc) return e;
-    return off_rc;
-}
-
-int Window::test_exposure(bool* done) {
-    std::lock_guard lk(epoch_mu_);
-    if (!exposed_) return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_wait/test: no FRMA_Win_post epoch is open");
-    // Completes are counted, never matched by rank: an origin can complete epoch k+1
-    // only after our post k+1, which comes after this wait, so counts cannot mix.
-    std::uint64_t got = __atomic_load_n(my_word(kPscwComplete), __ATOMIC_ACQUIRE);
-    *done = got - completes_seen_ >= expose_expected_;
-    if (*done) {
-        completes_seen_ += expose_expected_;
-        exposed_ = false;
-    }
-    return MPI_SUCCESS;
-}
-
-int Window::wait_exposure() {
-    WaitPace pace;
-    for (;;) {
-        bool done = false;
-        if (int rc = test_exposure(&done)) return rc;
-        if (done) return MPI_SUCCESS;
-        backoff(pace);
-    }
+    return epochs_.submit(rq.call, r, desc, done, requests_polled_);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1596,7 +947,7 @@ int Window::attach(void* base, MPI_Aint size) {
         return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_attach: the window was not created with FRMA_Win_create_dynamic");
     if (size < 0) return raise(MPI_ERR_SIZE, "FRMA_Win_attach: size %ld is negative", long(size));
     if (!base && size > 0) return raise(MPI_ERR_ARG, "FRMA_Win_attach: base is NULL");
-    std::lock_guard lk(epoch_mu_);
+    std::lock_guard lk(dyn_table_mu_);
     std::uint64_t* table = my_word(dyn_word0_);
     std::uint64_t count = table[1];
     const std::uint64_t b = reinterpret_cast<std::uint64_t>(base), e = b + std::uint64_t(size);
@@ -1621,7 +972,7 @@ int Window::detach(const void* base) {
         return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_detach: the window was not created with FRMA_Win_create_dynamic");
     bool found = false;
     {
-        std::lock_guard lk(epoch_mu_);
+        std::lock_guard lk(dyn_table_mu_);
         std::uint64_t* table = my_word(dyn_word0_);
         std::uint64_t count = table[1];
         const std::uint64_t b = reinterpret_cast<std::uint64_t>(base);
@@ -1638,7 +989,7 @@ int Window::detach(const void* base) {
     if (!found) return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_detach: %p is not the base of an attached region", base);
     // Over am the server checked requests against the table it saw: once this returns,
     // none of them touches the region any more (the caller may free it).
-    if (endpoint_) endpoint_->settle();
+    for (Transport* t : tps_) t->settle();
     return MPI_SUCCESS;
 }
 
@@ -1646,71 +997,16 @@ int Window::detach(const void* base) {
 // Progress: retry lock acquisitions whose time has come, issue queues of granted targets.
 
 Poll Window::poll() {
-    // Active messages: serve what peers asked of us. MPI has no wake-up for an incoming
-    // message, so while an am window exists the thread polls with bounded back-off.
-    bool served = endpoint_ && endpoint_->poll();
-    // ... and send the batches of small puts/accumulates that have waited long enough.
-    if (endpoint_ && endpoint_->send_old_batches()) served = true;
-    Poll p = poll_targets();
+    // A message transport: serve what peers asked of us, send what waited to leave. MPI has
+    // no wake-up for an incoming message, so while such a window exists the thread polls
+    // with bounded back-off (Poll::waiting).
+    bool served = remote_ && remote_->progress();
+    Poll p = epochs_.poll();
     if (poll_requests()) served = true;
     if (served) return Poll::busy;
     if (n_requests_.load(std::memory_order_relaxed) && p == Poll::idle) return Poll::waiting;
-    return endpoint_ && p == Poll::idle ? Poll::waiting : p;
+    return remote_ && p == Poll::idle ? Poll::waiting : p;
 }
 
-Poll Window::poll_targets() {
-    const bool lock_all_pending = mode_.load(std::memory_order_acquire) == AccessMode::lock_all_called;
-    if (!lock_all_pending && waiting_targets_.load(std::memory_order_acquire) == 0 &&
-        queued_.load(std::memory_order_acquire) == 0)
-        return Poll::idle;
-    bool did = false;
-    if (lock_all_pending) {
-        std::unique_lock lk(epoch_mu_, std::try_to_lock);
-        if (lk.owns_lock() && mode_.load() == AccessMode::lock_all_called) {
-            if (try_lock_all_once()) {
-                lock_all_acquired_ = true;
-                mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-                did = true;
-            } else {
-                register_lock_wait(0);  // this thread sleeps between passes: ring it
-            }
-        }
-    }
-    const std::uint64_t now = now_ns();
-    // A releaser kicked us (docs/progress.md, doorbells): retry every wait now.
-    bool kicked = false;
-    if (!am_mode_) {
-        const std::uint64_t k = __atomic_load_n(my_word(kLockKick), __ATOMIC_ACQUIRE);
-        kicked = kick_seen_.exchange(k, std::memory_order_relaxed) != k;
-    }
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-        Slot& s = slots_.slot_at(i);
-        std::unique_lock sl(s.mu, std::try_to_lock);
-        if (!sl.owns_lock()) continue;  // an application thread is working on it
-        for (Target* t = s.head; t; t = t->next) {
-            if (t->state != AccessState::lock_granted) {
-                if (now < t->next_try_ns && !kicked) continue;
-                if (!try_acquire(t)) {
-                    t->backoff_us = std::min<std::uint32_t>(t->backoff_us ? t->backoff_us * 2 : 1,
-                                                            std::uint32_t(eng_.config().poll_max_us));
-                    t->next_try_ns = now + std::uint64_t(t->backoff_us) * 1000;
-                    if (t->backoff_us >= 16) {  // about to sleep on it: have the releaser ring
-                        register_lock_wait(t->rank);
-                        if (t->lock_type != MPI_LOCK_SHARED && t->rank != 0) register_lock_wait(0);
-                    }
-                    continue;
-                }
-                did = true;
-            }
-            if (t->head) {
-                drain(t);
-                did = true;
-            }
-        }
-    }
-    if (did) return Poll::busy;
-    return (waiting_targets_.load() || queued_.load() ||
-            mode_.load() == AccessMode::lock_all_called) ? Poll::waiting : Poll::idle;
-}
 
 }  // namespace fastrma::detail

@@ -5,13 +5,11 @@
 // the target's striped accumulate lock). Every process also has a state segment (one page,
 // always shared) holding the lock words and accumulate stripes.
 //
-// Access epochs (DESIGN.md §3): the window-level mode says which kind of epoch is open;
-// per-target state lives in Targets in the slot table. Every op and sync call checks the
-// mode first and fails with MPI_ERR_RMA_SYNC when the call is not allowed.
-//
-// Issue policy: an op to a granted target with nothing queued before it is issued by the
-// posting thread at once (fast path, no Op allocated); otherwise it is queued on its
-// Target and issued by the progress thread or by a sync call that waits anyway.
+// A window keeps its creation, its peers (how each is reached: one transport per peer,
+// decided in one place, transport/select.hpp), its memory and dynamic regions, and the
+// validation of operations. Its synchronization — epochs, the queue of operations that
+// cannot go yet, fence, PSCW, locks, flush — is its Epochs (src/epochs/), to which it is
+// the EpochHost.
 #pragma once
 
 #include <mpi.h>
@@ -32,20 +30,12 @@
 #include "ops/completion.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
-#include "ops/slot_table.hpp"
 #include "ops/state_words.hpp"
+#include "epochs/epochs.hpp"
 #include "progress/progress.hpp"
-#include "progress/spin_wait.hpp"
-#include "transport/am.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
-
-// fence_called: a fence opened a possible epoch and no op has been issued since (a lock or
-// start may still follow); fence_active: ops were issued, the next sync must be a fence.
-enum class AccessMode : int {
-    none, per_target, lock_all_called, lock_all_granted, fence_called, fence_active, pscw
-};
 
 // One posted operation as the API layer describes it, before validation.
 struct OpRequest {
@@ -76,7 +66,7 @@ struct OpRequest {
     }
 };
 
-class Window {
+class Window final : private EpochHost {
 public:
     ~Window();
 
@@ -98,13 +88,20 @@ public:
     int attach(void* base, MPI_Aint size);
     int detach(const void* base);
 
-    // Active-target synchronization. Groups are given as window ranks.
-    int fence(int assert_);
-    int expose(const std::vector<int>& group, int assert_);  // MPI_Win_post
-    int start(const std::vector<int>& group, int assert_);
-    int complete();
-    int wait_exposure();
-    int test_exposure(bool* done);
+    // Synchronization: the epochs' (groups as window ranks).
+    int fence(int assert_) { return epochs_.fence(assert_); }
+    int expose(const std::vector<int>& group, int assert_) { return epochs_.post(group, assert_); }
+    int start(const std::vector<int>& group, int assert_) { return epochs_.start(group, assert_); }
+    int complete() { return epochs_.complete(); }
+    int wait_exposure() { return epochs_.wait(); }
+    int test_exposure(bool* done) { return epochs_.test(done); }
+    int lock(int lock_type, int rank, int assert_) { return epochs_.lock(lock_type, rank, assert_); }
+    int unlock(int rank) { return epochs_.unlock(rank); }
+    int lock_all(int assert_) { return epochs_.lock_all(assert_); }
+    int unlock_all() { return epochs_.unlock_all(); }
+    int flush(int rank, bool local) { return epochs_.flush(rank, local); }
+    int flush_all(bool local) { return epochs_.flush_all(local); }
+    int sync();
 
     // MPI-defined info keys and their effect.
     struct Info {
@@ -116,16 +113,8 @@ public:
         bool alloc_shared_noncontig = false;
     };
     Info info;
+    void info_changed() { epochs_.set_no_locks(info.no_locks); }  // after info was set
     std::string name;
-
-    // Passive-target synchronization.
-    int lock(int lock_type, int rank, int assert_);
-    int unlock(int rank);
-    int lock_all(int assert_);
-    int unlock_all();
-    int flush(int rank, bool local);
-    int flush_all(bool local);
-    int sync();
 
     // Communication. done (request-based operations): signalled once the op is complete at
     // the origin — at once when it completes at post, else by poll_requests() (the progress
@@ -153,13 +142,12 @@ public:
     inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result,
                                    int rcount, MPI_Datatype rtype, int rank, MPI_Aint disp,
                                    int tcount, MPI_Datatype ttype, MPI_Op op);
-    inline bool direct_mode(int rank);
-    // Over am: the target offset of a small contiguous op that the fast paths may take
-    // (not dynamic, not self, in range), else false.
-    inline bool am_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
-    inline int fast_am_transfer(bool is_put, void* origin, int rank, MPI_Aint disp, std::uint64_t bytes);
-    inline int fast_am_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
-                                  std::size_t n, MPI_Op op, MPI_Datatype type);
+    // Peers reached by messages: the target offset of a small contiguous op that the fast
+    // paths may take (not self, in range, within the transport's inline_max), else false.
+    inline bool remote_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
+    inline int fast_remote_transfer(bool is_put, void* origin, int rank, MPI_Aint disp, std::uint64_t bytes);
+    inline int fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
+                                      std::size_t n, MPI_Op op, MPI_Datatype type);
     inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank,
                              MPI_Aint disp, int tcount, MPI_Datatype ttype);
 
@@ -172,7 +160,7 @@ public:
     int disp_unit() const { return disp_unit_; }
     Bootstrap& bootstrap() { return *bs_; }
     Engine& engine() { return eng_; }
-    AccessMode mode() const { return mode_.load(std::memory_order_acquire); }
+    AccessMode mode() const { return epochs_.mode(); }
     // For the attribute interface: stable storage of the values MPI returns pointers to.
     MPI_Aint attr_size_ = 0;
     int attr_disp_unit_ = 0, attr_flavor_ = 0, attr_model_ = MPI_WIN_UNIFIED;
@@ -186,72 +174,61 @@ public:
     // How peers are reached (tests, statistics).
     bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
     bool cpu_atomics() const { return cpu_atomics_; }
-    bool uses_am() const { return am_mode_; }
+    bool uses_am() const { return remote_ != nullptr; }
     bool offloads() const { return off_min_ != 0; }  // FASTRMA_OFFLOAD decided yes
     const std::uint64_t* state_words(int r) const { return state_of(r); }
 
     // Pools (for tests and statistics).
-    Pool<Op>& op_pool() { return op_pool_; }
-    std::size_t queued_ops() const { return queued_.load(); }
+    Pool<Op>& op_pool() { return epochs_.op_pool(); }
+    std::size_t queued_ops() const { return epochs_.queued_ops(); }
 
 private:
     Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
     static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
                      MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
-    static int build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
-                        int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
-                        std::unique_ptr<Window>* out);
+    static int build_remote(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
+                            int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
+                            std::unique_ptr<Window>* out);
     int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
                     const void* src, const void* cmp, void* res);
     // Reads count state words of rank r (its dynamic region table), by load or by message.
     void read_words(int r, std::size_t word, std::size_t count, std::uint64_t* out) const;
-    int check_epoch_for_op(const char* call, int rank, AccessMode* m);
-    bool in_start_group(int r) const {
-        return std::binary_search(start_group_.begin(), start_group_.end(), r);
-    }
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
     // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
     bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);
-    // A peer reached by active messages (every peer but this process on an am window).
-    bool am_peer(int r) const { return am_mode_ && r != rank_; }
-    // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the am
-    // server's check of a request, AmLocal::attached).
+    // A peer whose state is not mapped here: reached by the message transport (every peer
+    // but this process on a window with one).
+    bool remote_peer(int r) const { return remote_ && r != rank_; }
+    // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the
+    // served requests' check, LocalTarget::attached).
     bool attached_here(std::uint64_t addr, std::uint64_t bytes) const;
-    // am, dynamic windows: requests a target refused since the last look (its region was
-    // detached after our cached copy of its table said yes), for ranks [lo, hi): an
-    // MPI_ERR_RMA_RANGE naming the first such rank, or MPI_SUCCESS.
-    int refused_by_targets(const char* call, int lo, int hi);
-    std::uint64_t* my_word(std::size_t w) const { return my_state_ + w; }
 
     IssueContext ctx(int r) const {
         return IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes, cma_batch(r), cma_max_};
     }
-    int check_target_rank(const char* call, int rank) const;
     int validate(const OpRequest& rq, Op* op) const;
-    int issue(int rank, const Op& op);
-    void count_op(RmaKind k);
 
-    // Targets and locks (caller holds the target's slot mutex unless said otherwise).
-    bool try_acquire(Target* t);
-    void release(Target* t);
-    int drain(Target* t);  // issue queued ops of a granted target
-    Op* alloc_op();         // may collect garbage; never holds a slot mutex
-    bool collect_garbage();
-    int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
-    int wait_target(int rank, SyncFlag flag, bool remove);  // flush / unlock core
-    // One per wait (fresh at its start); lock_rank >= 0: waiting for that rank's lock (and,
-    // if lock_excl, the master's): register for its releaser's doorbell before dozing.
-    struct WaitPace {
-        SpinWait spin;      // the spin phase
-        unsigned step = 0;  // yields, then sleeps, since the spin phase ended
-    };
-    void backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
-    bool try_lock(Target* t);             // one attempt at t's lock words
-    bool try_lock_all_once();             // one attempt at lock_all
-    void register_lock_wait(int rank);    // my bit in rank's lock-waiter bitmap
-    void ring_lock_waiters(int rank);     // after releasing a lock word of rank's
+    // EpochHost.
+    int host_rank() const override { return rank_; }
+    int host_size() const override { return nprocs_; }
+    Transport& tp(int r) const override { return tp_all_ ? *tp_all_ : *tp_[std::size_t(r)]; }
+    PeerRegion peer(int r) const override;
+    std::uint64_t* my_word(std::size_t w) const override { return my_state_ + w; }
+    Transport& group_tp() const override { return *tps_.back(); }
+    Bootstrap& group() override { return *bs_; }
+    Transport* serving_tp() const override { return remote_.get(); }
+    int issue(int rank, const Op& op) override;
+    int track_request(int rank, Completion* done) override;
+    int complete_deferred() override;
+    void flush_every_target() override;
+    // Dynamic windows: requests a target refused since the last look (its region was
+    // detached after our cached copy of its table said yes), for ranks [lo, hi): an
+    // MPI_ERR_RMA_RANGE naming the first such rank, or MPI_SUCCESS.
+    int refused_by_targets(const char* call, int lo, int hi) override;
+    void register_lock_wait(int rank) override;  // my bit in rank's lock-waiter bitmap
+    void ring_lock_waiters(int rank) override;   // after releasing a lock word of rank's
+
     Poll poll();
-    Poll poll_targets();
 
     Engine& eng_;
     std::unique_ptr<Bootstrap> bs_;
@@ -260,7 +237,6 @@ private:
     MPI_Aint local_size_ = 0;
     int disp_unit_ = 1;
     bool cpu_atomics_ = false;
-    std::atomic<std::uint64_t> kick_seen_{0};  // the last kLockKick value poll_targets saw
 
     // Peers, in O(1) memory: one node segment holds every process's state area at a
     // stride of state_bytes_ (and, for allocate and shared windows, the data after all
@@ -275,22 +251,23 @@ private:
     std::uint64_t uni_du_ = 1;
     Transport* tp_all_ = nullptr;    // the transport of every peer, when they agree
     std::vector<Transport*> tp_;     // else one per peer
+    std::vector<Transport*> tps_;    // each transport in use once (window-wide operations;
+                                     // the last one synchronizes the group)
     std::unordered_map<int, ShmSegment> arena_maps_;  // peers' FRMA_Alloc_mem (create)
     std::uint64_t* my_state_ = nullptr;
-    // Active messages (every remote peer served by the am transport).
-    bool am_mode_ = false;
-    std::unique_ptr<AmEndpoint> endpoint_;
-    bool host_hooked_ = false;  // endpoint_ is served from the host's progress loop too
-    std::vector<std::uint64_t> am_size_, am_du_;
+    // The message transport serving every peer but this process (null: all on the node),
+    // and what those peers published (O(p): no shared page holds it).
+    std::unique_ptr<Transport> remote_;
+    bool host_hooked_ = false;  // remote_ is served from the host's progress loop too
+    std::vector<std::uint64_t> remote_size_, remote_du_;
+    std::size_t remote_inline_max_ = 0;  // remote_'s Caps::inline_max
 
     std::uint64_t* state_of(int r) const {
         return reinterpret_cast<std::uint64_t*>(node_base_ + std::size_t(r) * state_bytes_);
     }
-    PeerRegion peer(int r) const;
-    void flush_every_target();
-    Transport& tp(int r) const { return tp_all_ ? *tp_all_ : *tp_[std::size_t(r)]; }
+
     std::uint64_t disp_unit_of(int r) const {
-        return am_mode_ ? am_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
+        return remote_ ? remote_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
     }
     inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
     inline bool fast_locked(int rank, unsigned char* dst, const TypeInfo& ti, MPI_Op op, MPI_Datatype type,
@@ -342,33 +319,15 @@ private:
     std::vector<PendingRequest> requests_;  // (req_mu_)
     std::atomic<int> n_requests_{0};
     bool requests_polled_ = false;  // a progress thread or the host hook runs poll_requests
-    // After the op of a request was issued to rank: signal done now, or track its token.
-    // Non-zero: an error, done not signalled.
-    int track_request(int rank, Completion* done);
     void finish_requests();  // every op complete (free): signal what is still tracked
 public:
     // Signals the tracked requests whose operations completed; true if any. Never blocks.
     bool poll_requests();
 private:
-public:
-    // Completion of what this window left in flight (flush, unlock, unlock_all, fence,
-    // complete, free): the batched transfers to unmapped peers, then every offloaded copy.
-    int complete_deferred();
-private:
+
     inline void acc_order();
     static inline void offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
                                             std::size_t bytes);
-
-    std::mutex epoch_mu_;
-    std::atomic<AccessMode> mode_{AccessMode::none};
-    int n_locks_ = 0;          // per-target locks held (epoch_mu_)
-    int lock_all_assert_ = 0;
-    bool lock_all_acquired_ = false;
-
-    // PSCW: the access side's group, the exposure side's bookkeeping (epoch_mu_).
-    std::vector<int> start_group_;  // sorted
-    bool exposed_ = false;
-    std::uint64_t expose_expected_ = 0, completes_seen_ = 0;
 
     // Dynamic windows: my attached regions live in my state segment (seqlock); an origin on
     // the node reads a peer's table there on every access, an am origin keeps a copy of it
@@ -383,11 +342,8 @@ private:
     std::size_t dyn_capacity_ = 0;
     std::size_t dyn_word0_ = 0;
 
-    SlotTable slots_;
-    Pool<Op> op_pool_;
-    Pool<Target> target_pool_;
-    std::atomic<std::size_t> queued_{0};   // ops waiting in Target queues
-    std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
+    SpinLock dyn_table_mu_;  // attach / detach of my regions, one at a time
+    Epochs epochs_;
     int poller_id_ = 0;
 };
 

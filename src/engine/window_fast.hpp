@@ -10,29 +10,8 @@
 #include <cstring>
 
 #include "transport/copy.hpp"
-#include "transport/shm.hpp"
 
 namespace fastrma::detail {
-
-// Epochs in which an op goes straight to its target: a granted lock_all, a fence epoch
-// that already has operations (the first op after a fence takes the slow path once), a
-// PSCW access epoch that includes the target, or a granted lock on the target with nothing
-// queued before us (the slot mutex, as in post()). Called last, right before the op acts:
-// the per-target case counts the op as issued.
-inline bool Window::direct_mode(int rank) {
-    AccessMode m = mode_.load(std::memory_order_acquire);
-    if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active) return true;
-    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
-    if (m == AccessMode::pscw) return in_start_group(rank);
-    if (m != AccessMode::per_target) return false;
-    Slot& s = slots_.slot_of(rank);
-    std::lock_guard sl(s.mu);
-    Target* t = slots_.find(rank);
-    if (!t || t->head || t->state != AccessState::lock_granted) return false;
-    ++t->issued;
-    ++t->completed;
-    return true;
-}
 
 // Accumulates from one origin to one location apply in program order (MPI's default
 // accumulate_ordering): before any accumulate-class op acts, an accumulate still running
@@ -49,7 +28,7 @@ inline void Window::offloaded_accumulate(const void* opk, const void* ti, void* 
 }
 
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
-    if (am_mode_) return nullptr;  // no node segment holds the peers' state (am windows)
+    if (remote_) return nullptr;  // no node segment holds the peers' state
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
     if (uniform_) {  // symmetric allocation: pure arithmetic
@@ -71,7 +50,7 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
 // which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
                              bool write) {
-    if (am_mode_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
+    if (remote_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
         // The displacement is the address; small transfers inside a region the peer has
         // attached join its batch, everything else (and any error) takes the slow path.
@@ -95,7 +74,13 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
             return true;
     }
     if (bytes > (1u << 20)) return false;
-    return ShmTransport::cma_copy(pid, write, local, info[kInfoBase] + off, bytes);
+    PeerRegion p;
+    p.pid = pid;
+    p.remote_addr = info[kInfoBase];
+    p.size = info[kInfoSize];
+    p.rank = rank;
+    const Chunk c{local, off, std::size_t(bytes)};
+    return accepted(write ? tp(rank).put(p, &c, 1) : tp(rank).get(p, &c, 1));
 }
 
 inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype,
@@ -105,9 +90,9 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
-    if (am_mode_) return fast_am_transfer(is_put, origin, rank, disp, bytes);
+    if (remote_) return fast_remote_transfer(is_put, origin, rank, disp, bytes);
     unsigned char* remote = fast_target(rank, disp, bytes);
-    if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) || !direct_mode(rank))
+    if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) || !epochs_.direct(rank))
         return kSlowPath;
     if (remote) {
         std::uint64_t seq = 0;
@@ -127,45 +112,49 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     return MPI_SUCCESS;
 }
 
-// Over active messages: a small contiguous put joins the target's batch and a small get
-// leaves as its request, straight from here (the checks of validate() that apply: rank,
-// displacement and extent against what the peer published; the rest was checked above).
-inline bool Window::am_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off) {
-    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ ||
-        bytes > AmEndpoint::kBatchItemMax)
+// Peers reached by messages: a small contiguous put or get goes to the transport straight
+// from here (a put within the transport's inline_max is copied at once: a batch record of
+// the am transport; a get's answer lands at the next completion). The checks of
+// validate() that apply: rank, displacement and extent against what the peer published;
+// the rest was checked by the caller.
+inline bool Window::remote_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off) {
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ || bytes > remote_inline_max_)
         return false;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {  // the address, if our copy of the target's table has it
         *off = std::uint64_t(disp);
         return disp > 0 && dynamic_contains(rank, std::uint64_t(disp), bytes);
     }
     if (std::uint64_t(disp) >> 32) return false;
-    *off = std::uint64_t(disp) * am_du_[std::size_t(rank)];
-    return *off + bytes <= am_size_[std::size_t(rank)];
+    *off = std::uint64_t(disp) * remote_du_[std::size_t(rank)];
+    return *off + bytes <= remote_size_[std::size_t(rank)];
 }
 
-inline int Window::fast_am_transfer(bool is_put, void* origin, int rank, MPI_Aint disp,
-                                    std::uint64_t bytes) {
+inline int Window::fast_remote_transfer(bool is_put, void* origin, int rank, MPI_Aint disp,
+                                        std::uint64_t bytes) {
     std::uint64_t off;
-    if (!am_fast_offset(rank, disp, bytes, &off) || !direct_mode(rank)) return kSlowPath;
+    if (!remote_fast_offset(rank, disp, bytes, &off) || !epochs_.direct(rank)) return kSlowPath;
     const Chunk c{origin, off, std::size_t(bytes)};
-    // Small requests are always accepted (a put is copied into the batch, a get's answer
-    // lands at the next flush).
-    if (is_put) endpoint_->put(rank, &c, 1);
-    else endpoint_->get(rank, &c, 1);
+    PeerRegion p;
+    p.rank = rank;
+    const Post done = is_put ? remote_->put(p, &c, 1) : remote_->get(p, &c, 1);
+    if (!accepted(done)) return kSlowPath;
     bump(is_put ? Stat::puts : Stat::gets);
     return MPI_SUCCESS;
 }
 
-// ... and a small accumulate without result joins the batch too (applied at the target by
-// its own accumulate path, in order behind this origin's earlier requests).
-inline int Window::fast_am_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
-                                      std::size_t n, MPI_Op op, MPI_Datatype type) {
+// ... and a small accumulate without result too (applied at the target by its own
+// accumulate path, in order behind this origin's earlier requests).
+inline int Window::fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
+                                          std::size_t n, MPI_Op op, MPI_Datatype type) {
     std::uint64_t off;
-    if (!am_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) ||
-        check_accumulate(op, type, nullptr) != MPI_SUCCESS || !direct_mode(rank))
+    if (!remote_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) ||
+        check_accumulate(op, type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank))
         return kSlowPath;
-    endpoint_->accumulate(rank, int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
-                          nullptr, nullptr);
+    PeerRegion p;
+    p.rank = rank;
+    if (!accepted(remote_->accumulate(p, int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
+                                      nullptr, nullptr)))
+        return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
 }
@@ -193,7 +182,7 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
     // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
     const bool int_add = op == MPI_SUM && ti->extent == 8 && (ti->cls == TypeClass::c_integer ||
         ti->cls == TypeClass::fortran_integer) && !(reinterpret_cast<std::uintptr_t>(dst) & 7);
-    if ((!int_add && check_accumulate(op, type, nullptr) != MPI_SUCCESS) || !direct_mode(rank))
+    if ((!int_add && check_accumulate(op, type, nullptr) != MPI_SUCCESS) || !epochs_.direct(rank))
         return kSlowPath;
     acc_order();
     if (int_add) {
@@ -216,7 +205,7 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
     const TypeInfo* ti = lookup_type(type);
     if (!ti || !ti->cpu_domain) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
-    if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
     if (!compare_and_swap_atomic(*ti, dst, origin, compare, result)) return kSlowPath;
     bump(Stat::cases);
@@ -229,12 +218,12 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
         return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti) return kSlowPath;
-    if (am_mode_) return fast_am_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op, ttype);
+    if (remote_) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op, ttype);
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(ocount) * ti->extent);
     if (!dst) return kSlowPath;
     if (!cpu_atomics_ || !ti->cpu_domain)
         return fast_locked(rank, dst, *ti, op, ttype, origin, std::size_t(ocount), nullptr) ? MPI_SUCCESS : kSlowPath;
-    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     acc_order();
     if (offload_now(bytes) && reinterpret_cast<std::uintptr_t>(dst) % ti->extent == 0) [[unlikely]] {
@@ -265,7 +254,7 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
     if (!cpu_atomics_ || !ti->cpu_domain)
         return fast_locked(rank, dst, *ti, op, ttype, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result)
                    ? MPI_SUCCESS : kSlowPath;
-    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return kSlowPath;
+    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
     if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result))
         return kSlowPath;
@@ -278,7 +267,7 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
 // kernel, in place. Same checks as the atomic fast paths; false: take the general path.
 inline bool Window::fast_locked(int rank, unsigned char* dst, const TypeInfo& ti, MPI_Op op, MPI_Datatype type,
                                 const void* origin, std::size_t n, void* result) {
-    if (check_accumulate(op, type, nullptr) != MPI_SUCCESS || !direct_mode(rank)) return false;
+    if (check_accumulate(op, type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return false;
     const IssueContext c = ctx(rank);
     if (!c.peer.mapped) return false;
     acc_order();
@@ -291,7 +280,7 @@ inline int Window::fast_flush(int rank) {
     // Under a granted lock_all every op to a mapped peer completed when it was issued;
     // the fence orders it before whatever the caller does next (also loads: a flush
     // followed by a get of another location must not pass the put, as on TSO it could).
-    if (am_mode_ || mode_.load(std::memory_order_acquire) != AccessMode::lock_all_granted ||
+    if (remote_ || epochs_.mode() != AccessMode::lock_all_granted ||
         static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
         return kSlowPath;  // flush outside lock_all: per-target state, or an error
     if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]

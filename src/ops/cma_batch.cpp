@@ -9,7 +9,7 @@
 #include "engine/stats.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
-#include "transport/shm.hpp"
+#include "transport/cma.hpp"
 
 namespace fastrma::detail {
 
@@ -214,7 +214,7 @@ void CmaBatch::apply_accs(Buf& b, int* err) {
     // order, write them back — atomic against every other origin's and the owner's
     // accumulates (they take the same stripes), as the one-at-a-time path is.
     acc_stripes_lock(state_, b.acc_mask);
-    bool ok = ShmTransport::cma_vec(pid_, false, b.acc_l.get(), b.acc_r.get(), b.nacc_iov);
+    bool ok = cma_vec(pid_, false, b.acc_l.get(), b.acc_r.get(), b.nacc_iov);
     bool writes = false;
     if (ok) {
         for (const Acc& x : b.accs) {
@@ -222,7 +222,7 @@ void CmaBatch::apply_accs(Buf& b, int* err) {
                    x.result);
             writes = writes || x.op != MPI_NO_OP;
         }
-        if (writes) ok = ShmTransport::cma_vec(pid_, true, b.acc_l.get(), b.acc_r.get(), b.nacc_iov);
+        if (writes) ok = cma_vec(pid_, true, b.acc_l.get(), b.acc_r.get(), b.nacc_iov);
     }
     const int e = errno;
     acc_stripes_unlock(state_, b.acc_mask);
@@ -264,10 +264,10 @@ void CmaBatch::move(Buf* const* bs, unsigned n, int* err) {
         }
         pl = g, pr = g + kAll, gl = g + 2 * kAll, gr = g + 3 * kAll;
     }
-    if (np && !ShmTransport::cma_vec(pid_, true, pl, pr, np) && !*err) *err = errno ? errno : EFAULT;
+    if (np && !cma_vec(pid_, true, pl, pr, np) && !*err) *err = errno ? errno : EFAULT;
     for (unsigned i = 0; i < n; ++i)
         if (!bs[i]->accs.empty()) apply_accs(*bs[i], err);
-    if (ng && !ShmTransport::cma_vec(pid_, false, gl, gr, ng) && !*err) *err = errno ? errno : EFAULT;
+    if (ng && !cma_vec(pid_, false, gl, gr, ng) && !*err) *err = errno ? errno : EFAULT;
     bump(Stat::cma_drains, (np != 0) + (ng != 0));
 }
 

@@ -130,7 +130,7 @@ int accumulate(const IssueContext& ctx, const Op& op) {
         // domain with its local origins).
         const int kind = int(op.kind), opid = int(op_kind(op.op)), tid = ti.id;
         // Runs up to 256 KiB: a large run travels as a header plus the origin data straight
-        // from the caller's buffer (AmEndpoint::accumulate), its old values as one answer,
+        // from the caller's buffer (the am transport's accumulate), its old values as one answer,
         // and consecutive runs pipeline (the target applies one while the next arrives).
         // 1 MiB get_accumulate, median of 60 (this machine, 3 runs each): 32 KiB runs
         // 343-883 us, 1 MiB runs 346-370, 128-256 KiB 296-335 (osc pt2pt: 314).

@@ -20,7 +20,7 @@
 
 namespace fastrma::detail {
 
-// key identifies the entry (an AmEndpoint); fn serves and says whether it did anything.
+// key identifies the entry (a window's message transport); fn serves and says whether it did anything.
 // Returns false when the host offers no hook (fn is then not registered).
 bool host_progress_add(const void* key, std::function<bool()> fn);
 // On return fn is not running and will not run again.

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "transport/copy.hpp"
-#include "transport/shm.hpp"
+#include "transport/cma.hpp"
 
 namespace fastrma::detail {
 
@@ -79,7 +79,7 @@ void CopyOffload::execute(const Piece& p) {
         copy_bytes(reinterpret_cast<void*>(p.remote), p.local, p.len);
         return;
     }
-    if (!ShmTransport::cma_copy(p.pid, p.write, p.local, p.remote, p.len)) {
+    if (!cma_copy(p.pid, p.write, p.local, p.remote, p.len)) {
         int expected = MPI_SUCCESS;
         p.err->compare_exchange_strong(expected, MPI_ERR_OTHER);
     }

@@ -16,11 +16,6 @@
 
 namespace fastrma::detail {
 
-AmTransport& am_transport() {
-    static AmTransport t;
-    return t;
-}
-
 namespace {
 constexpr int kTagRequest = 7;
 constexpr int kTagData = 8;   // the payload of a kPutData (in place) or kAccData request

@@ -60,22 +60,7 @@ namespace fastrma::detail {
 class SpinWait;
 
 // What a target's endpoint needs to serve requests against its local part.
-struct AmLocal {
-    unsigned char* base = nullptr;    // my window data (dynamic: null, offsets are addresses)
-    std::uint64_t* state = nullptr;   // my state words
-    std::uint64_t state_words = 0;
-    // Executes one accumulate run at my memory (the window's own accumulate path):
-    // rma_kind, op id, type id, target offset, elements, origin data, compare (cas),
-    // result buffer (may be null). Returns an MPI error class.
-    std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
-    // One attempt to take my lock words for an origin's queued request (lockproto::grant).
-    std::function<bool(Transport::LockRequest)> grant_lock;
-    // Dynamic windows: whether [address, address + bytes) lies in one region attached here
-    // now. Origins check their cached copy of my table; this is the check that holds when
-    // I detached a region since (a request outside is not applied, and its origin is told:
-    // kRejected). Null for other flavors (the origin's bounds check is exact).
-    std::function<bool(std::uint64_t, std::uint64_t)> attached;
-};
+using AmLocal = LocalTarget;
 
 class AmEndpoint {
 public:
@@ -360,44 +345,76 @@ private:
     std::vector<std::uint16_t> peer_page_;  // page offset of each rank's window base
 };
 
-// The transport object: routes to the peer's endpoint (PeerRegion::am, PeerRegion::rank).
+// The transport object of one window: its endpoint, reached through the Transport
+// interface (PeerRegion::rank names the peer).
 class AmTransport final : public Transport {
 public:
+    explicit AmTransport(std::unique_ptr<AmEndpoint> ep) : ep_(std::move(ep)) {}
     const char* name() const override { return "am"; }
-    Caps caps(const PeerRegion&) const override { return {false, false, true, true, true}; }
-    Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep(p).put(p.rank, c, n); }
-    Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep(p).get(p.rank, c, n); }
+    Caps caps(const PeerRegion&) const override {
+        Caps c{false, false, true, true, true};
+        c.gates_access = true;
+        c.inline_max = AmEndpoint::kBatchItemMax;
+        return c;
+    }
+    Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep_->put(p.rank, c, n); }
+    Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep_->get(p.rank, c, n); }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override {
-        return ep(p).atomic8(p.rank, word, op, operand, compare);
+        return ep_->atomic8(p.rank, word, op, operand, compare);
     }
     std::uint64_t atomic8_start(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                                 std::uint64_t compare, std::uint64_t* old) override {
-        return ep(p).atomic8_start(p.rank, word, op, operand, compare, old);
+        return ep_->atomic8_start(p.rank, word, op, operand, compare, old);
     }
-    void atomic8_finish(const PeerRegion& p, std::uint64_t token) override { ep(p).atomic8_finish(p.rank, token); }
+    void atomic8_finish(const PeerRegion& p, std::uint64_t token) override { ep_->atomic8_finish(p.rank, token); }
     void notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
-        ep(p).notify8(p.rank, word, op, operand);
+        ep_->notify8(p.rank, word, op, operand);
     }
     void complete_notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
-        ep(p).complete_notify8(p.rank, word, op, operand);
+        ep_->complete_notify8(p.rank, word, op, operand);
+        ep_->end_access(p.rank);  // (after an ungated start: a no-op)
     }
-    void lock_request(const PeerRegion& p, LockRequest what) override { ep(p).lock_request(p.rank, what); }
-    void release(const PeerRegion& p, const Release* r, std::size_t n) override { ep(p).release(p.rank, r, n); }
-    std::uint64_t mark(const PeerRegion& p) override { return ep(p).mark(p.rank); }
-    bool reached(const PeerRegion& p, std::uint64_t token) override { return ep(p).reached(p.rank, token); }
-    void flush(const PeerRegion& p) override { ep(p).flush(p.rank); }
-    void flush_local(const PeerRegion& p) override { ep(p).flush_local(p.rank); }
+    void lock_request(const PeerRegion& p, LockRequest what) override { ep_->lock_request(p.rank, what); }
+    void release(const PeerRegion& p, const Release* r, std::size_t n) override { ep_->release(p.rank, r, n); }
+    std::uint64_t mark(const PeerRegion& p) override { return ep_->mark(p.rank); }
+    bool reached(const PeerRegion& p, std::uint64_t token) override { return ep_->reached(p.rank, token); }
+    void flush(const PeerRegion& p) override { ep_->flush(p.rank); }
+    void flush_local(const PeerRegion& p) override { ep_->flush_local(p.rank); }
     Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,
                     std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
                     void* result) override {
-        return ep(p).accumulate(p.rank, rma_kind, op_id, type_id, toff, n, elem_bytes, src, compare, result);
+        return ep_->accumulate(p.rank, rma_kind, op_id, type_id, toff, n, elem_bytes, src, compare, result);
     }
+    void read_state(const PeerRegion& p, std::size_t word, std::size_t count, std::uint64_t* out) override {
+        ep_->read_state(p.rank, word, count, out);
+    }
+    std::uint64_t refused(const PeerRegion& p) override {
+        ep_->serve_arrived();
+        return ep_->take_rejected(p.rank);
+    }
+    void open_gate(const PeerRegion& p) override { ep_->post_to(p.rank); }
+    bool gate_ready(const PeerRegion& p) override { return ep_->may_start(p.rank); }
+    void enter_gate(const PeerRegion& p) override { ep_->begin_access(p.rank); }
+    void flush_all() override { ep_->flush_all(); }
+    int fence_sync(Bootstrap&) override { return ep_->fence(); }
+    int close_sync(Bootstrap&) override {
+        ep_->quiesce();  // one-way messages of ours applied, too
+        return ep_->barrier();
+    }
+    bool serve() override { return ep_->poll(); }
+    bool progress() override {
+        const bool served = ep_->poll();
+        return ep_->send_old_batches() || served;
+    }
+    bool has_waiting() const override { return ep_->has_parked(); }
+    void sync_served() override { ep_->sync_with_server(); }
+    void settle() override { ep_->settle(); }
+    void set_on_wait(std::function<void()> f) override { ep_->set_on_wait(std::move(f)); }
+    void set_served_elsewhere(bool yes) override { ep_->set_served_elsewhere(yes); }
 
 private:
-    static AmEndpoint& ep(const PeerRegion& p) { return *static_cast<AmEndpoint*>(p.am); }
+    std::unique_ptr<AmEndpoint> ep_;
 };
-
-AmTransport& am_transport();
 
 }  // namespace fastrma::detail

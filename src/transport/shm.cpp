@@ -34,7 +34,7 @@ bool cma_direct(pid_t pid, bool write, unsigned char* local, std::uintptr_t remo
 }
 }  // namespace
 
-bool ShmTransport::cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len) {
+bool cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len) {
     auto* l = static_cast<unsigned char*>(local);
     const bool slow = write ? slow_distance(remote, reinterpret_cast<std::uintptr_t>(l))
                             : slow_distance(reinterpret_cast<std::uintptr_t>(l), remote);
@@ -53,7 +53,7 @@ bool ShmTransport::cma_copy(pid_t pid, bool write, void* local, std::uintptr_t r
     return true;
 }
 
-bool ShmTransport::cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n) {
+bool cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n) {
     constexpr std::size_t kMaxVec = 512;  // < IOV_MAX
     for (std::size_t i = 0; i < n;) {
         const std::size_t k = std::min(kMaxVec, n - i);
@@ -92,7 +92,7 @@ Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write)
     };
     if (n == 1) {  // one chunk: the distance-aware copy
         const Chunk& c = chunks[0];
-        return ShmTransport::cma_copy(peer.pid, write, c.local, peer.remote_addr + c.offset, c.len) ? Post::done : fail();
+        return cma_copy(peer.pid, write, c.local, peer.remote_addr + c.offset, c.len) ? Post::done : fail();
     }
     constexpr std::size_t kBatch = 512;
     iovec liov[kBatch], riov[kBatch];
@@ -103,7 +103,7 @@ Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write)
             liov[j] = {c.local, c.len};
             riov[j] = {reinterpret_cast<void*>(peer.remote_addr + c.offset), c.len};
         }
-        if (!ShmTransport::cma_vec(peer.pid, write, liov, riov, k)) return fail();
+        if (!cma_vec(peer.pid, write, liov, riov, k)) return fail();
         i += k;
     }
     return Post::done;
@@ -133,7 +133,7 @@ std::uint64_t ShmTransport::atomic8(const PeerRegion& peer, std::size_t word, At
     return apply_atomic8(peer.state + word, op, operand, compare);
 }
 
-int ShmTransport::probe_cma(pid_t pid, std::uint64_t addr) {
+int cma_probe(pid_t pid, std::uint64_t addr) {
     char byte;
     iovec l{&byte, 1}, r{reinterpret_cast<void*>(addr), 1};
     return process_vm_readv(pid, &l, 1, &r, 1, 0) == 1 ? 0 : errno;

@@ -7,6 +7,7 @@
 
 #include <sys/uio.h>
 
+#include "transport/cma.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -23,15 +24,6 @@ public:
                           std::uint64_t operand, std::uint64_t compare) override;
     void flush(const PeerRegion&) override { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
-    // Moves len bytes between local and remote (pid's address space) by cross-memory
-    // attach, resuming partial transfers; through a bounce buffer when the kernel's copy
-    // would run at a slow page-offset distance (copy.hpp). True when all moved (else errno).
-    static bool cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len);
-    // Moves n pieces (l[i] <-> r[i], equal lengths) with as few syscalls as the kernel
-    // allows, resuming partial transfers. True when all moved (else errno).
-    static bool cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n);
-    // Can this process use cross-memory attach on pid at addr? (0 = yes, else errno)
-    static int probe_cma(pid_t pid, std::uint64_t addr);
 };
 
 ShmTransport& shm_transport();

@@ -5,6 +5,12 @@
 // forever. Remote synchronization words (locks, counters) live in each peer's state
 // segment; atomic8() updates them in the transport's atomicity domain.
 //
+// A transport object serves the peers of one window (the shared-memory transport is one
+// stateless object for all windows): besides the per-peer operations it offers the few
+// window-wide ones the epochs need (flush_all, fence_sync, close_sync) and, where it needs
+// the target's CPU, a target side that executes requests through a LocalTarget. Callers
+// ask the capabilities (Caps), never the type; select.hpp makes the objects.
+//
 // Shaped for verbs too: a PeerRegion carries what a one-sided NIC operation needs
 // (remote address; a registration key would join pid), and flush() is the bulk
 // completion point per peer.
@@ -14,8 +20,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace fastrma::detail {
+
+class Bootstrap;
 
 enum class Post : std::uint8_t { done, posted, retry, error };
 // done: complete (the data is where it goes); posted: on its way, complete at the next
@@ -47,9 +56,8 @@ struct PeerRegion {
     std::uint64_t remote_addr = 0;    // the data's address in the peer's address space
     pid_t pid = 0;                    // the peer process (cross-memory attach)
     std::uint64_t size = 0;           // bytes of window memory at the peer
-    std::uint64_t* state = nullptr;   // the peer's state words, mapped here (null over am)
-    int rank = -1;                    // the peer's rank in the window (am)
-    void* am = nullptr;               // the window's AmEndpoint, for peers served by am
+    std::uint64_t* state = nullptr;   // the peer's state words, mapped here (null: reached by messages)
+    int rank = -1;                    // the peer's rank in the window
 };
 
 // One contiguous piece of a transfer: local buffer <-> [offset, offset + len) at the peer.
@@ -73,6 +81,14 @@ public:
         // The target grants a lock request itself, in order with this process's requests
         // (lock_request): the origin sends its ops behind the request without waiting.
         bool queues_locks = false;
+        // Gated access epochs (open_gate / gate_ready / enter_gate): an origin's requests
+        // of its k-th access epoch to a target wait at that target until it opened its
+        // gate to the origin k times, so an access epoch may start before the exposure's
+        // signal arrived (MPI_Win_start need not wait for MPI_Win_post).
+        bool gates_access = false;
+        // Largest put / accumulate the transport copies into its own buffer at post (the
+        // origin buffer is free at once, and the op costs no message of its own).
+        std::size_t inline_max = 0;
     };
     virtual ~Transport() = default;
     virtual const char* name() const = 0;
@@ -144,8 +160,72 @@ public:
                             const void* /*src*/, const void* /*compare*/, void* /*result*/) {
         return Post::error;
     }
-    // Advance outstanding work; true if anything happened.
-    virtual bool progress() { return false; }
+    // Reads count state words of the peer (its dynamic region table): by load where they
+    // are mapped, else by message. Default: atomic8 loads.
+    virtual void read_state(const PeerRegion& peer, std::size_t word, std::size_t count, std::uint64_t* out) {
+        for (std::size_t i = 0; i < count; ++i) out[i] = atomic8(peer, word + i, AtomicOp::load, 0);
+    }
+    // Origin side: how many requests the peer refused since the last call (dynamic windows:
+    // outside the regions it had attached when they arrived); counted up to the last
+    // completion of this process's requests to it.
+    virtual std::uint64_t refused(const PeerRegion& /*peer*/) { return 0; }
+
+    // Gated access epochs (Caps::gates_access). Target side: the exposure to origin opens
+    // (MPI_Win_post). Origin side: whether this process may open its next access epoch to
+    // target (its gate for the previous one has opened), and the epoch opens.
+    virtual void open_gate(const PeerRegion& /*origin*/) {}
+    virtual bool gate_ready(const PeerRegion& /*target*/) { return true; }
+    virtual void enter_gate(const PeerRegion& /*target*/) {}
+
+    // Window-wide operations, over every peer this object serves.
+    // Remote completion of everything posted to any of them.
+    virtual void flush_all() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+    // The core of MPI_Win_fence, collective: when it returns at any member, everything any
+    // member posted before it is complete at its target. An MPI error class.
+    virtual int fence_sync(Bootstrap& group);
+    // Before a window's memory goes (MPI_Win_free), collective: nothing posted by any member
+    // is left to arrive anywhere. An MPI error class.
+    virtual int close_sync(Bootstrap& group);
+
+    // Target side (transports that need the target's CPU).
+    // Serve what has arrived (try-locks only: safe inside the host MPI's progress loop);
+    // true if anything was served.
+    virtual bool serve() { return false; }
+    // serve(), and send what waited to leave; true if anything happened.
+    virtual bool progress() { return serve(); }
+    // Requests wait here for something this process changes (a lock word, an exposure):
+    // progress() should run again soon.
+    virtual bool has_waiting() const { return false; }
+    // Orders what served requests wrote to my memory before the caller's later loads.
+    virtual void sync_served() {}
+    // My dynamic region table changed: once this returns, no request admitted under the old
+    // table touches my memory any more.
+    virtual void settle() {}
+    // Called on every idle pass of a thread waiting inside the transport (a progress thread
+    // may then stand down); and whether someone else serves this process while one of its
+    // threads blocks in a group collective (else fence_sync and close_sync serve).
+    virtual void set_on_wait(std::function<void()> /*f*/) {}
+    virtual void set_served_elsewhere(bool /*yes*/) {}
+};
+
+// What a transport that needs the target's CPU calls to execute requests against this
+// process's part of a window: the window's narrow interface to the requests it serves.
+struct LocalTarget {
+    unsigned char* base = nullptr;    // my window data (dynamic: null, offsets are addresses)
+    std::uint64_t* state = nullptr;   // my state words
+    std::uint64_t state_words = 0;
+    // Executes one accumulate run at my memory (the window's own accumulate path):
+    // rma_kind, op id, type id, target offset, elements, origin data, compare (cas),
+    // result buffer (may be null). Returns an MPI error class.
+    std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
+    // One attempt to take my lock words for an origin's queued request (the lock rules of
+    // src/epochs: lockproto::grant).
+    std::function<bool(Transport::LockRequest)> grant_lock;
+    // Dynamic windows: whether [address, address + bytes) lies in one region attached here
+    // now. Origins check their cached copy of my table; this is the check that holds when
+    // I detached a region since (a request outside is not applied, and its origin is told).
+    // Null for other flavors (the origin's bounds check is exact).
+    std::function<bool(std::uint64_t, std::uint64_t)> attached;
 };
 
 }  // namespace fastrma::detail

@@ -1,0 +1,160 @@
+// epochs.hpp — a window's synchronization: its access and exposure state machines, the
+// per-target queue of operations that cannot go yet, and the protocols of fence, PSCW,
+// lock / lock_all and flush, written once against the Transport interface (each protocol
+// in a file of its own: fence.cpp, pscw.cpp, lock.cpp, flush.cpp; the queue in queue.cpp).
+//
+// Every call checks the state against the one table of epoch_state.hpp first, then
+// completes what must complete, then transitions (STYLE.md §7). Every blocking call waits
+// with wait_until() (one primitive: spin, then yield, then sleep on the doorbell, helping
+// the progress engine and serving the window's requests meanwhile).
+//
+// The 3D queue (DESIGN.md §2): an op to a granted target with nothing queued before it is
+// issued by the posting thread at once (no Op allocated); otherwise it is queued on its
+// Target and issued by the progress thread (poll) or by a sync call that waits anyway.
+// Each Target counts the ops issued to it and keeps the first error of one issued by
+// another thread (the progress thread, behind its lock grant), which the flush or unlock
+// that completes them reports. What is outstanding at a target after issue is counted by
+// its transport (Transport::flush waits until its completions reach its posts).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "engine/config.hpp"
+#include "epochs/epoch_state.hpp"
+#include "epochs/host.hpp"
+#include "ops/pool.hpp"
+#include "ops/slot_table.hpp"
+#include "progress/progress.hpp"
+#include "progress/spin_wait.hpp"
+
+namespace fastrma::detail {
+
+class Epochs {
+public:
+    Epochs(EpochHost& host, ProgressEngine& progress, const Config& cfg, Pool<Op>* global_ops,
+           Pool<Target>* global_targets);
+
+    // The window's info no_locks=true: lock and lock_all are errors.
+    void set_no_locks(bool yes) { no_locks_.store(yes, std::memory_order_relaxed); }
+
+    // Active target (groups as window ranks).
+    int fence(int assert_);
+    int post(const std::vector<int>& group, int assert_);  // MPI_Win_post
+    int start(const std::vector<int>& group, int assert_);
+    int complete();
+    int wait();
+    int test(bool* done);
+
+    // Passive target.
+    int lock(int lock_type, int rank, int assert_);
+    int unlock(int rank);
+    int lock_all(int assert_);
+    int unlock_all();
+    int flush(int rank, bool local);
+    int flush_all(bool local);
+
+    // MPI_Win_free's check: no epoch open here (MPI_ERR_RMA_SYNC otherwise).
+    int check_free();
+
+    // An op (validated) to rank r: checks the epoch, then issues it now or queues it.
+    // done: see Window::post. An MPI error class (raised) or MPI_SUCCESS.
+    int submit(const char* call, int r, const Op& desc, Completion* done, bool requests_polled);
+
+    // The fast paths' test: an op to rank may go straight to it now (a granted lock_all, a
+    // fence epoch that has operations, a PSCW access epoch that includes it, or a granted
+    // lock on it with nothing queued before; the last counts the op as issued).
+    inline bool direct(int rank);
+    AccessMode mode() const { return mode_.load(std::memory_order_acquire); }
+
+    // The progress thread's pass: retries lock acquisitions whose time has come, issues the
+    // queues of granted targets.
+    Poll poll();
+
+    // For tests and statistics.
+    Pool<Op>& op_pool() { return op_pool_; }
+    std::size_t queued_ops() const { return queued_.load(); }
+    std::size_t metadata_bytes() const;
+
+    // The one wait primitive: until done() holds, help progress (and serve the window's
+    // requests), spinning, then yielding, then sleeping on the doorbell. lock_rank >= 0:
+    // waiting for that rank's lock words (and the master's, if lock_excl): a long sleep
+    // registers for the releaser's doorbell.
+    template <class Done>
+    void wait_until(Done done, int lock_rank = -1, bool lock_excl = false) {
+        for (WaitPace pace; !done();) backoff(pace, lock_rank, lock_excl);
+    }
+
+private:
+    struct WaitPace {
+        SpinWait spin;      // the spin phase
+        unsigned step = 0;  // yields, then sleeps, since the spin phase ended
+    };
+    void backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
+
+    Transport& tp(int r) const { return h_.tp(r); }
+    PeerRegion peer(int r) const { return h_.peer(r); }
+    std::uint64_t* my_word(std::size_t w) const { return h_.my_word(w); }
+    bool in_start_group(int r) const { return std::binary_search(start_group_.begin(), start_group_.end(), r); }
+    int sync_error(SyncCall call, const char* name, AccessMode m, bool exposed) const;
+
+    // Locks (lock.cpp). The caller holds the target's slot mutex unless said otherwise.
+    bool try_lock(Target* t);          // one attempt at t's lock words
+    bool try_lock_all_once();          // one attempt at lock_all
+    bool try_acquire(Target* t);
+    void release(Target* t);
+    int ensure_lock_all();             // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
+
+    // Flush (flush.cpp): completion of everything issued to rank; unlock's core.
+    int wait_target(int rank, SyncFlag flag, bool remove);
+
+    // The queue (queue.cpp).
+    int drain(Target* t);              // issue queued ops of a granted target
+    Op* alloc_op();                    // may collect garbage; never holds a slot mutex
+    bool collect_garbage();
+    int check_epoch_for_op(const char* call, int rank, AccessMode* m);
+    void count_op(RmaKind k);
+
+    EpochHost& h_;
+    ProgressEngine& progress_;
+    const Config& cfg_;
+    const int rank_, nprocs_;
+    std::atomic<bool> no_locks_{false};
+
+    std::mutex epoch_mu_;
+    std::atomic<AccessMode> mode_{AccessMode::none};
+    int n_locks_ = 0;  // per-target locks held (epoch_mu_)
+    int lock_all_assert_ = 0;
+    bool lock_all_acquired_ = false;
+    std::atomic<std::uint64_t> kick_seen_{0};  // the last kLockKick value poll saw
+
+    // PSCW: the access side's group, the exposure side's bookkeeping (epoch_mu_).
+    std::vector<int> start_group_;  // sorted
+    bool exposed_ = false;
+    std::uint64_t expose_expected_ = 0, completes_seen_ = 0;
+
+    SlotTable slots_;
+    Pool<Op> op_pool_;
+    Pool<Target> target_pool_;
+    std::atomic<std::size_t> queued_{0};   // ops waiting in Target queues
+    std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
+};
+
+inline bool Epochs::direct(int rank) {
+    const AccessMode m = mode_.load(std::memory_order_acquire);
+    if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active) return true;
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
+    if (m == AccessMode::pscw) return in_start_group(rank);
+    if (m != AccessMode::per_target) return false;
+    Slot& s = slots_.slot_of(rank);
+    std::lock_guard sl(s.mu);
+    Target* t = slots_.find(rank);
+    if (!t || t->head || t->state != AccessState::lock_granted) return false;
+    ++t->issued;
+    return true;
+}
+
+}  // namespace fastrma::detail

@@ -1,0 +1,110 @@
+// flush.cpp — the flush family and unlock's completion core (see epochs.hpp).
+//
+// flush(r): every op issued to r complete at r — the queued ones issued first (waiting for
+// the lock grant), then the transport's flush(r) (its own count of what it has outstanding
+// to r: a fence on shared memory, answers up to the last request over messages), then what
+// the window left in flight beside the transports; and the first error any of them met.
+// flush_local(r): the same with local completion only. flush_all: every active target.
+#include "engine/errors.hpp"
+#include "epochs/epochs.hpp"
+
+namespace fastrma::detail {
+
+int Epochs::wait_target(int rank, SyncFlag flag, bool remove) {
+    const char* call = remove ? "FRMA_Win_unlock" : "FRMA_Win_flush";
+    WaitPace pace;
+    Slot& s = slots_.slot_of(rank);
+    while (true) {
+        std::unique_lock sl(s.mu);
+        Target* t = slots_.find(rank);
+        if (!t) return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, rank);
+        // Nothing was ever queued or issued and the lock is not ours yet: an unlock can
+        // simply withdraw the request (no one can observe the difference).
+        if (remove && t->state != AccessState::lock_granted && !t->head && t->issued == 0) {
+            waiting_targets_.fetch_sub(1);
+            slots_.remove(t);
+            Pool<Target>::put(t);
+            return MPI_SUCCESS;
+        }
+        if (t->state != AccessState::lock_granted && !try_acquire(t)) {
+            const bool excl = t->lock_type != MPI_LOCK_SHARED;
+            sl.unlock();
+            backoff(pace, rank, excl);
+            continue;
+        }
+        int rc = drain(t);
+        if (t->error) {  // an op the progress thread issued behind the lock failed
+            if (!rc) rc = raise(t->error, "%s: an operation queued for rank %d failed when it was issued", call, rank);
+            t->error = 0;
+        }
+        // Over an ordered transport the lock release completes the epoch itself
+        // (Transport::release): it leaves with the last ops, and its answer, if it needs
+        // one, comes after all of them were applied (lock + put + unlock: one message each
+        // way). MPI_Win_flush_local asks only for local completion.
+        const bool release_covers = remove && t->acquired && tp(rank).caps(peer(rank)).ordered;
+        if (flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
+        else if (!release_covers) tp(rank).flush(peer(rank));
+        if (int e = h_.complete_deferred(); e && !rc) rc = e;  // direct ops of the epoch
+        if (remove) {
+            release(t);
+            slots_.remove(t);
+            Pool<Target>::put(t);
+        }
+        if (int e = h_.refused_by_targets(call, rank, rank + 1); e && !rc) rc = e;
+        return rc;
+    }
+}
+
+int Epochs::flush(int rank, bool local) {
+    const char* call = local ? "FRMA_Win_flush_local" : "FRMA_Win_flush";
+    if (int rc = check_target_rank(call, rank, nprocs_)) return rc;
+    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
+    switch (mode_.load(std::memory_order_acquire)) {
+    case AccessMode::lock_all_granted: {
+        tp(rank).flush(peer(rank));
+        const int rc = h_.complete_deferred();
+        const int refused = h_.refused_by_targets(call, rank, rank + 1);
+        return rc ? rc : refused;
+    }
+    case AccessMode::lock_all_called:
+        return ensure_lock_all();
+    case AccessMode::per_target:
+        return wait_target(rank, local ? SyncFlag::flush_local : SyncFlag::flush, false);
+    default: break;
+    }
+    return sync_error(SyncCall::flush, call, mode_.load(), false);
+}
+
+int Epochs::flush_all(bool local) {
+    const char* call = local ? "FRMA_Win_flush_local_all" : "FRMA_Win_flush_all";
+    switch (mode_.load(std::memory_order_acquire)) {
+    case AccessMode::lock_all_granted: {
+        h_.flush_every_target();  // messages in flight need each target's answer
+        int rc = h_.complete_deferred();
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
+        if (int e = h_.refused_by_targets(call, 0, nprocs_); e && !rc) rc = e;
+        return rc;
+    }
+    case AccessMode::lock_all_called:
+        return ensure_lock_all();
+    case AccessMode::per_target: {
+        // Flush only the targets that are locked (active targets), not all ranks.
+        std::vector<int> ranks;
+        for (std::size_t i = 0; i < slots_.size(); ++i) {
+            Slot& s = slots_.slot_at(i);
+            std::lock_guard sl(s.mu);
+            for (Target* t = s.head; t; t = t->next) ranks.push_back(t->rank);
+        }
+        int rc = MPI_SUCCESS;
+        for (int r : ranks) {
+            int e = wait_target(r, local ? SyncFlag::flush_local : SyncFlag::flush, false);
+            if (e && e != MPI_ERR_RMA_SYNC && !rc) rc = e;  // unlocked meanwhile: fine
+        }
+        return rc;
+    }
+    default: break;
+    }
+    return sync_error(SyncCall::flush, call, mode_.load(), false);
+}
+
+}  // namespace fastrma::detail

@@ -1,0 +1,52 @@
+// host.hpp — what the epochs need of the window they synchronize (its peers, its
+// transports, its ops). Window implements it; the unit tests implement it over a fake
+// transport with ranks as threads (tests/unit/test_epochs.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/bootstrap.hpp"
+#include "ops/completion.hpp"
+#include "ops/op.hpp"
+#include "transport/transport.hpp"
+
+namespace fastrma::detail {
+
+class EpochHost {
+public:
+    virtual int host_rank() const = 0;
+    virtual int host_size() const = 0;
+    // The transport serving rank r and how it reaches r (one place decides: the window).
+    virtual Transport& tp(int r) const = 0;
+    virtual PeerRegion peer(int r) const = 0;
+    // This process's own state words (lock words, PSCW counters, bitmaps), mapped here.
+    virtual std::uint64_t* my_word(std::size_t w) const = 0;
+    // The group's synchronization (fence_sync), its members, and the transport whose
+    // target side serves this process's part (null when no transport needs this CPU).
+    virtual Transport& group_tp() const = 0;
+    virtual Bootstrap& group() = 0;
+    virtual Transport* serving_tp() const = 0;
+
+    // Ops: perform op at rank r now; after an op of a request was issued, signal or track
+    // its completion (non-zero: an error, done not signalled).
+    virtual int issue(int r, const Op& op) = 0;
+    virtual int track_request(int r, Completion* done) = 0;
+    // Completion of what the window left in flight beside the transports (batched small
+    // transfers, offloaded copies); remote completion at every target (each transport's
+    // flush_all); requests ranks [lo, hi) refused since the last look (dynamic windows),
+    // as an MPI error class. Each an MPI error class or MPI_SUCCESS.
+    virtual int complete_deferred() = 0;
+    virtual void flush_every_target() = 0;
+    virtual int refused_by_targets(const char* call, int lo, int hi) = 0;
+
+    // Lock-wait doorbells (peers whose state is mapped here): my bit in rank's waiter
+    // bitmap before a long sleep; after releasing a lock word of rank's, ring a waiter.
+    virtual void register_lock_wait(int rank) = 0;
+    virtual void ring_lock_waiters(int rank) = 0;
+
+protected:
+    ~EpochHost() = default;
+};
+
+}  // namespace fastrma::detail

@@ -1,0 +1,169 @@
+// lock.cpp — passive target: lock / unlock and lock_all / unlock_all (see epochs.hpp).
+//
+// The words and their rules are lockproto's (lock_protocol.hpp), on transport atomics. A
+// lock on a remote target may return before it is granted (LOCK_CALLED): its ops queue
+// until the progress thread, or the next sync call, takes the words. A lock on the caller
+// itself is granted on return: MPI lets the caller load and store under it at once.
+#include "engine/errors.hpp"
+#include "engine/stats.hpp"
+#include "epochs/epochs.hpp"
+#include "epochs/lock_protocol.hpp"
+
+namespace fastrma::detail {
+
+bool Epochs::try_lock(Target* t) {
+    if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared(tp(t->rank), peer(t->rank));
+    return lockproto::try_exclusive(tp(0), peer(0), tp(t->rank), peer(t->rank));
+}
+
+bool Epochs::try_lock_all_once() { return lockproto::try_lock_all(tp(0), peer(0)); }
+
+bool Epochs::try_acquire(Target* t) {
+    if (t->state == AccessState::lock_granted) return true;
+    const bool ok = (t->assert_ & MPI_MODE_NOCHECK) || try_lock(t);
+    if (!ok) {
+        bump(Stat::lock_retries);
+        return false;
+    }
+    t->acquired = !(t->assert_ & MPI_MODE_NOCHECK);
+    if (t->state != AccessState::lock_granted) waiting_targets_.fetch_sub(1);
+    t->state = AccessState::lock_granted;
+    return true;
+}
+
+void Epochs::release(Target* t) {
+    if (!t->acquired) return;
+    Transport& tp = this->tp(t->rank);
+    if (t->lock_type == MPI_LOCK_SHARED) lockproto::unlock_shared(tp, peer(t->rank));
+    else lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
+    t->acquired = false;
+    // A request parked at my target side for this lock may take it now: progress retries.
+    if (t->rank == rank_ && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();
+    h_.ring_lock_waiters(t->rank);
+    if (t->lock_type != MPI_LOCK_SHARED && t->rank != 0) h_.ring_lock_waiters(0);
+}
+
+int Epochs::lock(int lock_type, int rank, int assert_) {
+    if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
+        return raise(MPI_ERR_LOCKTYPE, "FRMA_Win_lock: lock_type %d is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE", lock_type);
+    if (int rc = check_target_rank("FRMA_Win_lock", rank, nprocs_)) return rc;
+    if (assert_ & ~MPI_MODE_NOCHECK)
+        return raise(MPI_ERR_ASSERT, "FRMA_Win_lock: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
+    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
+    Target* t = nullptr;
+    {
+        std::lock_guard lk(epoch_mu_);
+        if (int rc = sync_error(SyncCall::lock, "FRMA_Win_lock", mode_.load(), exposed_)) return rc;
+        if (no_locks_)
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: the window was created with info no_locks=true");
+        Slot& s = slots_.slot_of(rank);
+        std::lock_guard sl(s.mu);
+        if (slots_.find(rank))
+            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process", rank);
+        t = target_pool_.get();
+        if (!t)
+            return raise(MPI_ERR_NO_MEM, "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
+                         rank, cfg_.win_target_pool, cfg_.target_pool);
+        t->rank = rank;
+        t->lock_type = lock_type;
+        t->assert_ = assert_;
+        t->state = AccessState::lock_called;
+        waiting_targets_.fetch_add(1);
+        slots_.insert(t);
+        ++n_locks_;
+        mode_.store(AccessMode::per_target, std::memory_order_release);
+        // One attempt now; most locks are free.
+        if (try_acquire(t)) return MPI_SUCCESS;
+    }
+    // A lock on ourselves must be granted on return: MPI lets us load and store under it.
+    if (rank == rank_) {
+        Slot& s = slots_.slot_of(rank);
+        wait_until([&] {
+            std::lock_guard sl(s.mu);
+            return try_acquire(t);
+        }, rank, lock_type != MPI_LOCK_SHARED);
+        return MPI_SUCCESS;
+    }
+    // Remote: return LOCK_CALLED; the progress thread retries and issues queued ops.
+    progress_.wake();
+    return MPI_SUCCESS;
+}
+
+int Epochs::unlock(int rank) {
+    if (int rc = check_target_rank("FRMA_Win_unlock", rank, nprocs_)) return rc;
+    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
+    if (int rc = sync_error(SyncCall::unlock, "FRMA_Win_unlock", mode_.load(), false)) return rc;
+    int rc = wait_target(rank, SyncFlag::unlock, true);
+    if (rc == MPI_ERR_RMA_SYNC) return rc;
+    std::lock_guard lk(epoch_mu_);
+    if (--n_locks_ == 0) mode_.store(AccessMode::none, std::memory_order_release);
+    return rc;
+}
+
+int Epochs::lock_all(int assert_) {
+    if (assert_ & ~MPI_MODE_NOCHECK)
+        return raise(MPI_ERR_ASSERT, "FRMA_Win_lock_all: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
+    std::lock_guard lk(epoch_mu_);
+    if (int rc = sync_error(SyncCall::lock_all, "FRMA_Win_lock_all", mode_.load(), false)) return rc;
+    if (no_locks_)
+        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: the window was created with info no_locks=true");
+    lock_all_assert_ = assert_;
+    if (assert_ & MPI_MODE_NOCHECK) {
+        lock_all_acquired_ = false;
+        mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
+    } else if (try_lock_all_once()) {
+        lock_all_acquired_ = true;
+        mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
+    } else {
+        // Not granted yet: return (MPI allows it); the first op or sync call, or the
+        // progress thread, completes the acquisition.
+        lock_all_acquired_ = false;
+        mode_.store(AccessMode::lock_all_called, std::memory_order_release);
+        progress_.wake();
+    }
+    return MPI_SUCCESS;
+}
+
+int Epochs::ensure_lock_all() {
+    int rc = MPI_SUCCESS;
+    wait_until([&] {
+        std::lock_guard lk(epoch_mu_);
+        const AccessMode m = mode_.load();
+        if (m == AccessMode::lock_all_granted) return true;
+        if (m != AccessMode::lock_all_called) {
+            rc = MPI_ERR_RMA_SYNC;
+            return true;
+        }
+        if (try_lock_all_once()) {
+            lock_all_acquired_ = true;
+            mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
+            return true;
+        }
+        bump(Stat::lock_retries);
+        return false;
+    }, 0, false);
+    return rc;
+}
+
+int Epochs::unlock_all() {
+    if (int rc = sync_error(SyncCall::unlock_all, "FRMA_Win_unlock_all", mode_.load(), false)) return rc;
+    std::lock_guard lk(epoch_mu_);
+    const AccessMode m = mode_.load();
+    int rc = MPI_SUCCESS;
+    if (m == AccessMode::lock_all_granted) {
+        rc = h_.complete_deferred();  // before the lock goes: the copies belong to the epoch
+        h_.flush_every_target();
+        if (int e = h_.refused_by_targets("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
+        if (lock_all_acquired_) {
+            lockproto::unlock_all(tp(0), peer(0));
+            if (rank_ == 0 && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();  // as in release()
+            h_.ring_lock_waiters(0);
+        }
+    }
+    // lock_all_called: no op was ever issued (an op would have completed the acquisition).
+    lock_all_acquired_ = false;
+    mode_.store(AccessMode::none, std::memory_order_release);
+    return rc;
+}
+
+}  // namespace fastrma::detail

@@ -1,0 +1,51 @@
+// select.cpp — see select.hpp.
+#include "transport/select.hpp"
+
+#include <mpi.h>
+
+#include "engine/errors.hpp"
+#include "transport/am.hpp"
+#include "transport/shm.hpp"
+
+namespace fastrma::detail {
+
+int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, Medium* out) {
+    const int me = topo.local_ranks[std::size_t(topo.my_local_index)];
+    const bool same_node = topo.node_of[std::size_t(rank)] == topo.node_of[std::size_t(me)];
+    if (want != "auto" && want != "shm" && want != "am")
+        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am)", want.c_str());
+    *out = Medium::node;
+    if (rank == me) return MPI_SUCCESS;  // my own memory: always direct
+    if (same_node && (want != "am" || load_store)) return MPI_SUCCESS;
+    if (load_store) return raise(MPI_ERR_RMA_SHARED, "rank %d is on another node: a shared window needs load/store", rank);
+    if (want == "shm")
+        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "rank %d is on another node and FASTRMA_TRANSPORT=shm", rank);
+    *out = Medium::message;
+    return MPI_SUCCESS;
+}
+
+Transport& node_transport() { return shm_transport(); }
+
+int message_transport_usable(Bootstrap& group, const char* call) {
+    int level = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE)
+        return raise(MPI_ERR_UNSUPPORTED_OPERATION,
+                     "%s: the am transport (FASTRMA_TRANSPORT=am or peers on other nodes) needs the host MPI at MPI_THREAD_MULTIPLE (initialised at level %d)",
+                     call, level);
+    if (group.mpi_comm() == MPI_COMM_NULL)
+        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: the am transport needs an MPI communicator", call);
+    return MPI_SUCCESS;
+}
+
+std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const char* call, int* err) {
+    auto ep = std::make_unique<AmEndpoint>(group.mpi_comm(), std::move(local));  // collective
+    *err = MPI_SUCCESS;
+    if (ep->error() != MPI_SUCCESS) {
+        *err = raise(MPI_ERR_INTERN, "%s: am: cannot duplicate the communicator", call);
+        return nullptr;
+    }
+    return std::make_unique<AmTransport>(std::move(ep));
+}
+
+}  // namespace fastrma::detail

@@ -1,0 +1,38 @@
+// select.hpp — the one place that decides which transport serves a peer, and where the
+// transport objects are made. Nothing above src/transport/ names a transport class: a
+// window asks select_medium() per peer, takes node_transport() for the peers on its node
+// and make_message_transport() for the others, and from then on sees only Transport.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/bootstrap.hpp"
+#include "transport/transport.hpp"
+
+namespace fastrma::detail {
+
+enum class Medium : std::uint8_t {
+    node,     // shared memory: mappings, cross-memory attach, CPU atomics on shared state
+    message,  // MPI active messages, served by the target's CPU
+};
+
+// want: FASTRMA_TRANSPORT (auto, shm, am); load_store: the window's contract is load/store
+// (allocate_shared), which only shared memory gives. MPI_SUCCESS and *out, or an MPI error
+// class (raised) when nothing can reach the peer.
+int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, Medium* out);
+
+// The node transport (one object for every window: what it needs of a peer is in the
+// peer's PeerRegion).
+Transport& node_transport();
+
+// Whether a message transport can serve this group (an MPI communicator:
+// group.mpi_comm(); the host at MPI_THREAD_MULTIPLE): MPI_SUCCESS or an MPI error class
+// (raised). Local: the caller agrees on it with the group before making one.
+int message_transport_usable(Bootstrap& group, const char* call);
+// A message transport serving one window's peers, collective over group. Requests from
+// peers are executed through local. On failure: null, *err an MPI error class (raised).
+std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const char* call, int* err);
+
+}  // namespace fastrma::detail

@@ -1,0 +1,22 @@
+// transport.cpp — the default window-wide operations of Transport.
+#include "transport/transport.hpp"
+
+#include <mpi.h>
+
+#include "engine/bootstrap.hpp"
+
+namespace fastrma::detail {
+
+int Transport::fence_sync(Bootstrap& group) {
+    flush_all();
+    group.barrier();
+    return MPI_SUCCESS;
+}
+
+int Transport::close_sync(Bootstrap& group) {
+    flush_all();
+    group.barrier();
+    return MPI_SUCCESS;
+}
+
+}  // namespace fastrma::detail
