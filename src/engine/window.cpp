@@ -554,7 +554,7 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
 std::size_t Window::metadata_bytes() const {
     std::size_t b = sizeof(Window);
     b += tp_.capacity() * sizeof(Transport*) + start_group_.capacity() * sizeof(int);
-    b += arena_maps_.size() * (sizeof(ShmSegment) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
+    b += arena_maps_.size() * (sizeof(ArenaPeerMap) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
     for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
     {
         std::lock_guard lk(cma_mu_);

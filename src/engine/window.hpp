@@ -36,6 +36,7 @@
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/am.hpp"
+#include "transport/shm_arena.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
@@ -181,6 +182,7 @@ public:
 
     // How peers are reached (tests, statistics).
     bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
+    unsigned char* peer_address(int r) const { return peer(r).mapped; }  // nullptr: not mapped here
     bool cpu_atomics() const { return cpu_atomics_; }
     bool uses_am() const { return am_mode_; }
     bool offloads() const { return off_min_ != 0; }  // FASTRMA_OFFLOAD decided yes
@@ -271,7 +273,7 @@ private:
     std::uint64_t uni_du_ = 1;
     Transport* tp_all_ = nullptr;    // the transport of every peer, when they agree
     std::vector<Transport*> tp_;     // else one per peer
-    std::unordered_map<int, ShmSegment> arena_maps_;  // peers' FRMA_Alloc_mem (create)
+    std::unordered_map<int, ArenaPeerMap> arena_maps_;  // peers' FRMA_Alloc_mem (create)
     std::uint64_t* my_state_ = nullptr;
     // Active messages (every remote peer served by the am transport).
     bool am_mode_ = false;
