@@ -29,6 +29,9 @@ public:
     virtual std::string node_key() const;
     // A short description for error messages ("MPI communicator", "threads").
     virtual const char* kind() const = 0;
+    // Where discover_topology may keep its answer for later windows of the same group
+    // (nullptr: compute it every time).
+    virtual struct NodeTopology* topology_cache() { return nullptr; }
 };
 
 // Which ranks of the group share this process's node (by node_key), in rank order.
@@ -36,6 +39,7 @@ struct NodeTopology {
     std::vector<int> node_of;      // node index of each rank
     std::vector<int> local_ranks;  // ranks on my node, ascending
     int my_local_index = 0;        // my position in local_ranks
+    bool known = false;            // filled in (topology caches)
     bool all_local() const { return local_ranks.size() == node_of.size(); }
 };
 NodeTopology discover_topology(Bootstrap& bs);
