@@ -32,6 +32,14 @@ public:
     // Where discover_topology may keep its answer for later windows of the same group
     // (nullptr: compute it every time).
     virtual struct NodeTopology* topology_cache() { return nullptr; }
+    // What a freed window leaves for the next window of the same group (its node segment),
+    // opaque here; nullptr: nothing is kept.
+    virtual struct Leftover* leftover() { return nullptr; }
+};
+
+struct Leftover {
+    std::shared_ptr<void> what;
+    std::size_t bytes = 0;  // memory it holds
 };
 
 // Which ranks of the group share this process's node (by node_key), in rank order.

@@ -59,8 +59,14 @@ NodeTopology discover_topology(Bootstrap& bs) {
 // in the same order and takes the same one: reusing it needs no communication. A duplicate
 // is idle when it comes back (the window's free ended with a barrier on it).
 struct DupPool {
+    struct Idle {
+        MPI_Comm comm;
+        NodeTopology topo;
+        Leftover leftover;
+    };
     std::mutex mu;
-    std::vector<std::pair<MPI_Comm, NodeTopology>> idle;  // last given back on top
+    std::vector<Idle> idle;  // last given back on top
+    std::size_t leftover_bytes = 0;
     bool parent_alive = true;
 };
 
@@ -76,7 +82,7 @@ int delete_pool(MPI_Comm parent, int, void* value, void*) {
         std::lock_guard lk((*holder)->mu);
         (*holder)->parent_alive = false;
         if (parent != MPI_COMM_WORLD && parent != MPI_COMM_SELF)
-            for (auto& [c, t] : (*holder)->idle) PMPI_Comm_free(&c);
+            for (auto& i : (*holder)->idle) PMPI_Comm_free(&i.comm);
         (*holder)->idle.clear();
     }
     delete holder;
@@ -108,8 +114,11 @@ MpiBootstrap::MpiBootstrap(MPI_Comm comm) {
     if (pool_) {
         std::lock_guard lk(pool_->mu);
         if (!pool_->idle.empty()) {
-            comm_ = pool_->idle.back().first;
-            topo_ = pool_->idle.back().second;
+            DupPool::Idle& i = pool_->idle.back();
+            comm_ = i.comm;
+            topo_ = i.topo;
+            leftover_ = std::move(i.leftover);
+            pool_->leftover_bytes -= leftover_.bytes;
             pool_->idle.pop_back();
         }
     }
@@ -129,7 +138,10 @@ MpiBootstrap::~MpiBootstrap() {
     if (pool_) {
         std::lock_guard lk(pool_->mu);
         if (pool_->parent_alive) {
-            pool_->idle.emplace_back(comm_, topo_);
+            // Every member holds the same leftovers in the same order: the same choice.
+            if (pool_->leftover_bytes + leftover_.bytes > kLeftoverBytes) leftover_ = Leftover{};
+            pool_->leftover_bytes += leftover_.bytes;
+            pool_->idle.push_back({comm_, topo_, std::move(leftover_)});
             return;
         }
     }

@@ -2,7 +2,9 @@
 // The duplicate keeps fastrma's collectives from matching the application's traffic.
 // Duplicates are recycled: a freed window gives its duplicate back to a pool attached to
 // the parent communicator (an attribute), and the next window on that parent takes it
-// instead of calling MPI_Comm_dup (a collective agreement on a context id) again.
+// instead of calling MPI_Comm_dup (a collective agreement on a context id) again. With the
+// duplicate travel its node topology and what the freed window left (Bootstrap::leftover),
+// up to kLeftoverBytes of memory per parent.
 #pragma once
 
 #include <mpi.h>
@@ -14,6 +16,7 @@
 namespace fastrma::detail {
 
 struct DupPool;
+constexpr std::size_t kLeftoverBytes = std::size_t(64) << 20;
 
 class MpiBootstrap final : public Bootstrap {
 public:
@@ -26,6 +29,7 @@ public:
     void barrier() override;
     const char* kind() const override { return "MPI communicator"; }
     NodeTopology* topology_cache() override { return &topo_; }
+    Leftover* leftover() override { return &leftover_; }
     MPI_Comm comm() const { return comm_; }
     int error() const { return err_; }
 
@@ -34,6 +38,7 @@ private:
     int rank_ = 0, size_ = 0, err_ = MPI_SUCCESS;
     std::shared_ptr<DupPool> pool_;  // the parent's pool (nullptr: intercommunicator)
     NodeTopology topo_;              // travels with the duplicate
+    Leftover leftover_;              // so does this
 };
 
 }  // namespace fastrma::detail

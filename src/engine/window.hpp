@@ -248,6 +248,7 @@ private:
     bool try_lock_all_once();             // one attempt at lock_all
     void register_lock_wait(int rank);    // my bit in rank's lock-waiter bitmap
     void ring_lock_waiters(int rank);     // after releasing a lock word of rank's
+    void leave_node();                    // ~Window: node_ to the next window (node_key_)
     Poll poll();
     Poll poll_targets();
 
@@ -266,6 +267,11 @@ private:
     // (InfoWord); when every part has the same size and disp unit (symmetric allocation)
     // the data of rank r is simply at data0_ + r * dstride_.
     ShmSegment node_;
+    // Allocate windows: the layout of node_ (flavor, ranks, state bytes, total, each rank's
+    // size and disp unit); the next window of the group with the same key takes node_ over
+    // (Window::build), left for it when a collective free succeeded (leave_node_).
+    std::vector<std::uint64_t> node_key_;
+    bool leave_node_ = false;
     unsigned char* node_base_ = nullptr;
     std::size_t state_bytes_ = 0;
     bool uniform_ = false;

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -131,4 +132,65 @@ TEST(AllocMem, ThousandsOfLiveAllocationsAndAWindowOverTheLast) {
     }
     setrlimit(RLIMIT_NOFILE, &old);
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// An allocate window of the same layout as the one freed last on its communicator takes
+// over its segment (no new shared memory, no exchange): it must start with clear sync
+// words. Three PSCW epochs advance the target's completion counter in the first window; in
+// the second, the origins put only after a delay, so a counter left over would end the
+// target's wait before the data is there.
+TEST(WindowReuse, AnAllocateWindowOfTheSameLayoutStartsClean) {
+    const int me = world_rank(), np = world_size();
+    if (np < 2) GTEST_SKIP() << "needs an origin and a target";
+    MPI_Group world, target, origins;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    const int zero = 0;
+    MPI_Group_incl(world, 1, &zero, &target);
+    MPI_Group_excl(world, 1, &zero, &origins);
+    auto epoch = [&](FRMA_Win win, std::uint64_t value, bool late) {
+        if (me == 0) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(origins, 0, win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(win));
+        } else {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(target, 0, win));
+            if (late) usleep(100000);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&value, 1, MPI_UINT64_T, 0, MPI_Aint(me), 1, MPI_UINT64_T, win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(win));
+        }
+    };
+    std::uint64_t* a = nullptr;
+    FRMA_Win wa = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(8 * np), 8, MPI_INFO_NULL, MPI_COMM_WORLD, &a, &wa));
+    for (int e = 0; e < 3; ++e) {
+        epoch(wa, 100u + unsigned(e), false);
+        if (HasFatalFailure()) return;
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wa));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, wa));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&wa));
+
+    std::uint64_t* b = nullptr;
+    FRMA_Win wb = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(8 * np), 8, MPI_INFO_NULL, MPI_COMM_WORLD, &b, &wb));
+    if (!fastrma::detail::window_of(wb)->uses_am()) {
+        EXPECT_EQ(a, b) << "the freed window's segment was not taken over";
+    }
+    if (me == 0) for (int r = 0; r < np; ++r) b[r] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    epoch(wb, 7000u + unsigned(me), true);
+    if (HasFatalFailure()) return;
+    if (me == 0) {
+        for (int r = 1; r < np; ++r) EXPECT_EQ(b[r], 7000u + unsigned(r)) << "origin " << r;
+    }
+    // Locks start free: every rank takes the exclusive lock in turn.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, wb));
+    std::uint64_t one = 1, old = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old, MPI_UINT64_T, 0, 0, MPI_SUM, wb));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, wb));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) { EXPECT_EQ(b[0], std::uint64_t(np)); }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&wb));
+    MPI_Group_free(&world);
+    MPI_Group_free(&target);
+    MPI_Group_free(&origins);
 }
