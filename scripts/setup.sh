@@ -18,6 +18,9 @@ set -euo pipefail
 #                                 peer; Open MPI keeps the mpi/mpirun alternatives: priority
 #                                 50 against MPICH's 40, and the suite calls mpicxx.mpich and
 #                                 mpiexec.mpich by name)
+#   GA benchmark (bench/ga_pattern) libglobalarrays-dev libarmci-mpi-dev (Global Arrays over
+#                                 ARMCI-MPI, the PGAS stack measured), libscalapack-openmpi-dev
+#                                 (GA's archive links ScaLAPACK), linux-perf (profiles)
 PACKAGES=(
   g++ cmake make pkg-config gfortran
   libopenmpi-dev openmpi-bin
@@ -26,6 +29,7 @@ PACKAGES=(
   libibverbs-dev
   libfftw3-dev gnuplot-nox
   python3-matplotlib mpich libmpich-dev
+  libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev linux-perf
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

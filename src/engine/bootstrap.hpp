@@ -34,6 +34,17 @@ public:
     // The MPI communicator of the group, for a transport that moves data with MPI messages
     // (am); MPI_COMM_NULL when the group is not one (threads).
     virtual MPI_Comm mpi_comm() const { return MPI_COMM_NULL; }
+    // Where discover_topology may keep its answer for later windows of the same group
+    // (nullptr: compute it every time).
+    virtual struct NodeTopology* topology_cache() { return nullptr; }
+    // What a freed window leaves for the next window of the same group (its node segment),
+    // opaque here; nullptr: nothing is kept.
+    virtual struct Leftover* leftover() { return nullptr; }
+};
+
+struct Leftover {
+    std::shared_ptr<void> what;
+    std::size_t bytes = 0;  // memory it holds
 };
 
 // Which ranks of the group share this process's node (by node_key), in rank order.
@@ -41,6 +52,7 @@ struct NodeTopology {
     std::vector<int> node_of;      // node index of each rank
     std::vector<int> local_ranks;  // ranks on my node, ascending
     int my_local_index = 0;        // my position in local_ranks
+    bool known = false;            // filled in (topology caches)
     bool all_local() const { return local_ranks.size() == node_of.size(); }
 };
 NodeTopology discover_topology(Bootstrap& bs);

@@ -192,6 +192,32 @@ Window::~Window() {
     if (host_hooked_) host_progress_remove(remote_.get());
     finish_requests();
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
+    if (leave_node_) leave_node();
+}
+
+namespace {
+struct NodeLeftover {
+    ShmSegment node;
+    std::vector<std::uint64_t> key;
+};
+}  // namespace
+
+// After a collective free nobody touches this window's memory any more: clear my sync words
+// (locks, PSCW counters, stripes, bitmaps; the info words stay, they describe the same
+// layout) and leave the segment, mapped, to the next window of the group with the same key.
+// Every member clears its words before it enters that window's first exchange.
+void Window::leave_node() {
+    Leftover* slot = bs_->leftover();
+    if (!slot || !node_.data()) return;
+    std::uint64_t* mine = state_of(rank_);
+    std::memset(mine, 0, kInfoPid * 8);
+    std::memset(mine + kLockKick, 0, state_bytes_ - kLockKick * 8);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    auto lo = std::make_shared<NodeLeftover>();
+    lo->node = std::move(node_);
+    lo->key = std::move(node_key_);
+    slot->bytes = lo->node.size();
+    slot->what = std::move(lo);
 }
 
 int Window::allocate(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit,
@@ -291,6 +317,12 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
+    // What the last window freed on this group left (leave_node): taken below or dropped.
+    std::shared_ptr<NodeLeftover> left;
+    if (Leftover* slot = b.leftover(); slot && slot->what) {
+        left = std::static_pointer_cast<NodeLeftover>(std::move(slot->what));
+        *slot = Leftover{};
+    }
     // One place decided per peer (select_medium); a window uses messages for every peer but
     // itself as soon as any process needs them, so all agree on the protocol.
     bool by_message = false;
@@ -323,7 +355,22 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     total = page_round(total);
     const std::uint64_t my_off = std::uint64_t(me) * w->state_bytes_;
     const std::uint64_t my_data_len = has_data ? (padded ? page_round(sizes[std::size_t(me)].size) : sizes[std::size_t(me)].size) : 0;
-    if (me == 0) {
+    // Allocate windows take the segment of the last window freed on this group when its
+    // layout is the same (GA creates and frees arrays of one shape again and again): its
+    // pages are reserved and mapped everywhere, its owners cleared their sync words before
+    // the exchange above, and its info words already say what step 3 would write. Every
+    // member decides alike (same leftover, same sizes), so nothing more is exchanged.
+    if (is_alloc) {
+        w->node_key_ = {std::uint64_t(flavor), std::uint64_t(n), w->state_bytes_, total};
+        for (const Sizes& z : sizes) {
+            w->node_key_.push_back(z.size);
+            w->node_key_.push_back(std::uint64_t(z.disp_unit));
+        }
+    }
+    const bool reused = left && is_alloc && left->key == w->node_key_;
+    if (reused) w->node_ = std::move(left->node);
+    left.reset();
+    if (!reused && me == 0) {
         // Pages are reserved by their owners (first touch on the owner's NUMA node).
         err = w->node_.create(total, eng.config().shm_method, false);
         if (!err) err = w->node_.reserve_range(my_off, w->state_bytes_);
@@ -333,12 +380,12 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     struct Hello { int err; SegmentExport seg; };
     Hello hello{err, me == 0 && !err ? w->node_.export_info() : SegmentExport{}};
     std::vector<Hello> hellos(static_cast<std::size_t>(n));
-    b.allgather(&hello, sizeof hello, hellos.data());
+    if (!reused) b.allgather(&hello, sizeof hello, hellos.data());
     if (hellos[0].err) {
         if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
         return raise(hellos[0].err, "%s: window creation failed at rank 0", call);
     }
-    if (me != 0) {
+    if (!reused && me != 0) {
         err = w->node_.map_peer(hellos[0].seg, my_off, w->state_bytes_);
         if (!err && my_data_len) err = w->node_.map_peer(hellos[0].seg, std::size_t(doff[std::size_t(me)]), my_data_len);
     }
@@ -347,9 +394,9 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     w->node_base_ = w->node_.data();
 
     // 3. Publish what peers need to know about my part, in my state page.
-    if (!err) {
+    if (!err) w->base_ = is_create ? user_base : has_data ? w->node_base_ + doff[std::size_t(me)] : nullptr;
+    if (!err && !reused) {
         std::uint64_t* info = w->state_of(me);
-        w->base_ = is_create ? user_base : has_data ? w->node_base_ + doff[std::size_t(me)] : nullptr;
         info[kInfoPid] = std::uint64_t(getpid());
         info[kInfoBase] = reinterpret_cast<std::uint64_t>(w->base_);
         info[kInfoSize] = is_dynamic ? ~0ull : std::uint64_t(size);
@@ -366,7 +413,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         std::memcpy(&info[kInfoBell], &bell, sizeof bell);
     }
     if (err) msg = last_error_message();
-    if ((err = agree(b, err, msg, call))) return err;  // also: everyone has published
+    if (!reused && (err = agree(b, err, msg, call))) return err;  // also: everyone has published
 
     // 4. Create windows: map peers' FRMA_Alloc_mem parts; probe cross-memory attach.
     w->node_.seal();  // everyone has mapped: the name (shm_open method) can go
@@ -590,7 +637,7 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
 std::size_t Window::metadata_bytes() const {
     std::size_t b = sizeof(Window);
     b += tp_.capacity() * sizeof(Transport*) + epochs_.metadata_bytes() - sizeof(Epochs);
-    b += arena_maps_.size() * (sizeof(ShmSegment) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
+    b += arena_maps_.size() * (sizeof(ArenaPeerMap) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
     for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
     {
         std::lock_guard lk(cma_mu_);
@@ -606,7 +653,7 @@ int Window::free_collective() {
     complete_deferred();
     if (group_tp().close_sync(*bs_) != MPI_SUCCESS)
         return raise(MPI_ERR_INTERN, "FRMA_Win_free: the closing synchronization of the window's group failed");
-    eng_.progress().remove_poller(poller_id_);
+    leave_node_ = !remote_ && !node_key_.empty();    eng_.progress().remove_poller(poller_id_);
     poller_id_ = 0;
     if (host_hooked_) host_progress_remove(remote_.get());
     host_hooked_ = false;

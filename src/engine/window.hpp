@@ -33,6 +33,7 @@
 #include "ops/state_words.hpp"
 #include "epochs/epochs.hpp"
 #include "progress/progress.hpp"
+#include "transport/shm_arena.hpp"
 #include "transport/shm_segment.hpp"
 
 namespace fastrma::detail {
@@ -173,6 +174,7 @@ public:
 
     // How peers are reached (tests, statistics).
     bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
+    unsigned char* peer_address(int r) const { return peer(r).mapped; }  // nullptr: not mapped here
     bool cpu_atomics() const { return cpu_atomics_; }
     bool uses_am() const { return remote_ != nullptr; }
     bool offloads() const { return off_min_ != 0; }  // FASTRMA_OFFLOAD decided yes
@@ -228,6 +230,7 @@ private:
     void register_lock_wait(int rank) override;  // my bit in rank's lock-waiter bitmap
     void ring_lock_waiters(int rank) override;   // after releasing a lock word of rank's
 
+    void leave_node();  // ~Window: node_ to the next window (node_key_)
     Poll poll();
 
     Engine& eng_;
@@ -244,6 +247,11 @@ private:
     // (InfoWord); when every part has the same size and disp unit (symmetric allocation)
     // the data of rank r is simply at data0_ + r * dstride_.
     ShmSegment node_;
+    // Allocate windows: the layout of node_ (flavor, ranks, state bytes, total, each rank's
+    // size and disp unit); the next window of the group with the same key takes node_ over
+    // (Window::build), left for it when a collective free succeeded (leave_node_).
+    std::vector<std::uint64_t> node_key_;
+    bool leave_node_ = false;
     unsigned char* node_base_ = nullptr;
     std::size_t state_bytes_ = 0;
     bool uniform_ = false;
@@ -253,7 +261,7 @@ private:
     std::vector<Transport*> tp_;     // else one per peer
     std::vector<Transport*> tps_;    // each transport in use once (window-wide operations;
                                      // the last one synchronizes the group)
-    std::unordered_map<int, ShmSegment> arena_maps_;  // peers' FRMA_Alloc_mem (create)
+    std::unordered_map<int, ArenaPeerMap> arena_maps_;  // peers' FRMA_Alloc_mem (create)
     std::uint64_t* my_state_ = nullptr;
     // The message transport serving every peer but this process (null: all on the node),
     // and what those peers published (O(p): no shared page holds it).

@@ -2,8 +2,9 @@
 //
 // Layout of this file: (1) LayoutBuilder, which appends repeated copies of a child layout and
 // merges as it goes; (2) the static layouts of predefined types; (3) flatten(), one case per
-// MPI combiner, driven by MPI_Type_get_envelope / MPI_Type_get_contents; (4) the cache: an
-// MPI attribute on the type holding a shared_ptr, built under one mutex; (5) validation and
+// MPI combiner, driven by MPI_Type_get_envelope / MPI_Type_get_contents; (4) the caches: an
+// MPI attribute on the type holding a shared_ptr, built under one mutex, and behind it a map
+// by construction (combiner and arguments) for types of predefined children; (5) validation and
 // footprint; (6) the cursors and the chunk zipper.
 //
 // Why the sizes come from MPI: extents of structs carry alignment padding whose rules are
@@ -21,7 +22,9 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <vector>
 
 namespace fastrma::detail {
 
@@ -613,6 +616,36 @@ bool committed(MPI_Datatype t) {
   return cls != MPI_ERR_TYPE;
 }
 
+// The second cache, by construction: ARMCI-MPI (and layers like it) builds a new subarray,
+// vector or indexed type for every call and frees it right after, so the attribute above
+// never hits and every call flattened again. Types whose children are all in the predefined
+// table are also kept under their combiner and arguments (equal arguments, equal type map),
+// in a map cleared when it grows past kShapeCacheMax entries. Called with cache_mutex() held.
+constexpr std::size_t kShapeCacheMax = 4096;
+std::map<std::vector<std::int64_t>, LayoutPtr>& shape_cache() {
+  static auto* m = new std::map<std::vector<std::int64_t>, LayoutPtr>;
+  return *m;
+}
+
+bool shape_key(MPI_Datatype t, std::vector<std::int64_t>* key) {
+  const Contents c(t);
+  if (c.combiner == MPI_COMBINER_NAMED) return false;
+  key->clear();
+  key->reserve(4 + c.ints.size() + c.addrs.size() + c.types.size());
+  key->push_back(c.combiner);
+  key->push_back(std::int64_t(c.ints.size()));
+  key->push_back(std::int64_t(c.addrs.size()));
+  key->push_back(std::int64_t(c.types.size()));
+  for (int i : c.ints) key->push_back(i);
+  for (MPI_Aint a : c.addrs) key->push_back(std::int64_t(a));
+  for (MPI_Datatype child : c.types) {
+    const TypeInfo* ti = lookup_type(child);
+    if (ti == nullptr) return false;
+    key->push_back(std::int64_t(ti->id));
+  }
+  return true;
+}
+
 }  // namespace
 
 int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::string* why) {
@@ -640,7 +673,19 @@ int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::strin
   if (!named && !committed(type))
     return type_error(why, "derived datatype is not committed (call MPI_Type_commit before using it in RMA)");
   LayoutPtr l;
-  if (int rc = flatten(type, &l, why)) return rc;
+  std::vector<std::int64_t> key;
+  const bool keyed = !named && shape_key(type, &key);
+  if (keyed) {
+    auto it = shape_cache().find(key);
+    if (it != shape_cache().end()) l = it->second;
+  }
+  if (l == nullptr) {
+    if (int rc = flatten(type, &l, why)) return rc;
+    if (keyed) {
+      if (shape_cache().size() >= kShapeCacheMax) shape_cache().clear();
+      shape_cache().emplace(std::move(key), l);
+    }
+  }
   // Predefined types outside the table stay uncached (rebuilt each time: they are rare).
   if (!named) {
     auto* entry = new CacheEntry(l);

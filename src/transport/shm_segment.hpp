@@ -28,6 +28,7 @@ struct SegmentExport {
     int fd = -1;               // pidfd method
     std::uint64_t size = 0;
     char name[64] = {};        // shm_open method ("" for pidfd)
+    std::uint64_t id = 0;      // arena chunks: unique in the job (peers cache their mapping)
 };
 
 class ShmSegment {
@@ -52,6 +53,7 @@ public:
     void reset();
 
     SegmentExport export_info() const { return ex_; }
+    void set_export_id(std::uint64_t id) { ex_.id = id; }
     unsigned char* data() const { return static_cast<unsigned char*>(addr_); }
     std::size_t size() const { return len_; }
 

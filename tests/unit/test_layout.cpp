@@ -378,6 +378,25 @@ TEST(LayoutTypes, Subarray) {
   EXPECT_EQ(l->basic_count(), 4u);
 }
 
+// ARMCI-MPI's pattern: a new subarray type per call, freed right after. A type built with
+// the same arguments as a freed one gets its layout back from the cache by construction (the
+// same object); one argument different gives its own layout.
+TEST(LayoutTypes, TypesBuiltAlikeShareALayoutAfterTheFirstIsFreed) {
+  const void* first = nullptr;
+  {
+    Type a = subarray({64, 512}, {8, 8}, {0, 16}, MPI_ORDER_C, MPI_DOUBLE);
+    first = checked_layout(a).get();
+  }
+  Type b = subarray({64, 512}, {8, 8}, {0, 16}, MPI_ORDER_C, MPI_DOUBLE);
+  LayoutPtr lb = checked_layout(b);
+  EXPECT_EQ(lb.get(), first);
+  Type c = subarray({64, 512}, {8, 8}, {0, 24}, MPI_ORDER_C, MPI_DOUBLE);
+  LayoutPtr lc = checked_layout(c);
+  EXPECT_NE(lc.get(), first);
+  EXPECT_EQ(lc->true_lb(), 24 * 8);
+  EXPECT_EQ(lb->true_lb(), 16 * 8);
+}
+
 TEST(LayoutTypes, Darray) {
   // 1-D, cyclic(2) over 3 processes, rank 1 of a 10-element array: indices 2, 3, 8, 9.
   Type t = darray(3, 1, {10}, {MPI_DISTRIBUTE_CYCLIC}, {2}, {3}, MPI_ORDER_C, MPI_INT);
