@@ -1,0 +1,500 @@
+// test_epochs.cpp — the epoch machines (src/epochs) against an in-process fake transport,
+// ranks as threads: no MPI, no shared-memory segment, no window.
+//
+// FakeTransport delays and reorders: every put, get and one-way 8-byte atomic (a PSCW post
+// or complete, a lock release) waits in its origin's pending list for a random delay
+// (seeded per rank and test: the draws repeat, the thread interleaving does not) and a
+// delivery thread applies due items in random order; a fetching atomic waits its delay and
+// is applied by the caller. flush(peer) returns once everything the origin posted to peer
+// was applied. So a protocol that signals before its data is complete, or that relies on an
+// order the transport does not promise, loses data here.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "engine/bootstrap_threads.hpp"
+#include "engine/config.hpp"
+#include "engine/engine.hpp"
+#include "epochs/epoch_state.hpp"
+#include "epochs/epochs.hpp"
+#include "ops/state_words.hpp"
+
+using namespace fastrma::detail;
+
+namespace {
+
+constexpr std::size_t kWords = 8192;  // each rank's state words (locks, PSCW, bitmaps)
+constexpr std::size_t kData = 4096;   // each rank's window data
+
+// The memory of every rank, and the delivery of what is in flight between them.
+class FakeWorld {
+public:
+    FakeWorld(int n, unsigned seed, unsigned max_delay_us)
+        : n_(n), max_delay_us_(max_delay_us), words_(std::size_t(n) * kWords, 0), data_(std::size_t(n) * kData, 0),
+          rng_(seed), pending_(std::size_t(n)) {
+        deliverer_ = std::thread([this] { deliver_loop(); });
+    }
+    ~FakeWorld() {
+        {
+            std::lock_guard lk(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        deliverer_.join();
+    }
+    int size() const { return n_; }
+    std::uint64_t* words(int r) { return &words_[std::size_t(r) * kWords]; }
+    unsigned char* data(int r) { return &data_[std::size_t(r) * kData]; }
+    unsigned max_delay_us() const { return max_delay_us_; }
+
+    // An item posted by origin to target, applied when due.
+    void post(int origin, int target, std::function<void()> apply, unsigned delay_us) {
+        std::lock_guard lk(mu_);
+        pending_[std::size_t(origin)].push_back(
+            {target, std::chrono::steady_clock::now() + std::chrono::microseconds(delay_us), std::move(apply)});
+        ++in_flight_;
+        cv_.notify_all();
+    }
+    // Waits until nothing origin posted to target (or to anyone, target < 0) is pending.
+    void drain(int origin, int target) {
+        std::unique_lock lk(mu_);
+        done_cv_.wait(lk, [&] {
+            for (const Item& it : pending_[std::size_t(origin)])
+                if (target < 0 || it.target == target) return false;
+            return true;
+        });
+    }
+
+private:
+    struct Item {
+        int target;
+        std::chrono::steady_clock::time_point due;
+        std::function<void()> apply;
+    };
+    void deliver_loop() {
+        std::unique_lock lk(mu_);
+        while (!stop_ || in_flight_) {
+            // Every due item, from any origin, in random order.
+            std::vector<std::pair<int, std::size_t>> due;
+            const auto now = std::chrono::steady_clock::now();
+            for (int o = 0; o < n_; ++o)
+                for (std::size_t i = 0; i < pending_[std::size_t(o)].size(); ++i)
+                    if (pending_[std::size_t(o)][i].due <= now) due.emplace_back(o, i);
+            if (due.empty()) {
+                cv_.wait_for(lk, std::chrono::microseconds(20));
+                continue;
+            }
+            const auto [o, i] = due[std::uniform_int_distribution<std::size_t>(0, due.size() - 1)(rng_)];
+            Item it = std::move(pending_[std::size_t(o)][i]);
+            pending_[std::size_t(o)].erase(pending_[std::size_t(o)].begin() + std::ptrdiff_t(i));
+            it.apply();
+            --in_flight_;
+            done_cv_.notify_all();
+        }
+    }
+
+    const int n_;
+    const unsigned max_delay_us_;
+    std::vector<std::uint64_t> words_;
+    std::vector<unsigned char> data_;
+    std::mt19937 rng_;  // (mu_)
+    std::mutex mu_;
+    std::condition_variable cv_, done_cv_;
+    std::vector<std::deque<Item>> pending_;
+    std::size_t in_flight_ = 0;
+    bool stop_ = false;
+    std::thread deliverer_;
+};
+
+// One rank's view of the world: the Transport the epochs call.
+class FakeTransport final : public Transport {
+public:
+    FakeTransport(FakeWorld& w, int me, unsigned seed) : w_(w), me_(me), rng_(seed * 7919u + unsigned(me)) {}
+    const char* name() const override { return "fake"; }
+    Caps caps(const PeerRegion&) const override { return {false, false, false}; }
+    Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override {
+        for (std::size_t i = 0; i < n; ++i) {
+            std::vector<unsigned char> bytes(static_cast<const unsigned char*>(c[i].local),
+                                             static_cast<const unsigned char*>(c[i].local) + c[i].len);
+            unsigned char* dst = w_.data(p.rank) + c[i].offset;
+            w_.post(me_, p.rank, [dst, bytes] { std::memcpy(dst, bytes.data(), bytes.size()); }, delay());
+        }
+        return Post::posted;
+    }
+    Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override {
+        for (std::size_t i = 0; i < n; ++i) {
+            unsigned char* src = w_.data(p.rank) + c[i].offset;
+            auto* dst = static_cast<unsigned char*>(c[i].local);
+            const std::size_t len = c[i].len;
+            w_.post(me_, p.rank, [dst, src, len] { std::memcpy(dst, src, len); }, delay());
+        }
+        return Post::posted;
+    }
+    std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
+                          std::uint64_t compare) override {
+        pause(delay());
+        return apply_atomic8(w_.words(p.rank) + word, op, operand, compare);
+    }
+    void notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
+        std::uint64_t* at = w_.words(p.rank) + word;
+        w_.post(me_, p.rank, [at, op, operand] { apply_atomic8(at, op, operand, 0); }, delay());
+    }
+    void flush(const PeerRegion& p) override { w_.drain(me_, p.rank); }
+    void flush_all() override { w_.drain(me_, -1); }
+
+private:
+    unsigned delay() {
+        std::lock_guard lk(mu_);
+        return std::uniform_int_distribution<unsigned>(0, w_.max_delay_us())(rng_);
+    }
+    static void pause(unsigned us) {
+        if (us < 5) std::this_thread::yield();
+        else std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
+    FakeWorld& w_;
+    const int me_;
+    std::mutex mu_;
+    std::mt19937 rng_;
+};
+
+// One rank's window, as the epochs see it. issue() takes the Op's origin, offset and bytes
+// as one contiguous put or get (the ops layer is not under test here).
+class FakeHost final : public EpochHost {
+public:
+    FakeHost(FakeWorld& w, int me, unsigned seed, std::shared_ptr<ThreadGroup> g)
+        : w_(w), me_(me), tp_(w, me, seed), bs_(std::move(g), me) {}
+    int host_rank() const override { return me_; }
+    int host_size() const override { return w_.size(); }
+    Transport& tp(int) const override { return tp_; }
+    PeerRegion peer(int r) const override {
+        PeerRegion p;
+        p.rank = r;
+        p.size = kData;
+        return p;
+    }
+    std::uint64_t* my_word(std::size_t w) const override { return w_.words(me_) + w; }
+    Transport& group_tp() const override { return tp_; }
+    Bootstrap& group() override { return bs_; }
+    Transport* serving_tp() const override { return nullptr; }
+    int issue(int r, const Op& op) override {
+        const Chunk c{const_cast<void*>(op.origin ? op.origin : op.result), op.offset, std::size_t(op.bytes)};
+        const Post p = op.kind == RmaKind::get ? tp_.get(peer(r), &c, 1) : tp_.put(peer(r), &c, 1);
+        ++issued;
+        return accepted(p) ? MPI_SUCCESS : MPI_ERR_OTHER;
+    }
+    int track_request(int, Completion* done) override {
+        done->signal(MPI_SUCCESS);
+        return MPI_SUCCESS;
+    }
+    int complete_deferred() override { return MPI_SUCCESS; }
+    void flush_every_target() override { tp_.flush_all(); }
+    int refused_by_targets(const char*, int, int) override { return MPI_SUCCESS; }
+    void register_lock_wait(int) override {}
+    void ring_lock_waiters(int) override {}
+
+    std::atomic<int> issued{0};
+
+private:
+    FakeWorld& w_;
+    const int me_;
+    mutable FakeTransport tp_;
+    ThreadBootstrap bs_;
+};
+
+// Runs fn(rank, epochs, host) on n threads over one FakeWorld, each with its own Engine
+// (no progress thread: the epochs' waits drive progress themselves).
+void run_ranks(int n, unsigned seed, unsigned max_delay_us,
+               const std::function<void(int, Epochs&, FakeHost&, FakeWorld&)>& fn) {
+    FakeWorld world(n, seed, max_delay_us);
+    auto group = std::make_shared<ThreadGroup>(n);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+        ts.emplace_back([&, r] {
+            Config cfg;
+            cfg.progress_thread = false;
+            Engine eng(cfg, r, n);
+            FakeHost host(world, r, seed, group);
+            Epochs epochs(host, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool());
+            fn(r, epochs, host, world);
+            group->barrier();  // nobody's world goes before every rank is done with it
+        });
+    for (auto& t : ts) t.join();
+}
+
+Op put_op(const void* origin, std::uint64_t offset, std::uint64_t bytes) {
+    Op op;
+    op.kind = RmaKind::put;
+    op.origin = origin;
+    op.offset = offset;
+    op.bytes = bytes;
+    return op;
+}
+
+Op get_op(void* result, std::uint64_t offset, std::uint64_t bytes) {
+    Op op;
+    op.kind = RmaKind::get;
+    op.result = result;
+    op.offset = offset;
+    op.bytes = bytes;
+    return op;
+}
+
+std::int64_t load64(FakeWorld& w, int rank, std::size_t slot) {
+    std::int64_t v;
+    std::memcpy(&v, w.data(rank) + 8 * slot, 8);
+    return v;
+}
+
+class EpochsFake : public ::testing::TestWithParam<unsigned> {};
+
+// Exclusive locks from every rank on one target: a read-modify-write of a counter (get,
+// flush, put) under the lock loses no update, whatever the delays.
+TEST_P(EpochsFake, ExclusiveLocksSerializeReadModifyWrite) {
+    const int n = 4, iters = 25;
+    std::int64_t total = -1;
+    FakeWorld world(n, GetParam(), 40);
+    auto group = std::make_shared<ThreadGroup>(n);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+        ts.emplace_back([&, r] {
+            Config cfg;
+            cfg.progress_thread = false;
+            Engine eng(cfg, r, n);
+            FakeHost host(world, r, GetParam(), group);
+            Epochs e(host, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool());
+            for (int i = 0; i < iters; ++i) {
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 1, 0));
+                std::int64_t v = -1;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("get", 1, get_op(&v, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.flush(1, false));
+                ++v;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 1, put_op(&v, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(1));
+            }
+            group->barrier();
+            if (r == 0) total = load64(world, 1, 0);
+            group->barrier();
+        });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(total, std::int64_t(n) * iters);
+}
+
+// A lock that is not granted yet returns (LOCK_CALLED); the ops posted under it queue on
+// their Target and go once the holder releases; the unlock completes them.
+TEST_P(EpochsFake, OpsQueueBehindAnUngrantedLockAndLandAfterTheHoldersWrites) {
+    const int n = 3;
+    std::atomic<int> stage{0};
+    std::int64_t final0 = -1, final1 = -1;
+    FakeWorld world(n, GetParam(), 30);
+    auto group = std::make_shared<ThreadGroup>(n);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+        ts.emplace_back([&, r] {
+            Config cfg;
+            cfg.progress_thread = false;
+            Engine eng(cfg, r, n);
+            FakeHost host(world, r, GetParam(), group);
+            Epochs e(host, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool());
+            if (r == 1) {  // the holder
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));
+                stage.store(1);
+                while (stage.load() < 2) std::this_thread::yield();
+                std::int64_t a = 11, b = 12;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&a, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&b, 8, 8), nullptr, false));
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(0));
+            } else if (r == 2) {  // the waiter
+                while (stage.load() < 1) std::this_thread::yield();
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));  // not granted: returns
+                EXPECT_EQ(e.mode(), AccessMode::per_target);
+                std::int64_t c = 21;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&c, 8, 8), nullptr, false));
+                EXPECT_EQ(e.queued_ops(), 1u) << "the put went before the lock was granted";
+                EXPECT_EQ(host.issued.load(), 0);
+                stage.store(2);
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(0));  // waits for the grant, issues, completes
+                EXPECT_EQ(e.queued_ops(), 0u);
+                EXPECT_EQ(host.issued.load(), 1);
+                EXPECT_EQ(e.mode(), AccessMode::none);
+            }
+            group->barrier();
+            if (r == 0) {
+                final0 = load64(world, 0, 0);
+                final1 = load64(world, 0, 1);
+            }
+            group->barrier();
+        });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(final0, 11);
+    EXPECT_EQ(final1, 21) << "the queued put must land after the holder's put of 12";
+}
+
+// Shared locks coexist; an exclusive lock waits for every shared holder; lock_all waits
+// for the exclusive holder. Checked with a count of holders kept beside the protocol.
+TEST_P(EpochsFake, SharedExclusiveAndLockAllExcludeAsMpiSays) {
+    const int n = 4, iters = 20;
+    std::atomic<int> shared_in{0}, excl_in{0}, all_in{0}, violations{0};
+    run_ranks(n, GetParam(), 25, [&](int r, Epochs& e, FakeHost&, FakeWorld&) {
+        for (int i = 0; i < iters; ++i) {
+            const int kind = (r + i) % 3;
+            if (kind == 0) {
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_SHARED, 2, 0));
+                ASSERT_EQ(MPI_SUCCESS, e.flush(2, false));  // the lock is ours once a flush returns
+                shared_in.fetch_add(1);
+                if (excl_in.load()) violations.fetch_add(1);
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+                shared_in.fetch_sub(1);
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(2));
+            } else if (kind == 1) {
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 2, 0));
+                ASSERT_EQ(MPI_SUCCESS, e.flush(2, false));
+                if (excl_in.fetch_add(1) != 0 || shared_in.load() || all_in.load()) violations.fetch_add(1);
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+                excl_in.fetch_sub(1);
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(2));
+            } else {
+                ASSERT_EQ(MPI_SUCCESS, e.lock_all(0));
+                ASSERT_EQ(MPI_SUCCESS, e.flush_all(false));  // completes the acquisition
+                all_in.fetch_add(1);
+                if (excl_in.load()) violations.fetch_add(1);
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+                all_in.fetch_sub(1);
+                ASSERT_EQ(MPI_SUCCESS, e.unlock_all());
+            }
+        }
+    });
+    EXPECT_EQ(violations.load(), 0);
+}
+
+// PSCW epochs back to back: each origin's puts of epoch k are at the target when its wait
+// returns, never a value of another epoch; posts for epoch k+1 that arrive early stay for
+// it. The complete's signal is a one-way atomic that the fake may deliver before the puts
+// unless the protocol completes them first.
+TEST_P(EpochsFake, PscwEpochsDeliverEveryPutBeforeTheWaitReturns) {
+    const int n = 4, epochs = 12;
+    std::atomic<int> bad{0};
+    run_ranks(n, GetParam(), 40, [&](int r, Epochs& e, FakeHost&, FakeWorld& w) {
+        std::vector<int> origins, target{0};
+        for (int o = 1; o < n; ++o) origins.push_back(o);
+        for (int k = 1; k <= epochs; ++k) {
+            if (r == 0) {
+                ASSERT_EQ(MPI_SUCCESS, e.post(origins, 0));
+                ASSERT_EQ(MPI_SUCCESS, e.wait());
+                for (int o = 1; o < n; ++o)
+                    for (int j = 0; j < 4; ++j)
+                        if (load64(w, 0, std::size_t(o) * 4 + std::size_t(j)) != k * 100 + o * 10 + j) bad.fetch_add(1);
+            } else {
+                ASSERT_EQ(MPI_SUCCESS, e.start(target, 0));
+                std::int64_t v[4];
+                for (int j = 0; j < 4; ++j) {
+                    v[j] = k * 100 + r * 10 + j;
+                    ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&v[j], (std::uint64_t(r) * 4 + std::uint64_t(j)) * 8, 8),
+                                                    nullptr, false));
+                }
+                ASSERT_EQ(MPI_SUCCESS, e.complete());  // v may go once complete returns
+                std::memset(v, 0, sizeof v);
+            }
+        }
+    });
+    EXPECT_EQ(bad.load(), 0);
+}
+
+// Fence epochs: every rank puts to every other; after the fence each sees every value of
+// the epoch; a get in the next epoch reads what the fence completed.
+TEST_P(EpochsFake, FenceCompletesEveryRanksOpsOfTheEpoch) {
+    const int n = 4, epochs = 8;
+    std::atomic<int> bad{0};
+    run_ranks(n, GetParam(), 40, [&](int r, Epochs& e, FakeHost&, FakeWorld& w) {
+        ASSERT_EQ(MPI_SUCCESS, e.fence(MPI_MODE_NOPRECEDE));
+        for (int k = 1; k <= epochs; ++k) {
+            std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+            for (int t = 0; t < n; ++t) {
+                v[std::size_t(t)] = k * 1000 + r * 10 + t;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", t, put_op(&v[std::size_t(t)], std::uint64_t(r) * 8, 8), nullptr, false));
+            }
+            ASSERT_EQ(MPI_SUCCESS, e.fence(0));
+            for (int o = 0; o < n; ++o)
+                if (load64(w, r, std::size_t(o)) != k * 1000 + o * 10 + r) bad.fetch_add(1);
+            std::int64_t got = -1;
+            const int next = (r + 1) % n;
+            ASSERT_EQ(MPI_SUCCESS, e.submit("get", next, get_op(&got, std::uint64_t(r) * 8, 8), nullptr, false));
+            ASSERT_EQ(MPI_SUCCESS, e.fence(0));
+            if (got != k * 1000 + r * 10 + next) bad.fetch_add(1);
+        }
+        ASSERT_EQ(MPI_SUCCESS, e.fence(MPI_MODE_NOSUCCEED));
+        EXPECT_EQ(e.mode(), AccessMode::none);
+    });
+    EXPECT_EQ(bad.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, EpochsFake, ::testing::Values(1u, 2u, 3u));
+
+// The one table: a sample of legal and illegal transitions, each as MPI-3.1 §11.5 says.
+TEST(EpochState, TheTableAnswersAsTheStandardSays) {
+    using A = AccessMode;
+    using C = SyncCall;
+    EXPECT_EQ(illegal(C::lock, A::none, false), nullptr);
+    EXPECT_EQ(illegal(C::lock, A::per_target, false), nullptr);  // several targets
+    EXPECT_NE(illegal(C::lock, A::lock_all_granted, false), nullptr);
+    EXPECT_NE(illegal(C::lock, A::pscw, false), nullptr);
+    EXPECT_NE(illegal(C::lock, A::fence_active, false), nullptr);
+    EXPECT_EQ(illegal(C::lock, A::fence_called, false), nullptr);  // a fence need not open an epoch
+    EXPECT_EQ(illegal(C::lock, A::none, true), nullptr);  // passive access beside a PSCW exposure
+    EXPECT_NE(illegal(C::unlock, A::none, false), nullptr);
+    EXPECT_NE(illegal(C::unlock_all, A::per_target, false), nullptr);
+    EXPECT_EQ(illegal(C::unlock_all, A::lock_all_called, false), nullptr);
+    EXPECT_NE(illegal(C::flush, A::fence_active, false), nullptr);
+    EXPECT_NE(illegal(C::flush, A::pscw, false), nullptr);
+    EXPECT_EQ(illegal(C::flush, A::lock_all_called, false), nullptr);
+    EXPECT_NE(illegal(C::fence, A::per_target, false), nullptr);
+    EXPECT_NE(illegal(C::fence, A::none, true), nullptr);  // exposure open
+    EXPECT_EQ(illegal(C::fence, A::fence_active, false), nullptr);
+    EXPECT_NE(illegal(C::post, A::none, true), nullptr);  // one exposure at a time
+    EXPECT_NE(illegal(C::post, A::fence_active, false), nullptr);
+    EXPECT_EQ(illegal(C::post, A::pscw, false), nullptr);  // access and exposure together
+    EXPECT_NE(illegal(C::start, A::pscw, false), nullptr);
+    EXPECT_NE(illegal(C::start, A::lock_all_granted, false), nullptr);
+    EXPECT_EQ(illegal(C::start, A::none, true), nullptr);
+    EXPECT_NE(illegal(C::complete, A::none, false), nullptr);
+    EXPECT_NE(illegal(C::wait, A::pscw, false), nullptr);
+    EXPECT_EQ(illegal(C::wait, A::none, true), nullptr);
+    EXPECT_NE(illegal(C::op, A::none, false), nullptr);
+    EXPECT_EQ(illegal(C::op, A::fence_called, false), nullptr);
+    EXPECT_NE(illegal(C::free, A::per_target, false), nullptr);
+    EXPECT_NE(illegal(C::free, A::none, true), nullptr);
+    EXPECT_EQ(illegal(C::free, A::fence_called, false), nullptr);
+}
+
+// Every sync call in a state the table forbids fails with MPI_ERR_RMA_SYNC and leaves the
+// state as it was.
+TEST(EpochState, EpochsRefuseIllegalCallsAndKeepTheirState) {
+    run_ranks(2, 7, 5, [&](int r, Epochs& e, FakeHost&, FakeWorld&) {
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.unlock(1 - r));
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.unlock_all());
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.flush(1 - r, false));
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.complete());
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.wait());
+        std::int64_t v = 1;
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.submit("put", 1 - r, put_op(&v, 0, 8), nullptr, false));
+        ASSERT_EQ(MPI_SUCCESS, e.lock_all(0));
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.lock(MPI_LOCK_SHARED, 1 - r, 0));
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.start({1 - r}, 0));
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.check_free());
+        ASSERT_EQ(MPI_SUCCESS, e.unlock_all());
+        EXPECT_EQ(e.mode(), AccessMode::none);
+        EXPECT_EQ(MPI_SUCCESS, e.check_free());
+    });
+}
+
+}  // namespace
