@@ -48,6 +48,12 @@ NodeTopology discover_topology(Bootstrap& bs) {
 }
 
 MpiBootstrap::MpiBootstrap(MPI_Comm comm) {
+    // An intercommunicator's collectives gather the remote group: refused (MPI_ERR_COMM).
+    int inter = 0;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        err_ = MPI_ERR_COMM;
+        return;
+    }
     err_ = PMPI_Comm_dup(comm, &comm_);
     if (err_ != MPI_SUCCESS) { comm_ = MPI_COMM_NULL; return; }
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);

@@ -115,6 +115,12 @@ int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
     Engine* e = engine(&rc);
     if (!e) return comm_error(comm, rc);
     if (comm == MPI_COMM_NULL) return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is MPI_COMM_NULL", call));
+    // Windows live on intracommunicators (MPI-3.1 §11.2): every member's part is in one group.
+    int inter = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
+        return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is not a valid communicator", call));
+    if (inter)
+        return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is an intercommunicator; windows need an intracommunicator", call));
     auto bs = std::make_unique<MpiBootstrap>(comm);
     if (bs->error()) return comm_error(comm, raise(MPI_ERR_COMM, "%s: cannot duplicate the communicator", call));
     MPI_Group group = MPI_GROUP_NULL;

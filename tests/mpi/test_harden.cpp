@@ -1,0 +1,58 @@
+// test_harden.cpp — regression tests of the hardening issue (26), each named after what it
+// caught: creation on an intercommunicator, contended exclusive locks then a fence over am,
+// arithmetic accumulates on MPI_CHAR, MPI_NO_OP ignoring the origin, MPI_BOTTOM with
+// absolute addresses, shared_query of a zero-size part, dynamic accesses spanning adjacent
+// regions, keyvals freed while their attributes live, and the bounds the am server and the
+// dynamic range check enforce. Runs over shared memory and over am (FASTRMA_TRANSPORT=am).
+#include <fastrma/fastrma.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+
+template <class T>
+struct Alloc {
+    FRMA_Win win = FRMA_WIN_NULL;
+    T* base = nullptr;
+    explicit Alloc(std::size_t n, int disp_unit = int(sizeof(T))) {
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(n * sizeof(T)), disp_unit, MPI_INFO_NULL,
+                                                 MPI_COMM_WORLD, &base, &win));
+        std::memset(base, 0, n * sizeof(T));
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    ~Alloc() { if (win != FRMA_WIN_NULL) { EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win)); } }
+};
+
+// ---- 1. intercommunicators --------------------------------------------------------------
+
+TEST(Creation, AnIntercommunicatorIsRefusedWithErrComm) {
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs two groups";
+    MPI_Comm half, inter;
+    MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &half);
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, me % 2 ? 0 : 1, 99, &inter);
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    std::vector<char> mem(64);
+    void* base = nullptr;
+    FRMA_Win win = FRMA_WIN_NULL;
+    EXPECT_EQ(MPI_ERR_COMM, FRMA_Win_create(mem.data(), 64, 1, MPI_INFO_NULL, inter, &win));
+    EXPECT_EQ(win, FRMA_WIN_NULL);
+    EXPECT_EQ(MPI_ERR_COMM, FRMA_Win_allocate(64, 1, MPI_INFO_NULL, inter, &base, &win));
+    EXPECT_EQ(MPI_ERR_COMM, FRMA_Win_allocate_shared(64, 1, MPI_INFO_NULL, inter, &base, &win));
+    EXPECT_EQ(MPI_ERR_COMM, FRMA_Win_create_dynamic(MPI_INFO_NULL, inter, &win));
+    EXPECT_EQ(win, FRMA_WIN_NULL);
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
