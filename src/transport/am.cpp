@@ -900,7 +900,7 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
     Parked& pk = start_parking(source);
     pk.why = Why::lock;
     pk.what = what;
-    if (rest_records || h.reply_tag >= 0) {  // the rest of the batch, and its ack
+    {  // the rest of the batch and its ack; empty, it still counts as served once granted (fence())
         Header rh = h;
         rh.nseg = rest_records;
         std::vector<unsigned char> m(sizeof rh + rest_len);

@@ -55,4 +55,29 @@ TEST(Creation, AnIntercommunicatorIsRefusedWithErrComm) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- 2. contended exclusive locks, then a fence ------------------------------------------
+
+TEST(Locks, ContendedExclusiveLocksWithGetsThenAFence) {
+    // Over am a lock request that has to wait is parked at the target; the fence after it
+    // counts every request, that one too.
+    const int me = world_rank(), n = world_size();
+    Alloc<std::int64_t> w(4);
+    w.base[0] = 1000 + me;
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int round = 0; round < 20; ++round) {
+        if (me != 0) {
+            std::int64_t got = -1;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, w.win));
+            std::int64_t one = 1;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, MPI_SUM, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
+            EXPECT_EQ(got, 1000);
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+        if (me == 0) { EXPECT_EQ(w.base[1], std::int64_t(round + 1) * (n - 1)); }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+    }
+}
+
 }  // namespace
