@@ -158,7 +158,7 @@ struct datatype_of {};
         static MPI_Datatype get() noexcept { return handle; }        \
     }
 // Integers by their C name (std::int32_t is int, std::int64_t is long, ... on LP64).
-FASTRMA_DATATYPE(char, MPI_CHAR);  // REPLACE / NO_OP only, as MPI says; int8_t is signed char
+FASTRMA_DATATYPE(char, MPI_CHAR);  // a C integer for accumulates (docs/accumulate.md); int8_t is signed char
 FASTRMA_DATATYPE(signed char, MPI_SIGNED_CHAR);
 FASTRMA_DATATYPE(unsigned char, MPI_UNSIGNED_CHAR);
 FASTRMA_DATATYPE(short, MPI_SHORT);

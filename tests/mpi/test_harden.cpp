@@ -80,4 +80,42 @@ TEST(Locks, ContendedExclusiveLocksWithGetsThenAFence) {
     }
 }
 
+// ---- 6. arithmetic ops on MPI_CHAR --------------------------------------------------------
+
+TEST(Accumulate, ArithmeticOpsOnMpiCharAreAccepted) {
+    const int me = world_rank(), n = world_size();
+    Alloc<char> w(8, 1);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    const char one[2] = {1, 2};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(one, 2, MPI_CHAR, 0, 0, 2, MPI_CHAR, MPI_SUM, w.win));
+    char old = -1;
+    const char three = 3;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&three, &old, MPI_CHAR, 0, 2, MPI_SUM, w.win));
+    char res[2] = {-1, -1};
+    const char four[2] = {4, 4};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(four, 2, MPI_CHAR, res, 2, MPI_CHAR, 0, 4, 2, MPI_CHAR, MPI_MAX, w.win));
+    const char mask = 0x10;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&mask, 1, MPI_CHAR, 0, 6, 1, MPI_CHAR, MPI_BOR, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        EXPECT_EQ(w.base[0], char(n));
+        EXPECT_EQ(w.base[1], char(2 * n));
+        EXPECT_EQ(w.base[2], char(3 * n));
+        EXPECT_EQ(w.base[4], 4);
+        EXPECT_EQ(w.base[6], 0x10);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    // compare_and_swap on MPI_CHAR: exactly one rank wins.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    const char cmp = 0, mine = char(10 + me);
+    char was = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Compare_and_swap(&mine, &cmp, &was, MPI_CHAR, 0, 7, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    int won = was == 0, winners = 0;
+    MPI_Allreduce(&won, &winners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(winners, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 }  // namespace
