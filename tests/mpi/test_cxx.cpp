@@ -464,6 +464,11 @@ TEST(CxxPassive, LockAllCompletionsAndSync) {
             w.get_accumulate(t, std::size_t(me) * k, {}, seen, op::no_op);
             e.flush(t);
             EXPECT_EQ(seen, src);
+            // MPI_NO_OP ignores the origin, whatever its size.
+            std::vector<std::uint32_t> again(k), ignored(3, 7u);
+            w.get_accumulate(t, std::size_t(me) * k, ignored, again, op::no_op);
+            e.flush(t);
+            EXPECT_EQ(again, src);
             e.flush_local(t);
         }
         MPI_Barrier(MPI_COMM_WORLD);

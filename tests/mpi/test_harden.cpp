@@ -118,4 +118,29 @@ TEST(Accumulate, ArithmeticOpsOnMpiCharAreAccepted) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- 7. MPI_NO_OP ignores the origin -------------------------------------------------------
+
+TEST(GetAccumulate, NoOpIgnoresTheOriginArguments) {
+    const int me = world_rank(), n = world_size();
+    Alloc<int> w(4);
+    w.base[0] = 40 + me;
+    w.base[1] = 50 + me;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int t = (me + 1) % n;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+    int res[2] = {-1, -1};
+    // Origin of another type and count, and no buffer: all ignored for MPI_NO_OP.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(nullptr, 0, MPI_DOUBLE, res, 2, MPI_INT, t, 0, 2, MPI_INT,
+                                               MPI_NO_OP, w.win)) << FRMA_Last_error_message();
+    const double junk = 1.5;
+    int one = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&junk, 3, MPI_DOUBLE, &one, 1, MPI_INT, t, 1, 1, MPI_INT,
+                                               MPI_NO_OP, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+    EXPECT_EQ(res[0], 40 + t);
+    EXPECT_EQ(res[1], 50 + t);
+    EXPECT_EQ(one, 50 + t);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 }  // namespace
