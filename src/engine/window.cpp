@@ -1060,10 +1060,18 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     }
     op->bytes = tl.size() * op->tcount;
     if (op->bytes > 0) {
-        const bool has_origin = op->origin != nullptr || rq.kind == RmaKind::get ||
-                                (op->op == MPI_NO_OP && rq.kind != RmaKind::acc);
-        if (!has_origin) return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
-        if (rq.kind != RmaKind::put && rq.kind != RmaKind::acc && !op->result)
+        // A NULL buffer is MPI_BOTTOM: legal when the datatype holds absolute addresses
+        // (its data starts above address 0), refused when it would touch the first page.
+        auto null_buffer = [](const void* buf, const std::shared_ptr<const Layout>& l) {
+            return !buf && (!l || l->true_lb() < 4096);
+        };
+        const bool origin_ignored = op->op == MPI_NO_OP && rq.kind != RmaKind::acc;
+        if (rq.kind != RmaKind::get && !origin_ignored && null_buffer(op->origin, op->olay))
+            return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
+        if (rq.kind == RmaKind::get && null_buffer(op->result, op->olay))
+            return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
+        if (rq.kind != RmaKind::put && rq.kind != RmaKind::acc && rq.kind != RmaKind::get &&
+            null_buffer(op->result, op->rlay))
             return raise(MPI_ERR_ARG, "%s: result buffer is NULL", call);
         if (rq.kind == RmaKind::cas && !rq.compare)
             return raise(MPI_ERR_ARG, "%s: compare buffer is NULL", call);

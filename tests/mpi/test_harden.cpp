@@ -143,4 +143,43 @@ TEST(GetAccumulate, NoOpIgnoresTheOriginArguments) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- 4. MPI_BOTTOM with absolute addresses -----------------------------------------------
+
+TEST(Datatypes, MpiBottomWithAbsoluteAddresses) {
+    const int me = world_rank(), n = world_size();
+    Alloc<int> w(8);
+    const int t = (me + 1) % n;
+    int a = 100 + me, b = 200 + me;  // two separate variables, described by address
+    int ga = -1, gb = -1;
+    MPI_Aint da[2], dg[2];
+    MPI_Get_address(&a, &da[0]);
+    MPI_Get_address(&b, &da[1]);
+    MPI_Get_address(&ga, &dg[0]);
+    MPI_Get_address(&gb, &dg[1]);
+    const int lens[2] = {1, 1};
+    MPI_Datatype tput, tget;
+    MPI_Type_create_hindexed(2, lens, da, MPI_INT, &tput);
+    MPI_Type_create_hindexed(2, lens, dg, MPI_INT, &tget);
+    MPI_Type_commit(&tput);
+    MPI_Type_commit(&tget);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(MPI_BOTTOM, 1, tput, t, 0, 2, MPI_INT, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(MPI_BOTTOM, 1, tput, t, 2, 2, MPI_INT, MPI_SUM, w.win))
+        << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(MPI_BOTTOM, 1, tget, t, 0, 2, MPI_INT, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+    EXPECT_EQ(ga, 100 + me);
+    EXPECT_EQ(gb, 200 + me);
+    MPI_Type_free(&tput);
+    MPI_Type_free(&tget);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int from = (me + n - 1) % n;
+    EXPECT_EQ(w.base[0], 100 + from);
+    EXPECT_EQ(w.base[1], 200 + from);
+    EXPECT_EQ(w.base[2], 100 + from);
+    EXPECT_EQ(w.base[3], 200 + from);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 }  // namespace
