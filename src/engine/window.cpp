@@ -1511,9 +1511,15 @@ int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) 
     if (flavor_ != MPI_WIN_FLAVOR_SHARED)
         return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_shared_query: the window is not of flavor shared");
     if (rank == MPI_PROC_NULL) {  // the first process with a non-empty part
-        rank = 0;
-        for (int r = 0; r < nprocs_; ++r)
-            if (peer(r).size) { rank = r; break; }
+        rank = -1;
+        for (int r = 0; r < nprocs_ && rank < 0; ++r)
+            if (peer(r).size) rank = r;
+        if (rank < 0) {  // every part empty: size 0, base NULL (MPI-3.1 §11.2.3; Open MPI's answer)
+            *size = 0;
+            *disp_unit = int(disp_unit_of(0));
+            *base = nullptr;
+            return MPI_SUCCESS;
+        }
     } else if (rank < 0 || rank >= nprocs_) {
         return raise(MPI_ERR_RANK, "FRMA_Win_shared_query: rank %d is outside the window's group of %d", rank, nprocs_);
     }

@@ -182,4 +182,32 @@ TEST(Datatypes, MpiBottomWithAbsoluteAddresses) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- 9. shared_query with zero-size parts ---------------------------------------------------
+
+TEST(Shared, ZeroSizePartsAndTheQueryOfMpiProcNull) {
+    const int me = world_rank(), n = world_size();
+    int* base = nullptr;
+    FRMA_Win win = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(me % 2 ? 0 : 64, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+    for (int r = 0; r < n; ++r) {
+        MPI_Aint size = -1;
+        int du = -1;
+        void* p = nullptr;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, r, &size, &du, &p));
+        EXPECT_EQ(size, r % 2 ? 0 : 64) << "rank " << r;
+        EXPECT_EQ(du, 4);
+        if (r % 2 == 0) { EXPECT_NE(p, nullptr); }
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    // Every part empty: MPI_PROC_NULL gives size 0 and the base MPI_Alloc_mem(0) gives (NULL).
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(0, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+    MPI_Aint size = -1;
+    int du = -1;
+    void* p = reinterpret_cast<void*>(1);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, MPI_PROC_NULL, &size, &du, &p));
+    EXPECT_EQ(size, 0);
+    EXPECT_EQ(p, nullptr);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
 }  // namespace
