@@ -1190,7 +1190,30 @@ int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uin
 }
 
 namespace {
-// Whether [addr, addr + bytes) lies in a region of a dynamic-window table mapped here (the
+// Whether the regions region(0..count) cover [addr, addr + bytes) together: one region, or
+// adjacent ones (attached back to back; every byte is attached, so MPI allows the access).
+// Regions never overlap, so the next piece starts exactly where the last one ended. No
+// wrap-around: an access whose end overflows is never covered.
+template <class Region>
+bool regions_cover(std::uint64_t count, Region region, std::uint64_t addr, std::uint64_t bytes) {
+    if (addr + bytes < addr) return false;
+    const std::uint64_t end = addr + bytes;
+    for (std::uint64_t cur = addr;;) {
+        bool advanced = false;
+        for (std::uint64_t i = 0; i < count; ++i) {
+            const auto [base, size] = region(i);
+            if (cur >= base && cur - base < size) {  // cur inside [base, base + size)
+                if (end - base <= size) return true;
+                cur = base + size;
+                advanced = true;
+                break;
+            }
+        }
+        if (!advanced) return false;
+    }
+}
+
+// Whether [addr, addr + bytes) lies in the regions of a dynamic-window table mapped here (the
 // owner's words: version, count, then base/size pairs; the version is odd while the owner
 // changes it). A seqlock read: no lock, nothing written.
 bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_t addr, std::uint64_t bytes) {
@@ -1201,12 +1224,10 @@ bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_
             continue;
         }
         const std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), capacity);
-        bool found = false;
-        for (std::uint64_t i = 0; i < count && !found; ++i) {
-            const std::uint64_t base = __atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED);
-            const std::uint64_t size = __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED);
-            found = addr >= base && addr + bytes <= base + size;
-        }
+        const bool found = regions_cover(count, [&](std::uint64_t i) {
+            return std::pair<std::uint64_t, std::uint64_t>{__atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
+                                                           __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
+        }, addr, bytes);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&table[0], __ATOMIC_RELAXED) == v1) return found;
     }
@@ -1220,9 +1241,9 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
     auto inside = [&] {
-        for (const Region& g : c.regions)
-            if (g.covers(addr, bytes)) return true;
-        return false;
+        return regions_cover(c.regions.size(), [&](std::uint64_t i) {
+            return std::pair<std::uint64_t, std::uint64_t>{c.regions[i].base, c.regions[i].size};
+        }, addr, bytes);
     };
     // Over am, reading the version is a round trip: a hit in the cached table goes, and the
     // target checks again when the request arrives (AmLocal::attached; a refusal is

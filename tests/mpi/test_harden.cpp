@@ -210,4 +210,56 @@ TEST(Shared, ZeroSizePartsAndTheQueryOfMpiProcNull) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
+// ---- 5. a dynamic access spanning adjacent regions ----------------------------------------
+
+TEST(Dynamic, AnAccessSpanningTwoAdjacentRegionsIsLegal) {
+    const int me = world_rank(), n = world_size();
+    FRMA_Win win = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    std::vector<std::int64_t> mem(16, -1);
+    // Three regions back to back: [0, 4), [4, 10), [10, 16) elements.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem.data(), 4 * 8));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem.data() + 4, 6 * 8));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem.data() + 10, 6 * 8));
+    MPI_Aint addr;
+    MPI_Get_address(mem.data(), &addr);
+    std::vector<MPI_Aint> addrs(static_cast<std::size_t>(n));
+    MPI_Allgather(&addr, 1, MPI_AINT, addrs.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+    const int t = (me + 1) % n;
+    std::vector<std::int64_t> src(14);
+    std::iota(src.begin(), src.end(), 100 * me);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    // Elements 1..14 of the target: three regions, in one put, one get, one accumulate.
+    const MPI_Aint at = addrs[std::size_t(t)] + 8;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data(), 14, MPI_INT64_T, t, at, 14, MPI_INT64_T, win))
+        << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, win));
+    std::vector<std::int64_t> back(14, -7);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back.data(), 14, MPI_INT64_T, t, at, 14, MPI_INT64_T, win))
+        << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, win));
+    EXPECT_EQ(back, src);
+    const std::int64_t ones[6] = {1, 1, 1, 1, 1, 1};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones, 6, MPI_INT64_T, t, addrs[std::size_t(t)] + 2 * 8, 6, MPI_INT64_T,
+                                           MPI_SUM, win)) << FRMA_Last_error_message();
+    // One byte past the last region is still outside.
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(src.data(), 2, MPI_INT64_T, t, addrs[std::size_t(t)] + 15 * 8, 2,
+                                          MPI_INT64_T, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int from = (me + n - 1) % n;
+    EXPECT_EQ(mem[0], -1);
+    for (int i = 1; i < 15; ++i) {
+        const std::int64_t want = 100 * from + (i - 1) + (i >= 2 && i < 8 ? 1 : 0);
+        EXPECT_EQ(mem[std::size_t(i)], want) << "element " << i;
+    }
+    EXPECT_EQ(mem[15], -1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem.data()));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem.data() + 4));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem.data() + 10));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
 }  // namespace
