@@ -252,6 +252,17 @@ program dropin_fortran
   call MPI_Free_mem(b, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Free_mem')
 
+  ! ---- the keyval freed first (the usual order): its callback still runs at MPI_Win_free ----
+  call MPI_Win_create(b, 0_MPI_ADDRESS_KIND, 8, MPI_INFO_NULL, MPI_COMM_WORLD, win4, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Win_create of size 0')
+  call MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, on_delete, keyval, extra, ierr)
+  attr = 4711
+  call MPI_Win_set_attr(win4, keyval, attr, ierr)
+  call MPI_Win_free_keyval(keyval, ierr)
+  call check(ierr == MPI_SUCCESS .and. keyval == MPI_KEYVAL_INVALID, 'MPI_Win_free_keyval before the window')
+  call MPI_Win_free(win4, ierr)
+  call check(deleted_calls == 3 .and. deleted_value == 4711, 'MPI_Win_free runs the freed keyval''s callback')
+
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a)', '-- fortran: all passed'
   call MPI_Finalize(ierr)

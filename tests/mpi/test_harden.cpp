@@ -262,4 +262,55 @@ TEST(Dynamic, AnAccessSpanningTwoAdjacentRegionsIsLegal) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
+// ---- 3. keyvals freed while their attributes live ------------------------------------------
+
+int g_deleted = 0;
+void* g_deleted_value = nullptr;
+int count_delete(FRMA_Win, int, void* value, void*) {
+    ++g_deleted;
+    g_deleted_value = value;
+    return MPI_SUCCESS;
+}
+
+TEST(Keyvals, AFreedKeyvalKeepsItsAttributeAndItsDeleteCallback) {
+    Alloc<int> w(1);
+    int k1 = MPI_KEYVAL_INVALID, k2 = MPI_KEYVAL_INVALID;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_keyval(nullptr, count_delete, &k1, nullptr));
+    static int v1 = 1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_attr(w.win, k1, &v1));
+    const int old_number = k1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k1));
+    EXPECT_EQ(k1, MPI_KEYVAL_INVALID);
+    // A new keyval never sees the old attribute, whatever number it gets.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_keyval(nullptr, nullptr, &k2, nullptr));
+    void* v = nullptr;
+    int flag = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_attr(w.win, k2, &v, &flag));
+    EXPECT_EQ(flag, 0) << "keyval " << k2 << " (the freed one was " << old_number << ")";
+    EXPECT_NE(k2, old_number) << "the number of a keyval whose attributes live is not reused";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k2));
+    // The freed keyval's delete callback still runs when its attribute goes (window free).
+    g_deleted = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&w.win));
+    EXPECT_EQ(g_deleted, 1);
+    EXPECT_EQ(g_deleted_value, &v1);
+}
+
+TEST(Keyvals, AFreedKeyvalsCallbackRunsForEveryWindowThatHoldsItsAttribute) {
+    Alloc<int> w1(1), w2(1);
+    int k = MPI_KEYVAL_INVALID;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_keyval(nullptr, count_delete, &k, nullptr));
+    static int v1 = 3, v2 = 4;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_attr(w1.win, k, &v1));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_attr(w2.win, k, &v2));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k));
+    g_deleted = 0;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&w2.win));
+    EXPECT_EQ(g_deleted, 1);
+    EXPECT_EQ(g_deleted_value, &v2);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&w1.win));
+    EXPECT_EQ(g_deleted, 2);
+    EXPECT_EQ(g_deleted_value, &v1);
+}
+
 }  // namespace
