@@ -470,10 +470,20 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
     Window* self = w.get();
     AmLocal local;
     local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : w->base_);
+    local.size = is_dynamic ? 0 : std::uint64_t(size);
     local.state = w->my_state_;
     local.state_words = w->state_bytes_ / 8;
     local.accumulate = [self](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
-                              const void* src, const void* cmp, void* res) {
+                              std::uint64_t elem_bytes, const void* src, const void* cmp, void* res) {
+        // A request from a peer: kind, op and type as the origin's checks leave them.
+        const TypeInfo* ti = type_id >= 0 && type_id <= 255 ? type_by_id(std::uint8_t(type_id)) : nullptr;
+        if (!ti || elem_bytes != ti->extent) return MPI_ERR_TYPE;
+        if (op_id < 0 || op_id >= int(OpKind::invalid) || !op_defined_on(OpKind(op_id), *ti)) return MPI_ERR_OP;
+        const bool is_cas = kind == int(RmaKind::cas);
+        const bool is_acc = kind == int(RmaKind::acc) || kind == int(RmaKind::get_acc) || kind == int(RmaKind::fop);
+        if ((!is_cas && !is_acc) || (is_cas && (!src || !cmp || !res || count != 1)) ||
+            (is_acc && !src && OpKind(op_id) != OpKind::no_op))
+            return MPI_ERR_ARG;
         return self->apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
     };
     local.grant_lock = [self](Transport::LockRequest what) {

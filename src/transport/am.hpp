@@ -62,12 +62,14 @@ class SpinWait;
 // What a target's endpoint needs to serve requests against its local part.
 struct AmLocal {
     unsigned char* base = nullptr;    // my window data (dynamic: null, offsets are addresses)
+    std::uint64_t size = 0;           // bytes of my window data (dynamic: unused, `attached` decides)
     std::uint64_t* state = nullptr;   // my state words
     std::uint64_t state_words = 0;
     // Executes one accumulate run at my memory (the window's own accumulate path):
-    // rma_kind, op id, type id, target offset, elements, origin data, compare (cas),
-    // result buffer (may be null). Returns an MPI error class.
-    std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
+    // rma_kind, op id, type id, target offset, elements, element bytes, origin data, compare
+    // (cas), result buffer (may be null). Returns an MPI error class, applying nothing when
+    // kind, op, type or element bytes do not make a valid accumulate.
+    std::function<int(int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
     // One attempt to take my lock words for an origin's queued request (lockproto::grant).
     std::function<bool(Transport::LockRequest)> grant_lock;
     // Dynamic windows: whether [address, address + bytes) lies in one region attached here
@@ -316,6 +318,8 @@ private:
     // check itself: false (and the origin told) when [off, off + n) is not attached here.
     std::vector<std::uint64_t> rejected_;
     bool accepts(int source, std::uint64_t off, std::uint64_t n);
+    void refuse(int source);  // the notice of accepts() (serve_mu_ held)
+    void discard_data(int source);  // consumes a payload message that is not applied (serve_mu_ held)
     void serve_ring();  // serve_mu_ held: every request the ring has received
     std::uint64_t served_ring_ = 0;  // ring messages served (serve_mu_)
     // Origins whose lock request could not be granted yet (serve_mu_): their requests, in
