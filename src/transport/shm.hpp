@@ -28,7 +28,8 @@ public:
     // would run at a slow page-offset distance (copy.hpp). True when all moved (else errno).
     static bool cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len);
     // Moves n pieces (l[i] <-> r[i], equal lengths) with as few syscalls as the kernel
-    // allows, resuming partial transfers. True when all moved (else errno).
+    // allows, resuming partial transfers; a piece that fails is skipped, the rest still
+    // move. True when all moved (else errno of the first failure).
     static bool cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n);
     // Can this process use cross-memory attach on pid at addr? (0 = yes, else errno)
     static int probe_cma(pid_t pid, std::uint64_t addr);
