@@ -262,6 +262,30 @@ TEST(Dynamic, AnAccessSpanningTwoAdjacentRegionsIsLegal) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
+// ---- 10. bounds on dynamic windows ------------------------------------------------------
+
+TEST(Dynamic, ANegativeDisplacementIsOutOfRangeInEveryPath) {
+    // In a lock_all epoch a small put to a node peer takes the fast path, whose range check
+    // must not wrap around: [2^64 - 8, + 16) is not inside any region.
+    const int me = world_rank(), n = world_size();
+    FRMA_Win win = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    std::vector<std::int64_t> mem(4, -1);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem.data(), 4 * 8));
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int t = (me + 1) % n;
+    const std::int64_t src[2] = {5, 6};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(src, 2, MPI_INT64_T, t, -8, 2, MPI_INT64_T, win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(src, 1, MPI_INT64_T, t, -8, 1, MPI_INT64_T, win));
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (std::int64_t v : mem) EXPECT_EQ(v, -1);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem.data()));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
 // ---- 3. keyvals freed while their attributes live ------------------------------------------
 
 int g_deleted = 0;
