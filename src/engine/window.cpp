@@ -56,7 +56,31 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
 int Window::complete_deferred() {
     const int rc = drain_cma();
     const int rc2 = wait_offloads();
-    return rc ? rc : rc2;
+    const int rc3 = take_late_error();
+    return rc ? rc : rc2 ? rc2 : rc3;
+}
+
+void Window::note_late_error(int rc) {
+    std::lock_guard lk(late_mu_);
+    if (late_err_) return;  // the first one is reported
+    late_err_ = rc;
+    late_msg_ = last_error_message();
+    late_any_.store(true, std::memory_order_release);
+}
+
+int Window::take_late_error() {
+    if (!late_any_.load(std::memory_order_acquire)) return MPI_SUCCESS;  // one load
+    int rc;
+    std::string msg;
+    {
+        std::lock_guard lk(late_mu_);
+        rc = late_err_;
+        msg.swap(late_msg_);
+        late_err_ = 0;
+        late_any_.store(false, std::memory_order_relaxed);
+    }
+    if (!rc) return MPI_SUCCESS;
+    return raise(rc, "an operation issued later (queued behind a lock) failed: %s", msg.c_str());
 }
 
 int Window::wait_offloads() {
@@ -1145,7 +1169,7 @@ bool Window::collect_garbage() {
         Target* t = slots_.find(victim);
         if (!t || !t->head) return true;
         if (try_acquire(t)) {
-            drain(t);
+            if (int e = drain(t)) note_late_error(e);
             return true;
         }
         const int lr = t->rank;
@@ -1670,7 +1694,7 @@ Poll Window::poll_targets() {
                 did = true;
             }
             if (t->head) {
-                drain(t);
+                if (int e = drain(t)) note_late_error(e);
                 did = true;
             }
         }

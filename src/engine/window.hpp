@@ -333,6 +333,15 @@ public:
     // complete, free): the batched transfers to unmapped peers, then every offloaded copy.
     int complete_deferred();
 private:
+    // Errors of ops that a thread other than the poster issued (the progress thread's
+    // drains, garbage collection): kept, then reported by the next completion point
+    // (complete_deferred) of any thread, with the issuer's message.
+    SpinLock late_mu_;
+    std::atomic<bool> late_any_{false};
+    int late_err_ = 0;              // (late_mu_)
+    std::string late_msg_;          // (late_mu_)
+    void note_late_error(int rc);
+    int take_late_error();
     inline void acc_order();
     static inline void offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
                                             std::size_t bytes);

@@ -11,6 +11,10 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <sys/mman.h>
+
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -283,6 +287,58 @@ TEST(Dynamic, ANegativeDisplacementIsOutOfRangeInEveryPath) {
     MPI_Barrier(MPI_COMM_WORLD);
     for (std::int64_t v : mem) EXPECT_EQ(v, -1);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem.data()));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+}
+
+// ---- 10. errors of operations the progress thread issued --------------------------------
+
+TEST(Errors, AFailureOfAnOpIssuedByTheProgressThreadIsReported) {
+    // Rank 1's put waits in its queue for rank 0's lock; meanwhile rank 0 detaches the
+    // region and unmaps it. Whoever issues the put when the lock comes (here the progress
+    // thread, while rank 1 sleeps) fails; rank 1's unlock must say so. (Relies on a lock
+    // that returns before it is granted, as fastrma's does.)
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "two ranks";
+    constexpr std::size_t kBytes = 64 * 1024;
+    FRMA_Win win = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    void* region = nullptr;
+    MPI_Aint addr = 0;
+    if (me == 0) {
+        region = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(region, MAP_FAILED);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, region, kBytes));
+        MPI_Get_address(region, &addr);
+    }
+    MPI_Bcast(&addr, 1, MPI_AINT, 0, MPI_COMM_WORLD);
+    std::vector<unsigned char> src(kBytes, 0x5A);
+    if (me == 1) {  // one access first: over am the origin then knows rank 0's regions
+        std::uint64_t x = 0;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&x, 8, MPI_BYTE, 0, addr, 8, MPI_BYTE, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 1) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data(), int(kBytes), MPI_BYTE, 0, addr, int(kBytes), MPI_BYTE, win))
+            << "queued behind the lock";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, region));
+        munmap(region, kBytes);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        EXPECT_NE(MPI_SUCCESS, FRMA_Win_unlock(0, win)) << "the put never reached rank 0";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
