@@ -342,6 +342,23 @@ TEST(Errors, AFailureOfAnOpIssuedByTheProgressThreadIsReported) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
+int g_handled = 0;
+void count_errors(FRMA_Win*, int*, ...) { ++g_handled; }
+
+TEST(Errors, AHandlerFreedWhileAWindowUsesItStillRuns) {
+    Alloc<int> w(1);
+    MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_errhandler(count_errors, &eh));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_errhandler(w.win, eh));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Errhandler_free(&eh));  // MPI: the window keeps it alive
+    EXPECT_EQ(eh, MPI_ERRHANDLER_NULL);
+    g_handled = 0;
+    const int v = 1;
+    EXPECT_EQ(MPI_ERR_RANK, FRMA_Put(&v, 1, MPI_INT, world_size() + 5, 0, 1, MPI_INT, w.win));
+    EXPECT_EQ(g_handled, 1) << "the window's handler ran";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_errhandler(w.win, MPI_ERRORS_RETURN));
+}
+
 // ---- 3. keyvals freed while their attributes live ------------------------------------------
 
 int g_deleted = 0;
