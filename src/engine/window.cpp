@@ -266,8 +266,10 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         wants_am = wants_am || t == &am_transport();
     }
     std::string msg = err ? last_error_message() : std::string();
-    struct Sizes { int err; int disp_unit; std::uint64_t size; int am; };
-    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size), wants_am};
+    // The settings that shape the shared state layout travel too: every process must agree.
+    struct Sizes { int err; int disp_unit; std::uint64_t size; int am; int acc_stripes; std::uint64_t dyn_regions; };
+    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size), wants_am, eng.config().acc_stripes,
+                  is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0};
     std::vector<Sizes> sizes(static_cast<std::size_t>(n));
     b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
     for (int r = 0; r < n; ++r)
@@ -275,6 +277,16 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
+    for (int r = 0; r < n; ++r) {
+        const Sizes& z = sizes[std::size_t(r)];
+        if (z.acc_stripes != mine_sz.acc_stripes)
+            return raise(MPI_ERR_OTHER, "%s: FASTRMA_ACC_STRIPES is %d here (rank %d) and %d at rank %d; every process of a window needs the same value",
+                         call, mine_sz.acc_stripes, me, z.acc_stripes, r);
+        if (z.dyn_regions != mine_sz.dyn_regions)
+            return raise(MPI_ERR_OTHER, "%s: FASTRMA_DYN_REGIONS is %llu here (rank %d) and %llu at rank %d; every process of a window needs the same value",
+                         call, static_cast<unsigned long long>(mine_sz.dyn_regions), me,
+                         static_cast<unsigned long long>(z.dyn_regions), r);
+    }
     // One place decided per peer (Engine::select_transport); a window uses am for every
     // remote peer as soon as any process needs it, so all agree on the protocol.
     bool am_mode = false;

@@ -9,7 +9,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <numeric>
 #include <sys/mman.h>
 
@@ -357,6 +359,28 @@ TEST(Errors, AHandlerFreedWhileAWindowUsesItStillRuns) {
     EXPECT_EQ(MPI_ERR_RANK, FRMA_Put(&v, 1, MPI_INT, world_size() + 5, 0, 1, MPI_INT, w.win));
     EXPECT_EQ(g_handled, 1) << "the window's handler ran";
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_set_errhandler(w.win, MPI_ERRORS_RETURN));
+}
+
+// ---- 10. settings that must agree between the processes of a window ----------------------
+
+TEST(Config, DifferentSharedLayoutSettingsFailTheCreationClearly) {
+    // Run by ctest with one of FASTRMA_ACC_STRIPES / FASTRMA_DYN_REGIONS differing between
+    // ranks (mpiexec MPMD) and TEST_EXPECT_MISMATCH naming it.
+    const char* var = std::getenv("TEST_EXPECT_MISMATCH");
+    if (!var) GTEST_SKIP() << "run with differing settings only";
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    FRMA_Win win = FRMA_WIN_NULL;
+    int rc;
+    if (std::string(var) == "FASTRMA_DYN_REGIONS") {
+        rc = FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    } else {
+        void* base = nullptr;
+        rc = FRMA_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    }
+    EXPECT_EQ(rc, MPI_ERR_OTHER);
+    EXPECT_EQ(win, FRMA_WIN_NULL);
+    EXPECT_NE(std::string(FRMA_Last_error_message()).find(var), std::string::npos) << FRMA_Last_error_message();
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
 // ---- 3. keyvals freed while their attributes live ------------------------------------------
