@@ -191,6 +191,7 @@ int FRMA_Win_delete_attr(FRMA_Win win, int keyval) {
 int FRMA_Win_set_name(FRMA_Win win, const char* win_name) {
     FRMA_CHECK_WIN(win, "FRMA_Win_set_name");
     if (!win_name) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_set_name: win_name is NULL"));
+    std::lock_guard lk(win->meta_mu);
     win->w->name.assign(win_name, strnlen(win_name, MPI_MAX_OBJECT_NAME - 1));
     return MPI_SUCCESS;
 }
@@ -198,6 +199,7 @@ int FRMA_Win_set_name(FRMA_Win win, const char* win_name) {
 int FRMA_Win_get_name(FRMA_Win win, char* win_name, int* resultlen) {
     FRMA_CHECK_WIN(win, "FRMA_Win_get_name");
     if (!win_name || !resultlen) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_name: NULL argument"));
+    std::lock_guard lk(win->meta_mu);
     const std::string& n = win->w->name;
     std::memcpy(win_name, n.c_str(), n.size() + 1);
     *resultlen = int(n.size());
@@ -207,6 +209,7 @@ int FRMA_Win_get_name(FRMA_Win win, char* win_name, int* resultlen) {
 int FRMA_Win_set_info(FRMA_Win win, MPI_Info info) {
     FRMA_CHECK_WIN(win, "FRMA_Win_set_info");
     // Hints may change during a window's life except the layout chosen at creation.
+    std::lock_guard lk(win->meta_mu);
     Window::Info i = win->w->info;
     if (info != MPI_INFO_NULL) {
         char buf[MPI_MAX_INFO_VAL + 1];
@@ -225,6 +228,7 @@ int FRMA_Win_set_info(FRMA_Win win, MPI_Info info) {
 int FRMA_Win_get_info(FRMA_Win win, MPI_Info* info_used) {
     FRMA_CHECK_WIN(win, "FRMA_Win_get_info");
     if (!info_used) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_info: info_used is NULL"));
+    std::lock_guard lk(win->meta_mu);
     const Window::Info& i = win->w->info;
     PMPI_Info_create(info_used);
     PMPI_Info_set(*info_used, "no_locks", bool_str(i.no_locks));

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <atomic>
 #include <numeric>
 #include <sys/mman.h>
 
@@ -381,6 +382,54 @@ TEST(Config, DifferentSharedLayoutSettingsFailTheCreationClearly) {
     EXPECT_EQ(win, FRMA_WIN_NULL);
     EXPECT_NE(std::string(FRMA_Last_error_message()).find(var), std::string::npos) << FRMA_Last_error_message();
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
+// ---- 10. window metadata under MPI_THREAD_MULTIPLE ----------------------------------------
+
+TEST(Threads, NamesInfoAndAttributesSetConcurrently) {
+    Alloc<int> w(1);
+    int k = MPI_KEYVAL_INVALID;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_keyval(nullptr, nullptr, &k, nullptr));
+    constexpr int kThreads = 4, kRounds = 20000;
+    std::atomic<int> torn{0};
+    auto body = [&](int t) {
+        const std::string mine(std::size_t(5 + 15 * t), char('a' + t));  // < MPI_MAX_OBJECT_NAME
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "accumulate_ordering", t % 2 ? "none" : "rar,raw,war,waw");
+        static int values[kThreads];
+        for (int r = 0; r < kRounds; ++r) {
+            FRMA_Win_set_name(w.win, mine.c_str());
+            char name[MPI_MAX_OBJECT_NAME];
+            int len = 0;
+            FRMA_Win_get_name(w.win, name, &len);
+            const std::string got(name, std::size_t(len));
+            bool ok = len > 0 && got == std::string(std::size_t(len), got[0]) && (len - 5) % 15 == 0;
+            FRMA_Win_set_attr(w.win, k, &values[t]);
+            void* v = nullptr;
+            int flag = 0;
+            FRMA_Win_get_attr(w.win, k, &v, &flag);
+            ok = ok && flag && v >= static_cast<void*>(&values[0]) && v < static_cast<void*>(&values[kThreads]);
+            if (r % 16 == 0) {
+                FRMA_Win_set_info(w.win, info);
+                MPI_Info used;
+                FRMA_Win_get_info(w.win, &used);
+                char val[MPI_MAX_INFO_VAL + 1];
+                int found = 0;
+                MPI_Info_get(used, "accumulate_ordering", MPI_MAX_INFO_VAL, val, &found);
+                ok = ok && found && (std::string(val) == "none" || std::string(val) == "rar,raw,war,waw");
+                MPI_Info_free(&used);
+            }
+            torn += !ok;
+        }
+        MPI_Info_free(&info);
+    };
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) ts.emplace_back(body, t);
+    for (auto& th : ts) th.join();
+    EXPECT_EQ(torn.load(), 0) << "a torn name, attribute or info value was read";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_delete_attr(w.win, k));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k));
 }
 
 // ---- 3. keyvals freed while their attributes live ------------------------------------------
