@@ -494,6 +494,7 @@ int Window::build_am(std::unique_ptr<Window> w, int flavor, void* user_base, MPI
     if (!err) err = w->node_.create(w->state_bytes_ + (data ? data + kAmDataOffset : 0), eng.config().shm_method);
     std::string msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;
+    w->node_.seal();  // no peer maps it: the name (shm_open method) goes at once
     w->node_base_ = w->node_.data();
     w->my_state_ = reinterpret_cast<std::uint64_t*>(w->node_base_);
     w->base_ = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->node_base_ + w->state_bytes_ + kAmDataOffset : nullptr;

@@ -14,7 +14,9 @@
 #include <string>
 #include <atomic>
 #include <numeric>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
@@ -430,6 +432,31 @@ TEST(Threads, NamesInfoAndAttributesSetConcurrently) {
     EXPECT_EQ(torn.load(), 0) << "a torn name, attribute or info value was read";
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_delete_attr(w.win, k));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k));
+}
+
+// ---- 10. no named segment outlives window creation ---------------------------------------
+
+int named_segments_of_this_process() {
+    const std::string prefix = "fastrma-" + std::to_string(getuid()) + "-" + std::to_string(getpid()) + "-";
+    int found = 0;
+    if (DIR* d = opendir("/dev/shm")) {
+        while (dirent* e = readdir(d)) found += std::string(e->d_name).rfind(prefix, 0) == 0;
+        closedir(d);
+    }
+    return found;
+}
+
+TEST(Segments, NoWindowKeepsANamedSegmentAfterCreation) {
+    // With FASTRMA_SHM_METHOD=shm_open a segment has a name until every peer has mapped it;
+    // then it is unlinked (a rank killed later leaves nothing behind). Am windows too.
+    const char* method = std::getenv("FASTRMA_SHM_METHOD");
+    if (!method || std::string(method) != "shm_open") GTEST_SKIP() << "shm_open method only";
+    const int before = named_segments_of_this_process();
+    Alloc<std::int64_t> w(16);
+    FRMA_Win dyn = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &dyn));
+    EXPECT_EQ(named_segments_of_this_process(), before) << "a window segment still has a name";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&dyn));
 }
 
 // ---- 3. keyvals freed while their attributes live ------------------------------------------
