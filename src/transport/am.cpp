@@ -112,6 +112,13 @@ AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) 
     peer_page_.resize(std::size_t(nprocs_));
     const std::uint16_t mine = std::uint16_t(reinterpret_cast<std::uintptr_t>(local_.base) & 4095);
     err_ = PMPI_Allgather(&mine, 1, MPI_UINT16_T, peer_page_.data(), 1, MPI_UINT16_T, comm_);
+    // Reply tags below the host's MPI_TAG_UB (the same value in every process).
+    int* tag_ub = nullptr;
+    int flag = 0;
+    PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
+    const int span = reply_tag_span(flag && tag_ub ? *tag_ub : 32767);
+    if (err_ == MPI_SUCCESS && span == 0) err_ = MPI_ERR_INTERN;
+    tag_mask_ = span ? span - 1 : 0;
     if (err_ == MPI_SUCCESS && !start_ring()) err_ = MPI_ERR_INTERN;
 }
 
@@ -157,7 +164,16 @@ void AmEndpoint::stop_ring() {
     }
 }
 
-int AmEndpoint::next_tag() { return kTagReply0 + (tag_.fetch_add(1, std::memory_order_relaxed) & (kTagReplySpan - 1)); }
+int AmEndpoint::next_tag() { return kTagReply0 + (tag_.fetch_add(1, std::memory_order_relaxed) & tag_mask_); }
+
+int AmEndpoint::reply_tag_span(int tag_ub) {
+    // Reply tags run over [kTagReply0, kTagReply0 + span), span a power of two (next_tag
+    // masks), and must stay <= MPI_TAG_UB (MPI guarantees only 32767). 0: too small.
+    if (tag_ub < kTagReply0 + 255) return 0;
+    int span = kTagReplySpan;
+    while (kTagReply0 + span - 1 > tag_ub) span >>= 1;
+    return span;
+}
 
 void AmEndpoint::note_answered(Peer& p, std::uint64_t seq) {
     std::uint64_t cur = p.answered.load(std::memory_order_relaxed);

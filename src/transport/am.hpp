@@ -188,6 +188,11 @@ public:
 private:
     struct Header;
     int next_tag();
+public:
+    // How many reply tags fit below the host's MPI_TAG_UB (a power of two; 0: too few).
+    static int reply_tag_span(int tag_ub);
+private:
+    int tag_mask_ = 0;  // reply_tag_span() - 1
     // Sends a request and, when reply != null, waits for reply_len bytes of answer,
     // serving incoming requests meanwhile (so two processes asking each other progress).
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -76,6 +77,22 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         EXPECT_GE(ep.take_rejected(0), 7u) << "every refused request was reported";
     }
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(AmTags, ReplyTagsStayAtOrBelowTheHostsTagUpperBound) {
+    for (int ub : {32767, 65535, 100000, (1 << 20) + 999, (1 << 20) + 1000, 2147483647}) {
+        const int span = AmEndpoint::reply_tag_span(ub);
+        ASSERT_GT(span, 0) << "ub " << ub;
+        EXPECT_EQ(span & (span - 1), 0) << "a power of two";
+        EXPECT_LE(1000 + span - 1, ub) << "the largest reply tag exceeds MPI_TAG_UB " << ub;
+        EXPECT_GE(2 * span, std::min(ub - 1000 + 1, 1 << 21) / 2) << "not needlessly small";
+    }
+    EXPECT_EQ(AmEndpoint::reply_tag_span(1100), 0) << "too few tags above the fixed ones";
+    int* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    ASSERT_TRUE(flag);
+    EXPECT_LE(1000 + AmEndpoint::reply_tag_span(*ub) - 1, *ub);
 }
 
 }  // namespace
