@@ -158,7 +158,7 @@ struct datatype_of {};
         static MPI_Datatype get() noexcept { return handle; }        \
     }
 // Integers by their C name (std::int32_t is int, std::int64_t is long, ... on LP64).
-FASTRMA_DATATYPE(char, MPI_CHAR);  // REPLACE / NO_OP only, as MPI says; int8_t is signed char
+FASTRMA_DATATYPE(char, MPI_CHAR);  // a C integer for accumulates (docs/accumulate.md); int8_t is signed char
 FASTRMA_DATATYPE(signed char, MPI_SIGNED_CHAR);
 FASTRMA_DATATYPE(unsigned char, MPI_UNSIGNED_CHAR);
 FASTRMA_DATATYPE(short, MPI_SHORT);
@@ -815,10 +815,10 @@ public:
                       "FRMA_Accumulate");
         return {win_, rank};
     }
-    // result receives the target's previous values; src may be empty for op::no_op.
+    // result receives the target's previous values; src is ignored for op::no_op (any size).
     Completion get_accumulate(int rank, target_disp<T> at, std::span<const T> src, std::span<T> result, op o) const {
         const int n = get_acc_count(src, result, o, "FRMA_Get_accumulate");
-        detail::check(FRMA_Get_accumulate(src.data(), src.empty() ? 0 : n, mpi_type<T>(), result.data(), n,
+        detail::check(FRMA_Get_accumulate(src.data(), o == op::no_op ? 0 : n, mpi_type<T>(), result.data(), n,
                                           mpi_type<T>(), rank, disp(at, "FRMA_Get_accumulate"), n, mpi_type<T>(),
                                           to_mpi(o), win_),
                       "FRMA_Get_accumulate");
@@ -898,7 +898,7 @@ public:
     Request rget_accumulate(int rank, target_disp<T> at, std::span<const T> src, std::span<T> result, op o) const {
         const int n = get_acc_count(src, result, o, "FRMA_Rget_accumulate");
         MPI_Request r = MPI_REQUEST_NULL;
-        detail::check(FRMA_Rget_accumulate(src.data(), src.empty() ? 0 : n, mpi_type<T>(), result.data(), n,
+        detail::check(FRMA_Rget_accumulate(src.data(), o == op::no_op ? 0 : n, mpi_type<T>(), result.data(), n,
                                            mpi_type<T>(), rank, disp(at, "FRMA_Rget_accumulate"), n, mpi_type<T>(),
                                            to_mpi(o), win_, &r),
                       "FRMA_Rget_accumulate");
@@ -935,7 +935,7 @@ private:
 
     static int get_acc_count(std::span<const T> src, std::span<T> result, op o, const char* call) {
         const int n = detail::to_count(result.size(), call);
-        if (!(o == op::no_op && src.empty()) && src.size() != result.size())
+        if (o != op::no_op && src.size() != result.size())  // MPI_NO_OP ignores the origin
             throw Error(MPI_ERR_COUNT, std::string(call) + ": " + std::to_string(src.size()) + " origin and " +
                                            std::to_string(result.size()) + " result elements");
         return n;

@@ -108,9 +108,13 @@ std::shared_ptr<DupPool> pool_of(MPI_Comm parent) {
 }  // namespace
 
 MpiBootstrap::MpiBootstrap(MPI_Comm comm) {
+    // An intercommunicator's collectives gather the remote group: refused (MPI_ERR_COMM).
     int inter = 0;
-    PMPI_Comm_test_inter(comm, &inter);
-    if (!inter) pool_ = pool_of(comm);
+    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        err_ = MPI_ERR_COMM;
+        return;
+    }
+    pool_ = pool_of(comm);
     if (pool_) {
         std::lock_guard lk(pool_->mu);
         if (!pool_->idle.empty()) {

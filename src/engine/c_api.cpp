@@ -30,7 +30,31 @@ namespace {
 std::mutex g_mu;
 std::atomic<Engine*> g_engine{nullptr};
 int g_keyval = MPI_KEYVAL_INVALID;
-std::map<MPI_Errhandler, FRMA_Win_errhandler_function*> g_handlers;  // under g_mu
+// Window error handlers made by FRMA_Win_create_errhandler, with their references: the
+// handle the application holds until FRMA_Errhandler_free, and each window using it. The
+// host's handle is freed with the last one (MPI-3.1 §8.3.4), so it is never reused while a
+// window may still call the function.
+struct Handler {
+    FRMA_Win_errhandler_function* fn;
+    int refs;
+};
+std::map<MPI_Errhandler, Handler> g_handlers;  // under g_mu
+
+// Drops one reference of a user handler (g_mu held); true: the caller frees the host's handle.
+bool unref_handler_locked(MPI_Errhandler eh) {
+    auto it = g_handlers.find(eh);
+    if (it == g_handlers.end() || --it->second.refs > 0) return false;
+    g_handlers.erase(it);
+    return true;
+}
+void unref_handler(MPI_Errhandler eh) {
+    bool last;
+    {
+        std::lock_guard lk(g_mu);
+        last = unref_handler_locked(eh);
+    }
+    if (last) PMPI_Errhandler_free(&eh);
+}
 
 // This process's position among its node's ranks, and their number, as launchers export
 // them (Open MPI, MPICH's hydra, PMI); 0 and 1 when none does.
@@ -115,6 +139,12 @@ int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
     Engine* e = engine(&rc);
     if (!e) return comm_error(comm, rc);
     if (comm == MPI_COMM_NULL) return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is MPI_COMM_NULL", call));
+    // Windows live on intracommunicators (MPI-3.1 §11.2): every member's part is in one group.
+    int inter = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
+        return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is not a valid communicator", call));
+    if (inter)
+        return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is an intercommunicator; windows need an intracommunicator", call));
     auto bs = std::make_unique<MpiBootstrap>(comm);
     if (bs->error()) return comm_error(comm, raise(MPI_ERR_COMM, "%s: cannot duplicate the communicator", call));
     MPI_Group group = MPI_GROUP_NULL;
@@ -181,7 +211,7 @@ int win_error(FRMA_Win win, int rc) {
     {
         std::lock_guard lk(g_mu);
         auto it = g_handlers.find(eh);
-        if (it != g_handlers.end()) fn = it->second;
+        if (it != g_handlers.end()) fn = it->second.fn;
     }
     if (fn) {
         FRMA_Win h = win;
@@ -271,6 +301,7 @@ int FRMA_Win_free(FRMA_Win* win) {
     FRMA_CHECK_WIN(*win, "FRMA_Win_free");
     if (int rc = (*win)->w->free_collective()) return win_error(*win, rc);
     delete_all_attributes(*win);
+    unref_handler((*win)->w->errhandler);
     if ((*win)->group != MPI_GROUP_NULL) PMPI_Group_free(&(*win)->group);
     (*win)->magic = 0;
     (*win)->w.reset();
@@ -434,29 +465,40 @@ int FRMA_Win_create_errhandler(FRMA_Win_errhandler_function* fn, MPI_Errhandler*
     int rc = PMPI_Win_create_errhandler(placeholder_handler, errhandler);
     if (rc) return comm_error(MPI_COMM_WORLD, raise(rc, "FRMA_Win_create_errhandler: the host MPI refused"));
     std::lock_guard lk(g_mu);
-    g_handlers[*errhandler] = fn;
+    g_handlers[*errhandler] = Handler{fn, 1};
     return MPI_SUCCESS;
 }
 
 int FRMA_Errhandler_free(MPI_Errhandler* errhandler) {
     if (!errhandler) return MPI_ERR_ARG;
+    bool ours, last = false;
     {
         std::lock_guard lk(g_mu);
-        g_handlers.erase(*errhandler);
+        ours = g_handlers.count(*errhandler) != 0;
+        if (ours) last = unref_handler_locked(*errhandler);
     }
-    return PMPI_Errhandler_free(errhandler);
+    if (!ours || last) return PMPI_Errhandler_free(errhandler);
+    *errhandler = MPI_ERRHANDLER_NULL;  // windows still use it: freed with the last one
+    return MPI_SUCCESS;
 }
 
 int FRMA_Win_set_errhandler(FRMA_Win win, MPI_Errhandler errhandler) {
     FRMA_CHECK_WIN(win, "FRMA_Win_set_errhandler");
-    if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
+    MPI_Errhandler old;
+    {
         std::lock_guard lk(g_mu);
-        if (!g_handlers.count(errhandler)) {
-            raise(MPI_ERR_ARG, "FRMA_Win_set_errhandler: not a window error handler (create it with FRMA_Win_create_errhandler)");
-            return MPI_ERR_ARG;
+        if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
+            auto it = g_handlers.find(errhandler);
+            if (it == g_handlers.end()) {
+                raise(MPI_ERR_ARG, "FRMA_Win_set_errhandler: not a window error handler (create it with FRMA_Win_create_errhandler)");
+                return MPI_ERR_ARG;
+            }
+            ++it->second.refs;  // the window's reference
         }
+        old = win->w->errhandler;
+        win->w->errhandler = errhandler;
     }
-    win->w->errhandler = errhandler;
+    unref_handler(old);  // (predefined handlers are not counted)
     return MPI_SUCCESS;
 }
 

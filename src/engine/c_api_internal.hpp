@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace fastrma::detail {
@@ -19,7 +20,8 @@ struct fastrma_window {
     std::uint64_t magic = kMagic;
     std::unique_ptr<fastrma::detail::Window> w;
     MPI_Group group = MPI_GROUP_NULL;  // the window's group, for translating PSCW groups
-    std::map<int, void*> attrs;        // user attributes by keyval
+    std::map<int, void*> attrs;        // user attributes by keyval (meta_mu)
+    std::mutex meta_mu;                // attributes, name and info: MPI_THREAD_MULTIPLE callers
 };
 
 namespace fastrma::detail {

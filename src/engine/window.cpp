@@ -308,8 +308,10 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         wants_am = wants_am || m == Medium::message;
     }
     std::string msg = err ? last_error_message() : std::string();
-    struct Sizes { int err; int disp_unit; std::uint64_t size; int am; };
-    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size), wants_am};
+    // The settings that shape the shared state layout travel too: every process must agree.
+    struct Sizes { int err; int disp_unit; std::uint64_t size; int am; int acc_stripes; std::uint64_t dyn_regions; };
+    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size), wants_am, eng.config().acc_stripes,
+                  is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0};
     std::vector<Sizes> sizes(static_cast<std::size_t>(n));
     b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
     for (int r = 0; r < n; ++r)
@@ -317,6 +319,16 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
+    for (int r = 0; r < n; ++r) {
+        const Sizes& z = sizes[std::size_t(r)];
+        if (z.acc_stripes != mine_sz.acc_stripes)
+            return raise(MPI_ERR_OTHER, "%s: FASTRMA_ACC_STRIPES is %d here (rank %d) and %d at rank %d; every process of a window needs the same value",
+                         call, mine_sz.acc_stripes, me, z.acc_stripes, r);
+        if (z.dyn_regions != mine_sz.dyn_regions)
+            return raise(MPI_ERR_OTHER, "%s: FASTRMA_DYN_REGIONS is %llu here (rank %d) and %llu at rank %d; every process of a window needs the same value",
+                         call, static_cast<unsigned long long>(mine_sz.dyn_regions), me,
+                         static_cast<unsigned long long>(z.dyn_regions), r);
+    }
     // What the last window freed on this group left (leave_node): taken below or dropped.
     std::shared_ptr<NodeLeftover> left;
     if (Leftover* slot = b.leftover(); slot && slot->what) {
@@ -532,6 +544,7 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     if (!err) err = w->node_.create(w->state_bytes_ + (data ? data + kAmDataOffset : 0), eng.config().shm_method);
     std::string msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;
+    w->node_.seal();  // no peer maps it: the name (shm_open method) goes at once
     w->node_base_ = w->node_.data();
     w->my_state_ = reinterpret_cast<std::uint64_t*>(w->node_base_);
     w->base_ = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->node_base_ + w->state_bytes_ + kAmDataOffset : nullptr;
@@ -544,10 +557,20 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     Window* self = w.get();
     LocalTarget local;
     local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : w->base_);
+    local.size = is_dynamic ? 0 : std::uint64_t(size);
     local.state = w->my_state_;
     local.state_words = w->state_bytes_ / 8;
     local.accumulate = [self](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
-                              const void* src, const void* cmp, void* res) {
+                              std::uint64_t elem_bytes, const void* src, const void* cmp, void* res) {
+        // A request from a peer: kind, op and type as the origin's checks leave them.
+        const TypeInfo* ti = type_id >= 0 && type_id <= 255 ? type_by_id(std::uint8_t(type_id)) : nullptr;
+        if (!ti || elem_bytes != ti->extent) return MPI_ERR_TYPE;
+        if (op_id < 0 || op_id >= int(OpKind::invalid) || !op_defined_on(OpKind(op_id), *ti)) return MPI_ERR_OP;
+        const bool is_cas = kind == int(RmaKind::cas);
+        const bool is_acc = kind == int(RmaKind::acc) || kind == int(RmaKind::get_acc) || kind == int(RmaKind::fop);
+        if ((!is_cas && !is_acc) || (is_cas && (!src || !cmp || !res || count != 1)) ||
+            (is_acc && !src && OpKind(op_id) != OpKind::no_op))
+            return MPI_ERR_ARG;
         return self->apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
     };
     local.grant_lock = [self](Transport::LockRequest what) {
@@ -819,10 +842,18 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     }
     op->bytes = tl.size() * op->tcount;
     if (op->bytes > 0) {
-        const bool has_origin = op->origin != nullptr || rq.kind == RmaKind::get ||
-                                (op->op == MPI_NO_OP && rq.kind != RmaKind::acc);
-        if (!has_origin) return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
-        if (rq.kind != RmaKind::put && rq.kind != RmaKind::acc && !op->result)
+        // A NULL buffer is MPI_BOTTOM: legal when the datatype holds absolute addresses
+        // (its data starts above address 0), refused when it would touch the first page.
+        auto null_buffer = [](const void* buf, const std::shared_ptr<const Layout>& l) {
+            return !buf && (!l || l->true_lb() < 4096);
+        };
+        const bool origin_ignored = op->op == MPI_NO_OP && rq.kind != RmaKind::acc;
+        if (rq.kind != RmaKind::get && !origin_ignored && null_buffer(op->origin, op->olay))
+            return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
+        if (rq.kind == RmaKind::get && null_buffer(op->result, op->olay))
+            return raise(MPI_ERR_ARG, "%s: origin buffer is NULL for %d elements", call, rq.origin_count);
+        if (rq.kind != RmaKind::put && rq.kind != RmaKind::acc && rq.kind != RmaKind::get &&
+            null_buffer(op->result, op->rlay))
             return raise(MPI_ERR_ARG, "%s: result buffer is NULL", call);
         if (rq.kind == RmaKind::cas && !rq.compare)
             return raise(MPI_ERR_ARG, "%s: compare buffer is NULL", call);
@@ -874,7 +905,30 @@ int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uin
 }
 
 namespace {
-// Whether [addr, addr + bytes) lies in a region of a dynamic-window table mapped here (the
+// Whether the regions region(0..count) cover [addr, addr + bytes) together: one region, or
+// adjacent ones (attached back to back; every byte is attached, so MPI allows the access).
+// Regions never overlap, so the next piece starts exactly where the last one ended. No
+// wrap-around: an access whose end overflows is never covered.
+template <class Region>
+bool regions_cover(std::uint64_t count, Region region, std::uint64_t addr, std::uint64_t bytes) {
+    if (addr + bytes < addr) return false;
+    const std::uint64_t end = addr + bytes;
+    for (std::uint64_t cur = addr;;) {
+        bool advanced = false;
+        for (std::uint64_t i = 0; i < count; ++i) {
+            const auto [base, size] = region(i);
+            if (cur >= base && cur - base < size) {  // cur inside [base, base + size)
+                if (end - base <= size) return true;
+                cur = base + size;
+                advanced = true;
+                break;
+            }
+        }
+        if (!advanced) return false;
+    }
+}
+
+// Whether [addr, addr + bytes) lies in the regions of a dynamic-window table mapped here (the
 // owner's words: version, count, then base/size pairs; the version is odd while the owner
 // changes it). A seqlock read: no lock, nothing written.
 bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_t addr, std::uint64_t bytes) {
@@ -885,12 +939,10 @@ bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_
             continue;
         }
         const std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), capacity);
-        bool found = false;
-        for (std::uint64_t i = 0; i < count && !found; ++i) {
-            const std::uint64_t base = __atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED);
-            const std::uint64_t size = __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED);
-            found = addr >= base && addr + bytes <= base + size;
-        }
+        const bool found = regions_cover(count, [&](std::uint64_t i) {
+            return std::pair<std::uint64_t, std::uint64_t>{__atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
+                                                           __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
+        }, addr, bytes);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&table[0], __ATOMIC_RELAXED) == v1) return found;
     }
@@ -904,12 +956,12 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
     auto inside = [&] {
-        for (const Region& g : c.regions)
-            if (g.covers(addr, bytes)) return true;
-        return false;
+        return regions_cover(c.regions.size(), [&](std::uint64_t i) {
+            return std::pair<std::uint64_t, std::uint64_t>{c.regions[i].base, c.regions[i].size};
+        }, addr, bytes);
     };
     // Over am, reading the version is a round trip: a hit in the cached table goes, and the
-    // target checks again when the request arrives (AmLocal::attached; a refusal is
+    // target checks again when the request arrives (LocalTarget::attached; a refusal is
     // reported at the next completion point: refused_by_targets). A miss re-reads the table.
     if (inside()) return true;
     for (;;) {
@@ -977,9 +1029,15 @@ int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) 
     if (flavor_ != MPI_WIN_FLAVOR_SHARED)
         return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_shared_query: the window is not of flavor shared");
     if (rank == MPI_PROC_NULL) {  // the first process with a non-empty part
-        rank = 0;
-        for (int r = 0; r < nprocs_; ++r)
-            if (peer(r).size) { rank = r; break; }
+        rank = -1;
+        for (int r = 0; r < nprocs_ && rank < 0; ++r)
+            if (peer(r).size) rank = r;
+        if (rank < 0) {  // every part empty: size 0, base NULL (MPI-3.1 §11.2.3; Open MPI's answer)
+            *size = 0;
+            *disp_unit = int(disp_unit_of(0));
+            *base = nullptr;
+            return MPI_SUCCESS;
+        }
     } else if (rank < 0 || rank >= nprocs_) {
         return raise(MPI_ERR_RANK, "FRMA_Win_shared_query: rank %d is outside the window's group of %d", rank, nprocs_);
     }

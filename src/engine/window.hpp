@@ -342,7 +342,6 @@ private:
     // (re-read on a miss; the target checks again).
     struct Region {
         std::uint64_t base, size;
-        bool covers(std::uint64_t addr, std::uint64_t bytes) const { return addr >= base && addr + bytes <= base + size; }
     };
     struct RegionCache { std::uint64_t version = ~0ull; std::vector<Region> regions; };
     SpinLock dyn_mu_;  // am peers' cached tables (a node peer's is read in place, unlocked)

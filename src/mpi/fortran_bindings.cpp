@@ -38,6 +38,17 @@ inline MPI_Info I(const MPI_Fint* info) { return MPI_Info_f2c(*info); }
 inline MPI_Comm C(const MPI_Fint* comm) { return MPI_Comm_f2c(*comm); }
 inline MPI_Group G(const MPI_Fint* group) { return MPI_Group_f2c(*group); }
 
+}  // namespace
+// Open MPI's Fortran MPI_BOTTOM: the address of this common block (0 in C).
+extern "C" char mpi_fortran_bottom_[] __attribute__((weak));
+namespace {
+// A Fortran buffer argument as C sees it: MPI_BOTTOM becomes the C MPI_BOTTOM (NULL), so that
+// a datatype of absolute addresses (MPI_Get_address) finds its data.
+template <class P>
+inline P* B(P* buf) {
+    return mpi_fortran_bottom_ && static_cast<const void*>(buf) == static_cast<const void*>(mpi_fortran_bottom_) ? nullptr : buf;
+}
+
 // A Fortran CHARACTER argument without its trailing blanks.
 std::string from_fortran(const char* s, std::size_t len) {
     while (len > 0 && s[len - 1] == ' ') --len;
@@ -369,7 +380,7 @@ FRMA_FORTRAN(mpi_put, MPI_PUT,
              (char* origin_addr, MPI_Fint* origin_count, MPI_Fint* origin_datatype,
               MPI_Fint* target_rank, MPI_Aint* target_disp, MPI_Fint* target_count,
               MPI_Fint* target_datatype, MPI_Fint* win, MPI_Fint* ierr)) {
-    set_ierr(ierr, FRMA_Put(origin_addr, *origin_count, T(origin_datatype), *target_rank,
+    set_ierr(ierr, FRMA_Put(B(origin_addr), *origin_count, T(origin_datatype), *target_rank,
                             *target_disp, *target_count, T(target_datatype), W(win)));
 }
 
@@ -377,7 +388,7 @@ FRMA_FORTRAN(mpi_get, MPI_GET,
              (char* origin_addr, MPI_Fint* origin_count, MPI_Fint* origin_datatype,
               MPI_Fint* target_rank, MPI_Aint* target_disp, MPI_Fint* target_count,
               MPI_Fint* target_datatype, MPI_Fint* win, MPI_Fint* ierr)) {
-    set_ierr(ierr, FRMA_Get(origin_addr, *origin_count, T(origin_datatype), *target_rank,
+    set_ierr(ierr, FRMA_Get(B(origin_addr), *origin_count, T(origin_datatype), *target_rank,
                             *target_disp, *target_count, T(target_datatype), W(win)));
 }
 
@@ -385,7 +396,7 @@ FRMA_FORTRAN(mpi_accumulate, MPI_ACCUMULATE,
              (char* origin_addr, MPI_Fint* origin_count, MPI_Fint* origin_datatype,
               MPI_Fint* target_rank, MPI_Aint* target_disp, MPI_Fint* target_count,
               MPI_Fint* target_datatype, MPI_Fint* op, MPI_Fint* win, MPI_Fint* ierr)) {
-    set_ierr(ierr, FRMA_Accumulate(origin_addr, *origin_count, T(origin_datatype), *target_rank,
+    set_ierr(ierr, FRMA_Accumulate(B(origin_addr), *origin_count, T(origin_datatype), *target_rank,
                                    *target_disp, *target_count, T(target_datatype), O(op), W(win)));
 }
 
@@ -394,7 +405,7 @@ FRMA_FORTRAN(mpi_get_accumulate, MPI_GET_ACCUMULATE,
               char* result_addr, MPI_Fint* result_count, MPI_Fint* result_datatype,
               MPI_Fint* target_rank, MPI_Aint* target_disp, MPI_Fint* target_count,
               MPI_Fint* target_datatype, MPI_Fint* op, MPI_Fint* win, MPI_Fint* ierr)) {
-    set_ierr(ierr, FRMA_Get_accumulate(origin_addr, *origin_count, T(origin_datatype), result_addr,
+    set_ierr(ierr, FRMA_Get_accumulate(B(origin_addr), *origin_count, T(origin_datatype), B(result_addr),
                                        *result_count, T(result_datatype), *target_rank,
                                        *target_disp, *target_count, T(target_datatype), O(op), W(win)));
 }
@@ -402,14 +413,14 @@ FRMA_FORTRAN(mpi_get_accumulate, MPI_GET_ACCUMULATE,
 FRMA_FORTRAN(mpi_fetch_and_op, MPI_FETCH_AND_OP,
              (char* origin_addr, char* result_addr, MPI_Fint* datatype, MPI_Fint* target_rank,
               MPI_Aint* target_disp, MPI_Fint* op, MPI_Fint* win, MPI_Fint* ierr)) {
-    set_ierr(ierr, FRMA_Fetch_and_op(origin_addr, result_addr, T(datatype), *target_rank,
+    set_ierr(ierr, FRMA_Fetch_and_op(B(origin_addr), B(result_addr), T(datatype), *target_rank,
                                      *target_disp, O(op), W(win)));
 }
 
 FRMA_FORTRAN(mpi_compare_and_swap, MPI_COMPARE_AND_SWAP,
              (char* origin_addr, char* compare_addr, char* result_addr, MPI_Fint* datatype,
               MPI_Fint* target_rank, MPI_Aint* target_disp, MPI_Fint* win, MPI_Fint* ierr)) {
-    set_ierr(ierr, FRMA_Compare_and_swap(origin_addr, compare_addr, result_addr, T(datatype),
+    set_ierr(ierr, FRMA_Compare_and_swap(B(origin_addr), B(compare_addr), B(result_addr), T(datatype),
                                          *target_rank, *target_disp, W(win)));
 }
 
@@ -418,7 +429,7 @@ FRMA_FORTRAN(mpi_rput, MPI_RPUT,
               MPI_Fint* target_rank, MPI_Aint* target_disp, MPI_Fint* target_count,
               MPI_Fint* target_datatype, MPI_Fint* win, MPI_Fint* request, MPI_Fint* ierr)) {
     MPI_Request r = MPI_REQUEST_NULL;
-    int rc = FRMA_Rput(origin_addr, *origin_count, T(origin_datatype), *target_rank, *target_disp,
+    int rc = FRMA_Rput(B(origin_addr), *origin_count, T(origin_datatype), *target_rank, *target_disp,
                        *target_count, T(target_datatype), W(win), &r);
     if (rc == MPI_SUCCESS) *request = MPI_Request_c2f(r);
     set_ierr(ierr, rc);
@@ -429,7 +440,7 @@ FRMA_FORTRAN(mpi_rget, MPI_RGET,
               MPI_Fint* target_rank, MPI_Aint* target_disp, MPI_Fint* target_count,
               MPI_Fint* target_datatype, MPI_Fint* win, MPI_Fint* request, MPI_Fint* ierr)) {
     MPI_Request r = MPI_REQUEST_NULL;
-    int rc = FRMA_Rget(origin_addr, *origin_count, T(origin_datatype), *target_rank, *target_disp,
+    int rc = FRMA_Rget(B(origin_addr), *origin_count, T(origin_datatype), *target_rank, *target_disp,
                        *target_count, T(target_datatype), W(win), &r);
     if (rc == MPI_SUCCESS) *request = MPI_Request_c2f(r);
     set_ierr(ierr, rc);
@@ -441,7 +452,7 @@ FRMA_FORTRAN(mpi_raccumulate, MPI_RACCUMULATE,
               MPI_Fint* target_datatype, MPI_Fint* op, MPI_Fint* win, MPI_Fint* request,
               MPI_Fint* ierr)) {
     MPI_Request r = MPI_REQUEST_NULL;
-    int rc = FRMA_Raccumulate(origin_addr, *origin_count, T(origin_datatype), *target_rank,
+    int rc = FRMA_Raccumulate(B(origin_addr), *origin_count, T(origin_datatype), *target_rank,
                               *target_disp, *target_count, T(target_datatype), O(op), W(win), &r);
     if (rc == MPI_SUCCESS) *request = MPI_Request_c2f(r);
     set_ierr(ierr, rc);
@@ -454,7 +465,7 @@ FRMA_FORTRAN(mpi_rget_accumulate, MPI_RGET_ACCUMULATE,
               MPI_Fint* target_datatype, MPI_Fint* op, MPI_Fint* win, MPI_Fint* request,
               MPI_Fint* ierr)) {
     MPI_Request r = MPI_REQUEST_NULL;
-    int rc = FRMA_Rget_accumulate(origin_addr, *origin_count, T(origin_datatype), result_addr,
+    int rc = FRMA_Rget_accumulate(B(origin_addr), *origin_count, T(origin_datatype), B(result_addr),
                                   *result_count, T(result_datatype), *target_rank, *target_disp,
                                   *target_count, T(target_datatype), O(op), W(win), &r);
     if (rc == MPI_SUCCESS) *request = MPI_Request_c2f(r);

@@ -295,14 +295,11 @@ int create_keyval_fortran(FortranWinCopyAttr* copy_fn, FortranWinDeleteAttr* del
 }
 
 int free_keyval(int* keyval) {
-    const int k = keyval ? *keyval : MPI_KEYVAL_INVALID;
-    int rc = FRMA_Win_free_keyval(keyval);
-    if (rc != MPI_SUCCESS) return rc;
-    // fastrma has forgotten the keyval (its callbacks will not run again): drop the record.
-    Keyvals& kv = keyvals();
-    std::lock_guard lk(kv.mu);
-    kv.records.erase(k);
-    return MPI_SUCCESS;
+    // The record stays: attributes set with the keyval outlive it, and their delete
+    // callbacks (the wrappers, which get the record as extra state) still run when they go.
+    // fastrma keeps the host's number until then, so the number comes back only after
+    // that, and create_keyval then replaces the record.
+    return FRMA_Win_free_keyval(keyval);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -964,8 +964,10 @@ std::vector<Entry> predefined_entries() {
       FRMA_TYPE(MPI_2REAL, C::pair, Repr::pair_f32_f32),
       FRMA_TYPE(MPI_2DOUBLE_PRECISION, C::pair, Repr::pair_f64_f64),
       FRMA_TYPE(MPI_2INTEGER, C::pair, Repr::pair_i32_i32),
+      // MPI-3.1 puts MPI_CHAR in no reduction group; MPICH and Open MPI both treat it as a
+      // C integer (plain char: signed here) and codes rely on it (docs/accumulate.md).
+      FRMA_TYPE(MPI_CHAR, C::c_integer, int_repr<char>()),
       // Predefined, but in no reduction group: only MPI_REPLACE and MPI_NO_OP apply.
-      FRMA_TYPE(MPI_CHAR, C::other, Repr::opaque, sizeof(char)),
       FRMA_TYPE(MPI_WCHAR, C::other, Repr::opaque, sizeof(wchar_t)),
       FRMA_TYPE(MPI_CHARACTER, C::other, Repr::opaque, 1),
 #ifdef MPI_LOGICAL1

@@ -40,6 +40,8 @@ constexpr std::uint64_t kZeroCopyMax = 1024 * 1024;
 // multi-MiB answer made the large-transfer test 30x slower under ThreadSanitizer, so
 // larger gets still go in 1 MiB pieces).
 constexpr std::uint64_t kGetPieceMax = 1024 * 1024;
+// The largest accumulate run the ops layer sends (issue.cpp: runs up to 256 KiB).
+constexpr std::uint64_t kAccRunMax = 256 * 1024;
 constexpr int kTagReply0 = 1000;
 // Messages up to this size leave eagerly (Open MPI's shared-memory eager limit); larger ones
 // and larger answers move only while we call MPI (see send()).
@@ -105,6 +107,13 @@ AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) 
     peer_page_.resize(std::size_t(nprocs_));
     const std::uint16_t mine = std::uint16_t(reinterpret_cast<std::uintptr_t>(local_.base) & 4095);
     err_ = PMPI_Allgather(&mine, 1, MPI_UINT16_T, peer_page_.data(), 1, MPI_UINT16_T, comm_);
+    // Reply tags below the host's MPI_TAG_UB (the same value in every process).
+    int* tag_ub = nullptr;
+    int flag = 0;
+    PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
+    const int span = reply_tag_span(flag && tag_ub ? *tag_ub : 32767);
+    if (err_ == MPI_SUCCESS && span == 0) err_ = MPI_ERR_INTERN;
+    tag_mask_ = span ? span - 1 : 0;
     if (err_ == MPI_SUCCESS && !start_ring()) err_ = MPI_ERR_INTERN;
 }
 
@@ -150,7 +159,16 @@ void AmEndpoint::stop_ring() {
     }
 }
 
-int AmEndpoint::next_tag() { return kTagReply0 + (tag_.fetch_add(1, std::memory_order_relaxed) & (kTagReplySpan - 1)); }
+int AmEndpoint::next_tag() { return kTagReply0 + (tag_.fetch_add(1, std::memory_order_relaxed) & tag_mask_); }
+
+int AmEndpoint::reply_tag_span(int tag_ub) {
+    // Reply tags run over [kTagReply0, kTagReply0 + span), span a power of two (next_tag
+    // masks), and must stay <= MPI_TAG_UB (MPI guarantees only 32767). 0: too small.
+    if (tag_ub < kTagReply0 + 255) return 0;
+    int span = kTagReplySpan;
+    while (kTagReply0 + span - 1 > tag_ub) span >>= 1;
+    return span;
+}
 
 void AmEndpoint::note_answered(Peer& p, std::uint64_t seq) {
     std::uint64_t cur = p.answered.load(std::memory_order_relaxed);
@@ -878,19 +896,34 @@ void AmEndpoint::settle() {
     reap_replies();
 }
 
+// Whether [off, off + n) lies in my part (dynamic windows: in a region attached here now).
+// Origins check their own view first; this is the check that holds against a detach since
+// then, and against a wrong peer. A request outside is not applied, and its origin is told.
 bool AmEndpoint::accepts(int source, std::uint64_t off, std::uint64_t n) {  // serve_mu_ held
-    if (!local_.attached || n == 0 || local_.attached(off, n)) return true;
+    const bool inside = local_.attached ? n == 0 || local_.attached(off, n)
+                                        : off <= local_.size && n <= local_.size - off;
+    if (!inside) refuse(source);
+    return inside;
+}
+
+void AmEndpoint::refuse(int source) {  // serve_mu_ held
     if (rejected_.empty()) rejected_.resize(std::size_t(nprocs_));
-    // Not applied; the origin learns of it from a notice sent like a request (its server
-    // records it) ahead of any answer of ours, so its completion point sees it.
+    // The origin learns of it from a notice sent like a request (its server records it)
+    // ahead of any answer of ours, so its completion point sees it.
     const Header h{kRejected, 0, -1, 0, 0, 0, ++rejected_[std::size_t(source)], 0, 0, 0, 0};
     PageOffsetBuffer b(sizeof h);
     std::memcpy(b.data(), &h, sizeof h);
     MPI_Request rq;
-    PMPI_Isend(b.data(), int(sizeof h), MPI_BYTE, source, kTagRequest, comm_, &rq);
+    if (PMPI_Isend(b.data(), int(sizeof h), MPI_BYTE, source, kTagRequest, comm_, &rq) != MPI_SUCCESS) return;
     replies_rq_.push_back(rq);
     replies_buf_.push_back(std::move(b));
-    return false;
+}
+
+void AmEndpoint::discard_data(int source) {  // serve_mu_ held
+    // The payload follows its header on kTagData; a receive of 0 bytes matches and consumes
+    // it (truncated: its status carries MPI_ERR_TRUNCATE, which is the point).
+    MPI_Request rq;
+    if (PMPI_Irecv(nullptr, 0, MPI_BYTE, source, kTagData, comm_, &rq) == MPI_SUCCESS) wait_by_test(&rq);
 }
 
 AmEndpoint::Parked& AmEndpoint::start_parking(int source) {
@@ -907,7 +940,7 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
     Parked& pk = start_parking(source);
     pk.why = Why::lock;
     pk.what = what;
-    if (rest_records || h.reply_tag >= 0) {  // the rest of the batch, and its ack
+    {  // the rest of the batch and its ack; empty, it still counts as served once granted (fence())
         Header rh = h;
         rh.nseg = rest_records;
         std::vector<unsigned char> m(sizeof rh + rest_len);
@@ -960,6 +993,10 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
 
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
+    if (len < sizeof h || source < 0 || source >= nprocs_) {  // not a request of ours: counted, dropped
+        served_.store(served_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        return;
+    }
     std::memcpy(&h, msg, sizeof h);
     // Notes to us as an origin, not requests (never parked, not counted in served_): the
     // target's running count, which only grows (only the server threads write it).
@@ -1022,23 +1059,39 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     };
     switch (h.kind) {
     case kPut: {
-        const unsigned char* data = p + h.nseg * 16;
-        for (std::uint32_t s = 0; s < h.nseg; ++s) {
+        // Segments (offset, length), then their data; every length must lie in the message.
+        const std::size_t body = len - sizeof h;
+        std::size_t left = h.nseg <= body / 16 ? body - std::size_t(h.nseg) * 16 : 0;
+        if (h.nseg > body / 16) refuse(source);
+        const unsigned char* data = p + std::size_t(h.nseg) * 16;
+        for (std::uint32_t s = 0; s < h.nseg && h.nseg <= body / 16; ++s) {
             std::uint64_t off, n;
             std::memcpy(&off, p + 16 * s, 8);
             std::memcpy(&n, p + 16 * s + 8, 8);
+            if (n > left) {
+                refuse(source);
+                break;
+            }
             if (accepts(source, off, n)) copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
             data += n;
+            left -= n;
         }
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
         break;
     }
     case kBatch: {
         const unsigned char* q = p;
+        const unsigned char* const end = msg + len;
         for (std::uint32_t i = 0; i < h.nseg; ++i) {
+            // A record (kind, body bytes, body) must lie in the message, its body hold what
+            // its kind reads; the rest of a batch with a bad record is not applied.
             std::uint32_t rh[2];
+            if (std::size_t(end - q) < sizeof rh) { refuse(source); break; }
             std::memcpy(rh, q, sizeof rh);
             const unsigned char* body = q + sizeof rh;
+            const std::size_t need = rh[0] == kPut ? 8 : rh[0] == kAtomic8 ? sizeof(NotifyRecord)
+                                   : rh[0] == kLockReq ? 8 : rh[0] == kAccumulate ? sizeof(AccRecord) : ~std::size_t(0);
+            if (rh[1] > std::size_t(end - body) || rh[1] < need) { refuse(source); break; }
             if (rh[0] == kPut) {
                 std::uint64_t off;
                 std::memcpy(&off, body, 8);
@@ -1046,11 +1099,14 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             } else if (rh[0] == kAtomic8) {
                 NotifyRecord r;
                 std::memcpy(&r, body, sizeof r);
-                apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
+                if (r.word < local_.state_words) apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
+                else refuse(source);
             } else if (rh[0] == kLockReq) {
                 std::uint64_t what;
                 std::memcpy(&what, body, sizeof what);
-                if (!local_.grant_lock(Transport::LockRequest(what))) {
+                if (what > std::uint64_t(Transport::LockRequest::exclusive_with_master)) {
+                    refuse(source);
+                } else if (!local_.grant_lock(Transport::LockRequest(what))) {
                     const unsigned char* rest = body + rh[1];
                     park(source, Transport::LockRequest(what), h, rest, std::size_t(msg + len - rest), h.nseg - i - 1);
                     return;  // the rest of the batch (and its ack) once granted; counted then
@@ -1058,9 +1114,12 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             } else {
                 AccRecord r;
                 std::memcpy(&r, body, sizeof r);
-                if (accepts(source, r.toff, r.n * r.elem_bytes))
-                    local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n,
-                                      (r.flags & 4) ? body + sizeof r : nullptr, nullptr, nullptr);
+                const bool fits = r.elem_bytes && r.n <= (rh[1] - sizeof r) / r.elem_bytes;  // (flags & 4: the data)
+                if (!fits && (r.flags & 4)) refuse(source);
+                else if (accepts(source, r.toff, r.n * r.elem_bytes) &&
+                         local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n, r.elem_bytes,
+                                           (r.flags & 4) ? body + sizeof r : nullptr, nullptr, nullptr) != MPI_SUCCESS)
+                    refuse(source);
             }
             q = body + rh[1];
         }
@@ -1071,6 +1130,12 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         // The payload's receive stays pending, so that the pieces of a large put are all
         // in flight at once (pipelined by the host) instead of one handshake after
         // another; every later request waits for them first (above), and so does the ack.
+        if (h.b > kZeroCopyMax) {  // never sent by a correct origin: consumed, not applied
+            refuse(source);
+            discard_data(source);
+            if (h.reply_tag >= 0) reply(nullptr, 0);
+            break;
+        }
         MPI_Request rq;
         unsigned char* dst = local_.base + h.a;
         Landing land;
@@ -1091,15 +1156,21 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         break;
     }
     case kGet: {
-        std::uint64_t off, n;
-        std::memcpy(&off, p, 8);
-        std::memcpy(&n, p + 8, 8);
-        if (accepts(source, off, n)) reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
+        std::uint64_t off = 0, n = 0;
+        if (len >= sizeof h + 16) {
+            std::memcpy(&off, p, 8);
+            std::memcpy(&n, p + 8, 8);
+        }
+        const bool sane = len >= sizeof h + 16 && n <= kGetPieceMax;
+        if (!sane) refuse(source);
+        if (sane && accepts(source, off, n)) reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
         else reply(nullptr, 0);  // an empty answer: the origin's buffer stays as it was
         break;
     }
     case kAtomic8: {
-        const std::uint64_t old = apply_atomic8(local_.state + h.a, AtomicOp(h.aop), h.b, h.c);
+        std::uint64_t old = 0;
+        if (h.a < local_.state_words) old = apply_atomic8(local_.state + h.a, AtomicOp(h.aop), h.b, h.c);
+        else refuse(source);
         reply_copy(&old, sizeof old);  // a notify is a batch record (no answer)
         break;
     }
@@ -1108,8 +1179,18 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         // Origin data inside the request, or (kAccData) in the message right behind it,
         // received into the scratch buffer.
         const std::uint64_t n = h.b, eb = h.c;
+        // Element bytes of a predefined type, a run the ops layer sends (at most kAccRunMax
+        // bytes), and inline data that lies in the message.
+        const std::size_t inline_bytes = h.kind == kAccData ? ((h.aop & 2) ? eb : 0)
+                                                            : ((h.aop & 4) ? n * eb : 0) + ((h.aop & 2) ? eb : 0);
+        if (eb == 0 || eb > 64 || n > kAccRunMax / eb || inline_bytes > len - sizeof h) {
+            refuse(source);
+            if (h.kind == kAccData) discard_data(source);
+            if (h.reply_tag >= 0) reply(nullptr, 0);
+            break;
+        }
         const void* src = (h.aop & 4) ? p : nullptr;
-        const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) ? n * eb : 0) : nullptr;
+        const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) && h.kind != kAccData ? n * eb : 0) : nullptr;
         if (h.kind == kAccData) {
             const std::size_t page = (h.pages & 0xffff) ? (h.pages & 0xffff) - 1 : 0;
             if (acc_scratch_.fits(n * eb)) acc_scratch_.place(page);  // at the origin data's page offset
@@ -1125,15 +1206,21 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         }
         const std::size_t result_len = (h.aop & 1) ? n * eb : 0;
         PageOffsetBuffer result = result_len ? answer_buffer(result_len) : PageOffsetBuffer();
-        local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, src, cmp,
-                          result_len ? result.data() : nullptr);
+        const int rc = local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, eb, src, cmp,
+                                         result_len ? result.data() : nullptr);
+        if (rc != MPI_SUCCESS) refuse(source);
         if (h.reply_tag >= 0) {  // old values, or the ack
-            if (result_len) reply_owned(std::move(result), result_len);
+            if (result_len && rc == MPI_SUCCESS) reply_owned(std::move(result), result_len);
             else reply(nullptr, 0);
         }
         break;
     }
     case kReadState: {
+        if (h.a > local_.state_words || h.b > local_.state_words - h.a) {
+            refuse(source);
+            reply(nullptr, 0);  // the origin's buffer stays as it was
+            break;
+        }
         std::vector<std::uint64_t> words(h.b);
         for (std::uint64_t i = 0; i < h.b; ++i)
             words[i] = __atomic_load_n(local_.state + h.a + i, __ATOMIC_ACQUIRE);

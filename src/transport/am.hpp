@@ -175,6 +175,11 @@ public:
 private:
     struct Header;
     int next_tag();
+public:
+    // How many reply tags fit below the host's MPI_TAG_UB (a power of two; 0: too few).
+    static int reply_tag_span(int tag_ub);
+private:
+    int tag_mask_ = 0;  // reply_tag_span() - 1
     // Sends a request and, when reply != null, waits for reply_len bytes of answer,
     // serving incoming requests meanwhile (so two processes asking each other progress).
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
@@ -311,6 +316,8 @@ private:
     // check itself: false (and the origin told) when [off, off + n) is not attached here.
     std::vector<std::uint64_t> rejected_;
     bool accepts(int source, std::uint64_t off, std::uint64_t n);
+    void refuse(int source);  // the notice of accepts() (serve_mu_ held)
+    void discard_data(int source);  // consumes a payload message that is not applied (serve_mu_ held)
     void serve_ring();  // serve_mu_ held: every request the ring has received
     std::uint64_t served_ring_ = 0;  // ring messages served (serve_mu_)
     // Origins whose lock request could not be granted yet (serve_mu_): their requests, in

@@ -17,7 +17,8 @@ namespace fastrma::detail {
 // distance (copy.hpp). True when all moved (else errno).
 bool cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::size_t len);
 // Moves n pieces (l[i] <-> r[i], equal lengths) with as few syscalls as the kernel allows,
-// resuming partial transfers. True when all moved (else errno).
+// resuming partial transfers; a piece that fails is skipped, the rest still move. True when
+// all moved (else errno of the first failure).
 bool cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n);
 // Can this process use cross-memory attach on pid at addr? (0 = yes, else errno)
 int cma_probe(pid_t pid, std::uint64_t addr);

@@ -55,31 +55,29 @@ bool cma_copy(pid_t pid, bool write, void* local, std::uintptr_t remote, std::si
 
 bool cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t n) {
     constexpr std::size_t kMaxVec = 512;  // < IOV_MAX
+    int first_err = 0;  // an item that fails is skipped: the others still move
     for (std::size_t i = 0; i < n;) {
         const std::size_t k = std::min(kMaxVec, n - i);
         std::size_t want = 0;
         for (std::size_t j = 0; j < k; ++j) want += l[i + j].iov_len;
         const ssize_t got = write ? process_vm_writev(pid, l + i, k, r + i, k, 0)
                                   : process_vm_readv(pid, l + i, k, r + i, k, 0);
-        if (got < 0) return false;
-        if (std::size_t(got) == want) {
+        if (got >= 0 && std::size_t(got) == want) {
             i += k;
             continue;
         }
-        if (got == 0) {
-            errno = EFAULT;
-            return false;
-        }
-        // Partial (the kernel stops at a page it cannot take): skip what moved, finish the
-        // item where it stopped on its own, go on with the next ones.
-        std::size_t done = std::size_t(got);
-        while (done >= l[i].iov_len) done -= l[i++].iov_len;
+        // Partial or failed (the kernel stops at a page it cannot take): skip what moved,
+        // finish the item where it stopped on its own, go on with the next ones.
+        std::size_t done = got > 0 ? std::size_t(got) : 0;
+        while (i < n && done >= l[i].iov_len && l[i].iov_len) done -= l[i++].iov_len;
+        if (i == n) break;
         auto* local = static_cast<unsigned char*>(l[i].iov_base) + done;
         const auto remote = reinterpret_cast<std::uintptr_t>(r[i].iov_base) + done;
-        if (!cma_copy(pid, write, local, remote, l[i].iov_len - done)) return false;
+        if (!cma_copy(pid, write, local, remote, l[i].iov_len - done) && !first_err) first_err = errno ? errno : EFAULT;
         ++i;
     }
-    return true;
+    if (first_err) errno = first_err;
+    return first_err == 0;
 }
 
 namespace {

@@ -212,12 +212,14 @@ public:
 // process's part of a window: the window's narrow interface to the requests it serves.
 struct LocalTarget {
     unsigned char* base = nullptr;    // my window data (dynamic: null, offsets are addresses)
+    std::uint64_t size = 0;           // bytes of my window data (dynamic: unused, `attached` decides)
     std::uint64_t* state = nullptr;   // my state words
     std::uint64_t state_words = 0;
     // Executes one accumulate run at my memory (the window's own accumulate path):
-    // rma_kind, op id, type id, target offset, elements, origin data, compare (cas),
-    // result buffer (may be null). Returns an MPI error class.
-    std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
+    // rma_kind, op id, type id, target offset, elements, element bytes, origin data, compare
+    // (cas), result buffer (may be null). Returns an MPI error class, applying nothing when
+    // kind, op, type or element bytes do not make a valid accumulate.
+    std::function<int(int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
     // One attempt to take my lock words for an origin's queued request (the lock rules of
     // src/epochs: lockproto::grant).
     std::function<bool(Transport::LockRequest)> grant_lock;

@@ -57,6 +57,9 @@ program dropin_fortran
   integer(kind=MPI_ADDRESS_KIND) :: extra, memptr, shsize
   type(c_ptr) :: cp3
   integer(kind=i8), pointer :: b(:), c(:)
+  integer :: bva, bvb, bt, blens(2)
+  integer, asynchronous :: bwin(2)
+  integer(kind=MPI_ADDRESS_KIND) :: bdisps(2)
 
   call MPI_Init(ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Init')
@@ -191,6 +194,27 @@ program dropin_fortran
   call MPI_Win_create(b, winsize, 8, MPI_INFO_NULL, MPI_COMM_WORLD, win4, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Win_create on MPI_Alloc_mem memory')
 
+  ! ---- MPI_BOTTOM as the origin, with a datatype of absolute addresses ----
+  bwin = -1
+  call MPI_Win_create(bwin, 8_MPI_ADDRESS_KIND, 4, MPI_INFO_NULL, MPI_COMM_WORLD, win3, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Win_create for MPI_BOTTOM')
+  bva = 10 + rank
+  bvb = 20 + rank
+  call MPI_Get_address(bva, bdisps(1), ierr)
+  call MPI_Get_address(bvb, bdisps(2), ierr)
+  blens = 1
+  call MPI_Type_create_hindexed(2, blens, bdisps, MPI_INTEGER, bt, ierr)
+  call MPI_Type_commit(bt, ierr)
+  call MPI_Win_fence(0, win3, ierr)
+  disp = 0
+  call MPI_Put(MPI_BOTTOM, 1, bt, right, disp, 2, MPI_INTEGER, win3, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Put from MPI_BOTTOM')
+  call MPI_Win_fence(0, win3, ierr)
+  call MPI_F_sync_reg(bwin)
+  call check(bwin(1) == 10 + left .and. bwin(2) == 20 + left, 'MPI_BOTTOM put landed')
+  call MPI_Type_free(bt, ierr)
+  call MPI_Win_free(win3, ierr)
+
   ! ---- a keyval with a Fortran delete callback: it gets the INTEGER window handle ----
   extra = 4242
   call MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, on_delete, keyval, extra, ierr)
@@ -227,6 +251,17 @@ program dropin_fortran
   call check(keyval == MPI_KEYVAL_INVALID, 'MPI_Win_free_keyval')
   call MPI_Free_mem(b, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Free_mem')
+
+  ! ---- the keyval freed first (the usual order): its callback still runs at MPI_Win_free ----
+  call MPI_Win_create(b, 0_MPI_ADDRESS_KIND, 8, MPI_INFO_NULL, MPI_COMM_WORLD, win4, ierr)
+  call check(ierr == MPI_SUCCESS, 'MPI_Win_create of size 0')
+  call MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, on_delete, keyval, extra, ierr)
+  attr = 4711
+  call MPI_Win_set_attr(win4, keyval, attr, ierr)
+  call MPI_Win_free_keyval(keyval, ierr)
+  call check(ierr == MPI_SUCCESS .and. keyval == MPI_KEYVAL_INVALID, 'MPI_Win_free_keyval before the window')
+  call MPI_Win_free(win4, ierr)
+  call check(deleted_calls == 3 .and. deleted_value == 4711, 'MPI_Win_free runs the freed keyval''s callback')
 
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
   if (rank == 0) print '(a)', '-- fortran: all passed'

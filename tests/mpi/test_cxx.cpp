@@ -464,6 +464,11 @@ TEST(CxxPassive, LockAllCompletionsAndSync) {
             w.get_accumulate(t, std::size_t(me) * k, {}, seen, op::no_op);
             e.flush(t);
             EXPECT_EQ(seen, src);
+            // MPI_NO_OP ignores the origin, whatever its size.
+            std::vector<std::uint32_t> again(k), ignored(3, 7u);
+            w.get_accumulate(t, std::size_t(me) * k, ignored, again, op::no_op);
+            e.flush(t);
+            EXPECT_EQ(again, src);
             e.flush_local(t);
         }
         MPI_Barrier(MPI_COMM_WORLD);
@@ -548,11 +553,13 @@ TEST(CxxErrors, ClassesAndMessages) {
         expect_error(MPI_ERR_TYPE, "FRMA_Accumulate", [&] { wd.accumulate(0, 0, std::span(&d, 1), op::band); });
         expect_error(MPI_ERR_TYPE, "FRMA_Compare_and_swap", [&] { wd.compare_and_swap(0, 0, 0.0, 1.0); });
         e.unlock();
-        auto wc = Window<char>::allocate(MPI_COMM_WORLD, 2);  // MPI_CHAR: REPLACE and NO_OP only
+        auto wc = Window<char>::allocate(MPI_COMM_WORLD, 2);  // MPI_CHAR: a C integer (docs/accumulate.md)
         wc.local()[0] = wc.local()[1] = 'a';
         auto ec = wc.lock(me, fastrma::shared);
-        const char c = 'x';
-        expect_error(MPI_ERR_TYPE, "FRMA_Accumulate", [&] { wc.accumulate(me, 0, std::span(&c, 1), op::sum); });
+        const char c = 1;
+        wc.accumulate(me, 0, std::span(&c, 1), op::sum);
+        wc.flush(me);
+        EXPECT_EQ(wc.local()[0], 'b') << "SUM on char";
         EXPECT_EQ(wc.atomic_swap(me, 1, 'y'), 'a') << "REPLACE on char is allowed";
         EXPECT_EQ(wc.atomic_load(me, 1), 'y');
     }

@@ -60,3 +60,34 @@ TEST(CmaBatch, EveryPutOfAThreadHasLandedWhenItsDrainReturnsWhileOthersDrainToo)
     EXPECT_FALSE(batch.due());
     EXPECT_EQ(pending.load(), 0);
 }
+
+TEST(CmaBatch, AFailedTransferDropsNoOtherThreadsPuts) {
+    // Two threads queue puts into their lanes; one of thread A's goes to an address this
+    // process does not map. The drain that moves both lanes together reports the failure,
+    // and every other put — A's after the bad one, all of B's — has landed.
+    std::vector<std::uint64_t> mem(64, 0);
+    std::vector<std::uint64_t> state(kAccStripe0 + 2 * kWordsPerLine, 0);
+    std::atomic<int> pending{0}, queued{0};
+    CmaBatch batch(getpid(), 0, state.data(), 1, &pending);
+    auto queue = [&](int t, bool bad_first) {
+        if (bad_first) {
+            const std::uint64_t v = 1;
+            batch.put(8, &v, 8);  // address 8: never mapped
+        }
+        for (int i = 0; i < 32; ++i) {
+            const std::uint64_t v = 1000 * std::uint64_t(t + 1) + std::uint64_t(i);
+            batch.put(addr(&mem[std::size_t(32 * t + i)]), &v, 8);
+        }
+        ++queued;
+    };
+    std::thread a(queue, 0, true), b(queue, 1, false);
+    a.join();
+    b.join();
+    ASSERT_EQ(queued.load(), 2);
+    EXPECT_NE(batch.drain(), 0) << "the failed put is reported";
+    for (int t = 0; t < 2; ++t)
+        for (int i = 0; i < 32; ++i)
+            EXPECT_EQ(mem[std::size_t(32 * t + i)], 1000 * std::uint64_t(t + 1) + std::uint64_t(i))
+                << "thread " << t << " put " << i;
+    EXPECT_EQ(batch.drain(), 0) << "reported once";
+}

@@ -85,7 +85,8 @@ const std::vector<TT>& all_types() {
       TT_(MPI_LONG_INT, pair, p_l_i), TT_(MPI_2INT, pair, p_i_i), TT_(MPI_SHORT_INT, pair, p_s_i),
       TT_(MPI_LONG_DOUBLE_INT, pair, p_ld_i), TT_(MPI_2REAL, pair, p_f_f),
       TT_(MPI_2DOUBLE_PRECISION, pair, p_d_d), TT_(MPI_2INTEGER, pair, p_i_i),
-      TT_RAW(MPI_CHAR, 1), TT_RAW(MPI_WCHAR, 4), TT_RAW(MPI_CHARACTER, 1),
+      TT_(MPI_CHAR, c_int, i8),  // accepted as a C integer, as MPICH and Open MPI do
+      TT_RAW(MPI_WCHAR, 4), TT_RAW(MPI_CHARACTER, 1),
       TT_RAW(MPI_LOGICAL1, 1), TT_RAW(MPI_LOGICAL2, 2), TT_RAW(MPI_LOGICAL4, 4),
       TT_RAW(MPI_LOGICAL8, 8), TT_RAW(MPI_2COMPLEX, 16), TT_RAW(MPI_2DOUBLE_COMPLEX, 32),
   };
@@ -1030,7 +1031,7 @@ TEST(ReduceCas, EveryAllowedType) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 30u);  // 18 C integer + 3 multi-language + 5 Fortran integer + 3 logical + byte
+  EXPECT_EQ(checked, 31u);  // 19 C integer (MPI_CHAR too) + 3 multi-language + 5 Fortran integer + 3 logical + byte
 }
 
 TEST(ReduceCas, ResultMayShareStorageWithCompare) {

@@ -1,0 +1,98 @@
+// test_am_bounds.cpp — the am target's own checks (AmEndpoint::serve): a request whose
+// offset, length, state word, type or size does not fit what the target has is not applied
+// (and its origin is told), answered requests still get an (empty) answer, and nothing is
+// written outside the target's part. The origin side here is the raw endpoint, which does
+// not check anything itself (the Window does): it plays a wrong peer. 2 ranks.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "transport/am.hpp"
+
+using namespace fastrma::detail;
+
+namespace {
+
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+
+TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
+    if (world_size() != 2) GTEST_SKIP() << "two ranks";
+    const int me = world_rank();
+    constexpr std::size_t kPart = 64, kGuard = 64 * 1024;
+    // The part sits inside a guard region filled with a pattern that must survive.
+    std::vector<unsigned char> mem(kGuard + kPart + kGuard, 0xAB);
+    std::vector<std::uint64_t> state(16, 0);
+    int accumulates = 0;
+    AmLocal local;
+    local.base = mem.data() + kGuard;
+    local.size = kPart;
+    local.state = state.data();
+    local.state_words = state.size();
+    local.accumulate = [&](int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*) {
+        ++accumulates;
+        return MPI_SUCCESS;
+    };
+    local.grant_lock = [](Transport::LockRequest) { return true; };
+    AmEndpoint ep(MPI_COMM_WORLD, local);
+    ASSERT_EQ(ep.error(), MPI_SUCCESS);
+    ep.set_served_elsewhere(false);  // no progress thread: the target serves inside its fence
+    if (me == 1) {
+        std::uint64_t v = 0x1111111111111111ull;
+        const Chunk far{&v, 1ull << 40, 8}, across{&v, kPart - 4, 8}, ok{&v, 0, 8};
+        ep.put(0, &far, 1);
+        ep.put(0, &across, 1);
+        ep.put(0, &ok, 1);
+        std::vector<unsigned char> big(8192, 0xCD);
+        const Chunk big_far{big.data(), 0, big.size()};  // a payload message (kPutData), too long for the part
+        ep.put(0, &big_far, 1);
+        std::uint64_t got = 42;
+        const Chunk get_far{&got, 1ull << 50, 8};
+        ep.get(0, &get_far, 1);
+        EXPECT_EQ(ep.atomic8(0, 1ull << 40, AtomicOp::fetch_add, 1, 0), 0u) << "a state word beyond the state area";
+        std::vector<std::uint64_t> words(1 << 20, 7);  // 8 MiB: far more words than the target has
+        ep.read_state(0, 0, words.size(), words.data());
+        EXPECT_EQ(words[0], 7u) << "the refused read leaves the buffer alone";
+        const double d = 1;
+        ep.accumulate(0, 2 /* acc */, 2 /* sum */, 0, 1ull << 40, 1, 8, &d, nullptr, nullptr);
+        ep.flush(0);
+        EXPECT_EQ(got, 42u) << "a refused get leaves the buffer alone";
+    }
+    ASSERT_EQ(ep.fence(), MPI_SUCCESS);
+    if (me == 0) {
+        for (std::size_t i = 0; i < kGuard; ++i) ASSERT_EQ(mem[i], 0xAB) << "guard below, byte " << i;
+        for (std::size_t i = kGuard + kPart; i < mem.size(); ++i) ASSERT_EQ(mem[i], 0xAB) << "guard above, byte " << i;
+        std::uint64_t first;
+        std::memcpy(&first, local.base, 8);
+        EXPECT_EQ(first, 0x1111111111111111ull) << "the valid put landed";
+        for (std::size_t i = 8; i < kPart; ++i) EXPECT_EQ(local.base[i], 0xAB) << "byte " << i;
+        EXPECT_EQ(accumulates, 0) << "an accumulate outside the part reached the window";
+        for (std::uint64_t w : state) EXPECT_EQ(w, 0u);
+    } else {
+        ep.serve_arrived();
+        EXPECT_GE(ep.take_rejected(0), 7u) << "every refused request was reported";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(AmTags, ReplyTagsStayAtOrBelowTheHostsTagUpperBound) {
+    for (int ub : {32767, 65535, 100000, (1 << 20) + 999, (1 << 20) + 1000, 2147483647}) {
+        const int span = AmEndpoint::reply_tag_span(ub);
+        ASSERT_GT(span, 0) << "ub " << ub;
+        EXPECT_EQ(span & (span - 1), 0) << "a power of two";
+        EXPECT_LE(1000 + span - 1, ub) << "the largest reply tag exceeds MPI_TAG_UB " << ub;
+        EXPECT_GE(2 * span, std::min(ub - 1000 + 1, 1 << 21) / 2) << "not needlessly small";
+    }
+    EXPECT_EQ(AmEndpoint::reply_tag_span(1100), 0) << "too few tags above the fixed ones";
+    int* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    ASSERT_TRUE(flag);
+    EXPECT_LE(1000 + AmEndpoint::reply_tag_span(*ub) - 1, *ub);
+}
+
+}  // namespace
