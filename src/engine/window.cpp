@@ -168,7 +168,7 @@ int cpuset_pus() {
 }  // namespace
 
 // FASTRMA_OFFLOAD: a progress thread without a processing unit of its own can only take
-// time from the computation it is meant to overlap (docs/progress.md, measured there).
+// time from the computation it is meant to overlap (docs/progress.md).
 std::size_t Window::offload_threshold(Engine& eng, const NodeTopology& topo) {
     const std::string& mode = eng.config().offload;
     if (!eng.offload() || mode == "off") return 0;
@@ -695,7 +695,7 @@ int Window::free_collective() {
 // and, for each waiter, bumps the waiter's kick word and rings its process's doorbell: the
 // progress thread retries at once instead of after its back-off, a dozing thread wakes.
 // Waiters that only spin or yield do not register: ringing them would cost a futex call
-// and buy nothing (measured: contended hand-off 0.95 -> 2.4 us with every waiter rung).
+// and buy nothing (docs/progress.md, doorbells).
 // A release between a waiter's failed try and its bit costs that waiter one back-off.
 void Window::register_lock_wait(int rank) {
     if (remote_) return;  // doorbells need every peer's state words mapped here
@@ -709,8 +709,7 @@ void Window::ring_lock_waiters(int rank) {
     std::uint64_t* const state = state_of(rank);
     // One waiter per release, the one after the releaser in rank order (round robin, so no
     // rank starves): one process can take what was released, and waking every sleeper on
-    // a node with fewer cores than ranks only takes the cores from the next holder
-    // (measured at 4 ranks on 2 cores: 3.8 us per hand-off polling, 4.7-14.6 waking all).
+    // a node with fewer cores than ranks only takes the cores from the next holder.
     const std::size_t nw = post_bitmap_words(nprocs_);
     std::uint64_t* words = &state[lock_waiters_word0(nprocs_)];
     for (std::size_t k = 0; k <= nw; ++k) {

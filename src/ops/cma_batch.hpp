@@ -1,8 +1,8 @@
 // cma_batch.hpp — small cross-memory-attach operations on one peer, moved in few syscalls.
 //
 // A put, get or accumulate on a create or dynamic window's unmapped part costs one or two
-// process_vm_writev / readv calls each (1.8-2.5 us apiece on this VM, where an 8-byte copy
-// into mapped memory costs nanoseconds). MPI completes them only at a synchronization call,
+// process_vm_writev / readv calls each (microseconds apiece, where an 8-byte copy into
+// mapped memory costs nanoseconds). MPI completes them only at a synchronization call,
 // so small ones wait here and move together at the next completion point (flush, unlock,
 // fence, complete, free) or when the batch is full: all puts in one writev; all
 // accumulates under the target's accumulate-lock stripes, in one readv + one writev; then
@@ -122,8 +122,8 @@ private:
     };
     Lane& my_lane();  // the calling thread's, made on first use
     // Appends one piece to a list of iovec pairs, extending the last one when the piece
-    // continues it on both sides (the kernel pins the remote pages of each iovec separately:
-    // ~0.5 us an iovec, most of a syscall's cost here).
+    // continues it on both sides (the kernel pins the remote pages of each iovec separately,
+    // most of a syscall's cost).
     void add(iovec* l, iovec* r, std::uint32_t& k, std::uint64_t off, unsigned char* local, std::size_t len);
     // Sets lane i's bits in due_ (something queued, moving or an error to report) and
     // acc_lanes_ (accumulates queued or moving), and its count in *pending_ (l.mu held).

@@ -56,8 +56,8 @@ bool batch_accumulate(const IssueContext& ctx, const Op& op) {
 
 // Stripes cover kStripeUnit-byte units of the target's window, unit u on stripe u % n: an
 // accumulate of up to a few KiB takes one or two stripes (two atomics each), one of 16n
-// KiB or more takes them all. Coarse on purpose: a 512 B accumulate with 64 B units took
-// 8 stripes, 16 atomics on lines other processes bounce (0.9 us against 0.17 us).
+// KiB or more takes them all. Coarse on purpose: finer units made a small accumulate take
+// many stripes, each two atomics on lines other processes bounce (docs/performance.md).
 constexpr std::uint64_t kStripeUnit = 4096;
 
 std::size_t stripe_word(int s) { return kAccStripe0 + std::size_t(s) * kWordsPerLine; }
@@ -131,9 +131,8 @@ int accumulate(const IssueContext& ctx, const Op& op) {
         const int kind = int(op.kind), opid = int(op_kind(op.op)), tid = ti.id;
         // Runs up to 256 KiB: a large run travels as a header plus the origin data straight
         // from the caller's buffer (the am transport's accumulate), its old values as one answer,
-        // and consecutive runs pipeline (the target applies one while the next arrives).
-        // 1 MiB get_accumulate, median of 60 (this machine, 3 runs each): 32 KiB runs
-        // 343-883 us, 1 MiB runs 346-370, 128-256 KiB 296-335 (osc pt2pt: 314).
+        // and consecutive runs pipeline (the target applies one while the next arrives;
+        // the run size that did best: docs/performance.md).
         const std::uint64_t max_run = std::max<std::uint64_t>(1, (256 * 1024) / ti.extent);
         bool failed = false;
         auto send = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {

@@ -263,9 +263,9 @@ template <OpKind K, class T>
     // loop below stores into old_out 32 bytes at a time, each store a read for ownership of
     // its line; when that buffer was last read by another core (an am answer buffer, which
     // the origin's cross-memory read pulls into its own cache) every line is a cross-core
-    // miss: 64 KiB get_accumulate over am, 40 us in the kernel against 2-3.5 us for memcpy
-    // + apply (memcpy's string stores write whole lines without reading them). Warm in this
-    // core's cache the fused loop is faster (1.3 against 1.6 us): it stays below a page.
+    // miss, while memcpy's string stores write whole lines without reading them. Warm in
+    // this core's cache the fused loop is faster: it stays below a page (figures:
+    // docs/performance.md).
     // (Pairs keep the fused loop: memcpy would write their padding into old_out.)
     if (count * E >= kTwoPassMinBytes) {
       std::memcpy(old_out, dst, count * E);
@@ -283,8 +283,7 @@ template <OpKind K, class T>
 
 // The same loops compiled twice: for the baseline x86-64 (SSE2) and for AVX2, picked once at
 // run time (kernel_for). Same operations element by element, so the same results (AVX2
-// brings no FMA: nothing is contracted). 64 KiB SUM of doubles over am: the kernel was 23 %
-// of the target's samples at two doubles per instruction.
+// brings no FMA: nothing is contracted).
 template <OpKind K, class T>
 void kernel(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out) {
   kernel_body<K, T>(dst, src, count, old_out);

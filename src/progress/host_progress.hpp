@@ -3,8 +3,7 @@
 // MPI has no wake-up for an incoming message, so an am target's requests are served by its
 // progress thread polling with back-off. When the target's application thread sits inside
 // an MPI call (a barrier, a wait), the host spins its progress engine on that thread while
-// our progress thread competes with it for a core: measured here, 44-110 us per am request
-// with both cores busy, 2-3 us with a core free. Open MPI lets components register a
+// our progress thread competes with it for a core (docs/progress.md). Open MPI lets components register a
 // callback in that loop (opal_progress_register, found with dlsym: nothing links against
 // Open MPI internals); fastrma registers one trampoline that serves the am endpoints from
 // whatever thread is progressing MPI — as osc pt2pt's handlers are run. Other MPIs (no

@@ -158,9 +158,7 @@ Placement ProgressEngine::placement(int configured, int cpuset_pus, int machine_
     // (mpirun binds all to the same set, each to a socket, each to a core, ...).
     const long sharing = (long(local_size) * cpuset_pus + std::max(machine_pus, 1) - 1) / std::max(machine_pus, 1);
     // No PU to spare: a PU of its own would be some other rank's, and every request the
-    // thread serves would be taken from that rank's computation (the am overlap on 2 cores:
-    // the target's thread pinned where the origin computed put the origin's every wait
-    // behind the target's back-off, 90-700 us for what takes 2-200 us; docs/progress.md).
+    // thread serves would be taken from that rank's computation (docs/progress.md).
     if (sharing >= cpuset_pus) return {Placement::follow, 0};
     return Placement::per_rank(cpuset_pus, local_index);
 }
@@ -235,8 +233,7 @@ void ProgressEngine::follow(std::uint64_t now) {
 int ProgressEngine::effective_spin_us(int configured, int cpuset_pus) {
     if (configured >= 0) return configured;
     // A rank bound to one PU: the thread shares it with the application, and a spin takes
-    // the computation's time (am overlap under --bind-to core: a get of 8 B hid 0 % of its
-    // time with 20 us of spin, 60-70 % without; docs/progress.md).
+    // the computation's time (docs/progress.md).
     return cpuset_pus == 1 ? 0 : 20;
 }
 
@@ -247,8 +244,8 @@ void ProgressEngine::loop() {
     const int spin_us = effective_spin_us(cfg_.spin_us, pin());
     spin_us_.store(spin_us, std::memory_order_relaxed);
     // Short back-off sleeps must be short: the default timer slack (50 us) would turn every
-    // 1-us sleep into 50 and set the latency of an am request (measured: 66 us -> see
-    // docs/progress.md). 1 us of slack still lets the kernel batch the longer sleeps.
+    // 1-us sleep into 50 and set the latency of an am request (docs/progress.md). 1 us of
+    // slack still lets the kernel batch the longer sleeps.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     // FASTRMA_PROGRESS_NICE: a thread that shares its PU with the computation (follow, or a
     // rank bound to one PU) waits, once woken, until the scheduler preempts that computation;
@@ -274,7 +271,7 @@ void ProgressEngine::loop() {
     std::uint64_t hook_calls_seen = 0, hook_look_ns = now_ns();  // the hook's count at the last look, and when
     // The quiet after a burst that answered an origin (FASTRMA_POLL_PREDICT): a stream with
     // regular pauses (an origin that computes between epochs) needs no 1, 2, 4 ... us
-    // wake-ups at the start of each pause, each costing a VM 7-50 us of CPU.
+    // wake-ups at the start of each pause, each costing a VM CPU time.
     QuietPredictor predictor;
     std::uint64_t answers_seen = g_answers_sent.load(std::memory_order_relaxed);
     bool burst_answered = false;  // the current burst of work answered an origin
@@ -289,12 +286,10 @@ void ProgressEngine::loop() {
             // A waiter in a synchronization call or a flush helps without pause: stand down at
             // once. The host-progress hook runs in any MPI call of any thread: its calls stand
             // us down only while they come at least every kHookGapNs on average since the
-            // last look. One that enters MPI now and then (an MPI_Test in a compute loop every
-            // 200 us) serves only then, and standing down for it made every am request wait
-            // for its next MPI call (rma_suite rate over am with the target asleep: 0.26 M
-            // puts/s). A count and a clock read per look, no wake-up: a first version slept a
-            // probe for a second call before every doze and cost am latencies with the target
-            // in MPI_Barrier ~16 % (docs/progress.md).
+            // last look. One that enters MPI now and then (an MPI_Test in a compute loop)
+            // serves only then, and standing down for it would make every am request wait for
+            // its next MPI call. A count and a clock read per look, no wake-up (the variants
+            // tried: docs/progress.md).
             bool helping = helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
             const std::uint64_t calls = hook_calls_.load(std::memory_order_relaxed);
             if (calls != hook_calls_seen) {

@@ -127,8 +127,7 @@ public:
     // runs: the waiter serves (a try-lock on the pollers), and
     // the progress thread stands down for a while after each help, dozing instead of
     // polling. On 2 cores shared by 2 ranks, a waiter and a progress thread polling the
-    // same host MPI took turns at each core (a PSCW epoch over am: 21 us, 5.5 us without
-    // the progress thread, see docs/progress.md).
+    // same host MPI would take turns at each core (docs/progress.md).
     // Returns nullopt when another thread is inside the pollers (the caller may be that
     // thread, re-entered from a poller that waits: it must then serve what it waits for
     // itself, or two processes waiting on each other would stop serving).

@@ -4,12 +4,10 @@
 // Spin (pause) for the first g_wait_spin_ns of the wait, then yield the processor once per idle
 // pass. The budget is time, not a count of passes: a pass costs 20 ns (a pause) to a few
 // hundred (a poll of the am server), so a count meant a different wait on every path.
-// Why not yield at once: on this VM (a paravirtualised guest) a sched_yield costs about a
-// microsecond of kernel entry and exit, and an event that arrives while the waiter is in
-// it waits for it. Yielding after 16 idle passes (about 2 us) made a 64 KiB put + MPI_Win_complete
-// over am take 9.3 us instead of 7.1, and a flush 7.4 instead of 6.5 (osc pt2pt, which spins
-// in its progress loop, 7.1-9.1). Why yield at all: with more threads than cores the thread
-// that will answer may need this one's core.
+// Why not yield at once: on a paravirtualised guest a sched_yield is a kernel round trip,
+// and an event that arrives while the waiter is in it waits for it (docs/progress.md,
+// Waiting). Why yield at all: with more threads than cores the thread that will answer may
+// need this one's core.
 #pragma once
 
 #include <sched.h>
@@ -30,8 +28,8 @@ constexpr std::uint64_t kWaitSpinNs = 20000, kWaitSpinOversubscribedNs = 2000;
 class SpinWait {
 public:
     // Nothing is read at construction: most waits end before their first idle pass (an
-    // uncontended lock constructs one and never waits; a clock read there cost 25-100 ns
-    // per lock + unlock).
+    // uncontended lock constructs one and never waits: a clock read there would cost every
+    // lock + unlock).
     SpinWait() = default;
     // One pass with nothing done: pause while within the budget, else yield. The clock
     // starts at the first idle pass.

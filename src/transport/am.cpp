@@ -22,23 +22,16 @@ constexpr int kTagData = 8;   // the payload of a kPutData (in place) or kAccDat
 // Pieces at least this long travel as a header plus the user's own buffer, received
 // straight into the window: no packing at the origin, no copy out of a bounce buffer at
 // the target (above Open MPI's eager limit the host moves it with one copy). Below it a
-// put is one message that stays within the eager limit (4096 B with our 80 B of header):
-// a 4 KiB put as one 4176-byte message went rendezvous (4.6 us, osc pt2pt 3.0); as header
-// + payload 2.0 us. 16 KiB before: 8 KiB puts took 3.4-4.6 us, now 2.1 (pt2pt 2.35).
+// put is one message that stays within the eager limit (4096 B with our 80 B of header),
+// so a 4 KiB put never goes rendezvous.
 constexpr std::uint64_t kZeroCopyMin = 4000;
 // ... in pieces of this size, whose receives the target posts as their headers arrive
-// without waiting for each (pipelined). 64 KiB until session 7, 256 KiB until session 11:
-// 1 MiB put + flush over am 154-197 -> 132-158 us as one message (4 interleaved pairs),
-// overlap with a computing target unchanged (put 1 MiB 0.64-0.92 whole against 0.72-0.84
-// unbound, 0.68-0.77 against 0.67-0.68 bound). Session 7 saw the overlap of one 1 MiB
-// message fall to ~0; that was before the progress thread followed its own rank's PU
-// (docs/progress.md): its copy then ran on the origin's core.
+// without waiting for each (pipelined; the piece sizes tried: docs/performance.md).
 constexpr std::uint64_t kZeroCopyMax = 1024 * 1024;
 // A get's answer is one message up to this size: the origin pulls it inside its flush
-// whatever its size (no overlap to keep), and fewer rendezvous beat a train of them
-// (1 MiB get: 85 us in 64 KiB pieces, 61-77 in 256 KiB ones, 54 as one message — but one
-// multi-MiB answer made the large-transfer test 30x slower under ThreadSanitizer, so
-// larger gets still go in 1 MiB pieces).
+// whatever its size (no overlap to keep), and fewer rendezvous beat a train of them; larger
+// gets go in 1 MiB pieces, which keeps sanitizer runs of the large-transfer tests fast
+// (docs/performance.md).
 constexpr std::uint64_t kGetPieceMax = 1024 * 1024;
 // The largest accumulate run the ops layer sends (issue.cpp: runs up to 256 KiB).
 constexpr std::uint64_t kAccRunMax = 256 * 1024;

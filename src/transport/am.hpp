@@ -29,7 +29,7 @@
 // its own; the batch leaves when it is full, before any other request to that peer (so
 // order per target holds), at flush / flush_local, and when it has waited kBatchAge
 // (send_old_batches(), called by the progress thread). One MPI message then carries many
-// puts: the host's per-message cost (~1 us here) is paid once per batch.
+// puts: the host's per-message cost is paid once per batch.
 // Completion by sequence numbers: every request to a target gets the next number; an
 // answer to request s means the target has applied every request up to s. A put or
 // accumulate asks for an (empty) answer when no such ack is already on its way, so there is
@@ -143,11 +143,11 @@ public:
     // peer still in its quiesce() (or in a get it issued before its fence) waits for our
     // answers, and with neither a progress thread nor the host hook (FASTRMA_PROGRESS=0,
     // FASTRMA_HOST_PROGRESS=0, or a host MPI without the hook) a blocking collective here
-    // would never give them (seen: MPI_Win_free hung).
+    // would never give them.
     int barrier();
     // Does a progress thread or the host hook serve us while an application thread blocks
-    // in a host collective? Then fence() and barrier() use the blocking collectives (a
-    // non-blocking reduce-scatter cost 0.2-0.4 us more per fence); else they serve.
+    // in a host collective? Then fence() and barrier() use the blocking collectives (the
+    // non-blocking ones cost more per fence); else they serve.
     void set_served_elsewhere(bool yes) { served_elsewhere_ = yes; }
 
     // Target side: serve what has arrived (bounded batch). True if anything was served.

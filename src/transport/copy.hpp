@@ -3,7 +3,7 @@
 //
 // Why not plain memcpy: glibc 2.36 copies sizes between its rep_movsb_threshold (~2 KiB)
 // and its stop threshold with `rep movsb`, which is slow at some page-offset distances on
-// this AMD EPYC VM (below: a 64 KiB shm get took 31–36 µs against 1.7 µs for osc sm).
+// AMD Zen (below; figures in docs/performance.md).
 // copy_bytes() leaves small copies to memcpy (its vector moves are the best there), copies
 // the middle range with 16-byte vector loads and stores of its own, and hands huge copies
 // back to memcpy, whose non-temporal stores spare the cache.
@@ -47,10 +47,8 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) noexcept {
 // The page-offset distance: on AMD Zen with FSRM, `rep movsb` — glibc's memcpy between
 // ~2 KiB and its stop threshold, and the kernel's copy_to_user / copy_from_user, hence
 // cross-memory attach and Open MPI's single-copy shared-memory messages — runs 5-20x slower
-// when (dst - src) mod 4096 is in [1, 31]: measured here, a 64 KiB process_vm_readv at
-// 1.2-1.5 GB/s for every distance 1..31 and 6-7 GB/s from 32 on; a 64 KiB memcpy 30-36 µs
-// at 8 and 16 against 1.3-1.6 µs (4K aliasing: each load waits for the store just issued
-// to the same page offset). A page-aligned window and a malloc'ed user buffer (page offset
+// when (dst - src) mod 4096 is in [1, 31] (4K aliasing: each load waits for the store just
+// issued to the same page offset; figures in docs/performance.md). A page-aligned window and a malloc'ed user buffer (page offset
 // 16) sit at distance 16 for a get. Our own copies avoid it (copy_bytes: no rep movsb);
 // host copies we cannot change go through a buffer placed at the source's page offset.
 inline constexpr std::size_t kPageOffsetMin = 4096;  // below: one page, not worth a bounce
