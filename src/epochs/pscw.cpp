@@ -16,7 +16,12 @@
 namespace fastrma::detail {
 
 namespace {
-int check_group(const char* call, const std::vector<int>& group, int nprocs) {
+// The arguments post and start share: assertion bits within allowed (named in the
+// message), every member of the group in the window's group.
+int check_arguments(const char* call, int assert_, int allowed, const char* allowed_names,
+                    const std::vector<int>& group, int nprocs) {
+    if (assert_ & ~allowed)
+        return raise(MPI_ERR_ASSERT, "%s: assert %#x has bits other than %s", call, assert_, allowed_names);
     for (int g : group)
         if (g < 0 || g >= nprocs)
             return raise(MPI_ERR_GROUP, "%s: the group holds a process (%d) that is not in the window's group", call, g);
@@ -25,10 +30,9 @@ int check_group(const char* call, const std::vector<int>& group, int nprocs) {
 }  // namespace
 
 int Epochs::post(const std::vector<int>& group, int assert_) {
-    constexpr int kAllowed = MPI_MODE_NOCHECK | MPI_MODE_NOSTORE | MPI_MODE_NOPUT;
-    if (assert_ & ~kAllowed)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_post: assert %#x has bits other than NOCHECK, NOSTORE, NOPUT", assert_);
-    if (int rc = check_group("FRMA_Win_post", group, nprocs_)) return rc;
+    if (int rc = check_arguments("FRMA_Win_post", assert_, MPI_MODE_NOCHECK | MPI_MODE_NOSTORE | MPI_MODE_NOPUT,
+                                 "NOCHECK, NOSTORE, NOPUT", group, nprocs_))
+        return rc;
     {
         std::lock_guard lk(epoch_mu_);
         if (int rc = sync_error(SyncCall::post, "FRMA_Win_post", mode_.load(), exposed_)) return rc;
@@ -48,10 +52,8 @@ int Epochs::post(const std::vector<int>& group, int assert_) {
 }
 
 int Epochs::start(const std::vector<int>& group, int assert_) {
-    constexpr int kAllowed = MPI_MODE_NOCHECK;
-    if (assert_ & ~kAllowed)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_start: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
-    if (int rc = check_group("FRMA_Win_start", group, nprocs_)) return rc;
+    if (int rc = check_arguments("FRMA_Win_start", assert_, MPI_MODE_NOCHECK, "MPI_MODE_NOCHECK", group, nprocs_))
+        return rc;
     {
         std::lock_guard lk(epoch_mu_);
         if (int rc = sync_error(SyncCall::start, "FRMA_Win_start", mode_.load(), exposed_)) return rc;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/fds.hpp"
 #include "engine/c_api_internal.hpp"
 #include "engine/window.hpp"
 
@@ -23,14 +24,6 @@ namespace {
 int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
 
-int open_fds() {
-    int n = 0;
-    if (DIR* d = opendir("/proc/self/fd")) {
-        while (readdir(d)) ++n;
-        closedir(d);
-    }
-    return n;
-}
 
 void* alloc_mem(std::size_t n) {
     void* p = nullptr;

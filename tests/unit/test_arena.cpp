@@ -14,6 +14,7 @@
 #include <set>
 #include <vector>
 
+#include "common/fds.hpp"
 #include "transport/shm_arena.hpp"
 
 using namespace fastrma::detail;
@@ -23,14 +24,6 @@ namespace {
 constexpr std::size_t kChunk = std::size_t(1) << 20;
 constexpr std::size_t kDedicated = std::size_t(256) << 10;
 
-int open_fds() {
-    int n = 0;
-    if (DIR* d = opendir("/proc/self/fd")) {
-        while (readdir(d)) ++n;
-        closedir(d);
-    }
-    return n;
-}
 
 void* must_alloc(ShmArena& a, std::size_t n) {
     int err = -1;

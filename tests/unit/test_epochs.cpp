@@ -211,10 +211,12 @@ private:
     ThreadBootstrap bs_;
 };
 
-// Runs fn(rank, epochs, host) on n threads over one FakeWorld, each with its own Engine
-// (no progress thread: the epochs' waits drive progress themselves).
+// Runs fn(rank, epochs, host, world) on n threads over one FakeWorld, each with its own
+// Engine (no progress thread: the epochs' waits drive progress themselves); then at_end
+// (world) once every rank is done, before the world goes.
 void run_ranks(int n, unsigned seed, unsigned max_delay_us,
-               const std::function<void(int, Epochs&, FakeHost&, FakeWorld&)>& fn) {
+               const std::function<void(int, Epochs&, FakeHost&, FakeWorld&)>& fn,
+               const std::function<void(FakeWorld&)>& at_end = {}) {
     FakeWorld world(n, seed, max_delay_us);
     auto group = std::make_shared<ThreadGroup>(n);
     std::vector<std::thread> ts;
@@ -229,24 +231,24 @@ void run_ranks(int n, unsigned seed, unsigned max_delay_us,
             group->barrier();  // nobody's world goes before every rank is done with it
         });
     for (auto& t : ts) t.join();
+    if (at_end) at_end(world);
 }
 
+// An Op as FakeHost::issue reads it: kind, the origin (put) or result (get) buffer, the
+// target offset and the bytes.
+Op contiguous_op(RmaKind kind, void* buffer, std::uint64_t offset, std::uint64_t bytes) {
+    Op op;
+    op.kind = kind;
+    (kind == RmaKind::get ? op.result : const_cast<void*&>(op.origin)) = buffer;
+    op.offset = offset;
+    op.bytes = bytes;
+    return op;
+}
 Op put_op(const void* origin, std::uint64_t offset, std::uint64_t bytes) {
-    Op op;
-    op.kind = RmaKind::put;
-    op.origin = origin;
-    op.offset = offset;
-    op.bytes = bytes;
-    return op;
+    return contiguous_op(RmaKind::put, const_cast<void*>(origin), offset, bytes);
 }
-
 Op get_op(void* result, std::uint64_t offset, std::uint64_t bytes) {
-    Op op;
-    op.kind = RmaKind::get;
-    op.result = result;
-    op.offset = offset;
-    op.bytes = bytes;
-    return op;
+    return contiguous_op(RmaKind::get, result, offset, bytes);
 }
 
 std::int64_t load64(FakeWorld& w, int rank, std::size_t slot) {
@@ -262,80 +264,53 @@ class EpochsFake : public ::testing::TestWithParam<unsigned> {};
 TEST_P(EpochsFake, ExclusiveLocksSerializeReadModifyWrite) {
     const int n = 4, iters = 25;
     std::int64_t total = -1;
-    FakeWorld world(n, GetParam(), 40);
-    auto group = std::make_shared<ThreadGroup>(n);
-    std::vector<std::thread> ts;
-    for (int r = 0; r < n; ++r)
-        ts.emplace_back([&, r] {
-            Config cfg;
-            cfg.progress_thread = false;
-            Engine eng(cfg, r, n);
-            FakeHost host(world, r, GetParam(), group);
-            Epochs e(host, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool());
-            for (int i = 0; i < iters; ++i) {
-                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 1, 0));
-                std::int64_t v = -1;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("get", 1, get_op(&v, 0, 8), nullptr, false));
-                ASSERT_EQ(MPI_SUCCESS, e.flush(1, false));
-                ++v;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 1, put_op(&v, 0, 8), nullptr, false));
-                ASSERT_EQ(MPI_SUCCESS, e.unlock(1));
-            }
-            group->barrier();
-            if (r == 0) total = load64(world, 1, 0);
-            group->barrier();
-        });
-    for (auto& t : ts) t.join();
+    run_ranks(n, GetParam(), 40, [&](int, Epochs& e, FakeHost&, FakeWorld&) {
+        for (int i = 0; i < iters; ++i) {
+            ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 1, 0));
+            std::int64_t v = -1;
+            ASSERT_EQ(MPI_SUCCESS, e.submit("get", 1, get_op(&v, 0, 8), nullptr, false));
+            ASSERT_EQ(MPI_SUCCESS, e.flush(1, false));
+            ++v;
+            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 1, put_op(&v, 0, 8), nullptr, false));
+            ASSERT_EQ(MPI_SUCCESS, e.unlock(1));
+        }
+    }, [&](FakeWorld& w) { total = load64(w, 1, 0); });
     EXPECT_EQ(total, std::int64_t(n) * iters);
 }
 
 // A lock that is not granted yet returns (LOCK_CALLED); the ops posted under it queue on
 // their Target and go once the holder releases; the unlock completes them.
 TEST_P(EpochsFake, OpsQueueBehindAnUngrantedLockAndLandAfterTheHoldersWrites) {
-    const int n = 3;
     std::atomic<int> stage{0};
     std::int64_t final0 = -1, final1 = -1;
-    FakeWorld world(n, GetParam(), 30);
-    auto group = std::make_shared<ThreadGroup>(n);
-    std::vector<std::thread> ts;
-    for (int r = 0; r < n; ++r)
-        ts.emplace_back([&, r] {
-            Config cfg;
-            cfg.progress_thread = false;
-            Engine eng(cfg, r, n);
-            FakeHost host(world, r, GetParam(), group);
-            Epochs e(host, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool());
-            if (r == 1) {  // the holder
-                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));
-                stage.store(1);
-                while (stage.load() < 2) std::this_thread::yield();
-                std::int64_t a = 11, b = 12;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&a, 0, 8), nullptr, false));
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&b, 8, 8), nullptr, false));
-                std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                ASSERT_EQ(MPI_SUCCESS, e.unlock(0));
-            } else if (r == 2) {  // the waiter
-                while (stage.load() < 1) std::this_thread::yield();
-                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));  // not granted: returns
-                EXPECT_EQ(e.mode(), AccessMode::per_target);
-                std::int64_t c = 21;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&c, 8, 8), nullptr, false));
-                EXPECT_EQ(e.queued_ops(), 1u) << "the put went before the lock was granted";
-                EXPECT_EQ(host.issued.load(), 0);
-                stage.store(2);
-                ASSERT_EQ(MPI_SUCCESS, e.unlock(0));  // waits for the grant, issues, completes
-                EXPECT_EQ(e.queued_ops(), 0u);
-                EXPECT_EQ(host.issued.load(), 1);
-                EXPECT_EQ(e.mode(), AccessMode::none);
-            }
-            group->barrier();
-            if (r == 0) {
-                final0 = load64(world, 0, 0);
-                final1 = load64(world, 0, 1);
-            }
-            group->barrier();
-        });
-    for (auto& t : ts) t.join();
+    run_ranks(3, GetParam(), 30, [&](int r, Epochs& e, FakeHost& host, FakeWorld&) {
+        if (r == 1) {  // the holder
+            ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));
+            stage.store(1);
+            while (stage.load() < 2) std::this_thread::yield();
+            std::int64_t a = 11, b = 12;
+            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&a, 0, 8), nullptr, false));
+            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&b, 8, 8), nullptr, false));
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            ASSERT_EQ(MPI_SUCCESS, e.unlock(0));
+        } else if (r == 2) {  // the waiter
+            while (stage.load() < 1) std::this_thread::yield();
+            ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));  // not granted: returns
+            EXPECT_EQ(e.mode(), AccessMode::per_target);
+            std::int64_t c = 21;
+            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&c, 8, 8), nullptr, false));
+            EXPECT_EQ(e.queued_ops(), 1u) << "the put went before the lock was granted";
+            EXPECT_EQ(host.issued.load(), 0);
+            stage.store(2);
+            ASSERT_EQ(MPI_SUCCESS, e.unlock(0));  // waits for the grant, issues, completes
+            EXPECT_EQ(e.queued_ops(), 0u);
+            EXPECT_EQ(host.issued.load(), 1);
+            EXPECT_EQ(e.mode(), AccessMode::none);
+        }
+    }, [&](FakeWorld& w) {
+        final0 = load64(w, 0, 0);
+        final1 = load64(w, 0, 1);
+    });
     EXPECT_EQ(final0, 11);
     EXPECT_EQ(final1, 21) << "the queued put must land after the holder's put of 12";
 }
@@ -444,36 +419,47 @@ INSTANTIATE_TEST_SUITE_P(Seeds, EpochsFake, ::testing::Values(1u, 2u, 3u));
 TEST(EpochState, TheTableAnswersAsTheStandardSays) {
     using A = AccessMode;
     using C = SyncCall;
-    EXPECT_EQ(illegal(C::lock, A::none, false), nullptr);
-    EXPECT_EQ(illegal(C::lock, A::per_target, false), nullptr);  // several targets
-    EXPECT_NE(illegal(C::lock, A::lock_all_granted, false), nullptr);
-    EXPECT_NE(illegal(C::lock, A::pscw, false), nullptr);
-    EXPECT_NE(illegal(C::lock, A::fence_active, false), nullptr);
-    EXPECT_EQ(illegal(C::lock, A::fence_called, false), nullptr);  // a fence need not open an epoch
-    EXPECT_EQ(illegal(C::lock, A::none, true), nullptr);  // passive access beside a PSCW exposure
-    EXPECT_NE(illegal(C::unlock, A::none, false), nullptr);
-    EXPECT_NE(illegal(C::unlock_all, A::per_target, false), nullptr);
-    EXPECT_EQ(illegal(C::unlock_all, A::lock_all_called, false), nullptr);
-    EXPECT_NE(illegal(C::flush, A::fence_active, false), nullptr);
-    EXPECT_NE(illegal(C::flush, A::pscw, false), nullptr);
-    EXPECT_EQ(illegal(C::flush, A::lock_all_called, false), nullptr);
-    EXPECT_NE(illegal(C::fence, A::per_target, false), nullptr);
-    EXPECT_NE(illegal(C::fence, A::none, true), nullptr);  // exposure open
-    EXPECT_EQ(illegal(C::fence, A::fence_active, false), nullptr);
-    EXPECT_NE(illegal(C::post, A::none, true), nullptr);  // one exposure at a time
-    EXPECT_NE(illegal(C::post, A::fence_active, false), nullptr);
-    EXPECT_EQ(illegal(C::post, A::pscw, false), nullptr);  // access and exposure together
-    EXPECT_NE(illegal(C::start, A::pscw, false), nullptr);
-    EXPECT_NE(illegal(C::start, A::lock_all_granted, false), nullptr);
-    EXPECT_EQ(illegal(C::start, A::none, true), nullptr);
-    EXPECT_NE(illegal(C::complete, A::none, false), nullptr);
-    EXPECT_NE(illegal(C::wait, A::pscw, false), nullptr);
-    EXPECT_EQ(illegal(C::wait, A::none, true), nullptr);
-    EXPECT_NE(illegal(C::op, A::none, false), nullptr);
-    EXPECT_EQ(illegal(C::op, A::fence_called, false), nullptr);
-    EXPECT_NE(illegal(C::free, A::per_target, false), nullptr);
-    EXPECT_NE(illegal(C::free, A::none, true), nullptr);
-    EXPECT_EQ(illegal(C::free, A::fence_called, false), nullptr);
+    struct Case {
+        C call;
+        A mode;
+        bool exposed;
+        bool legal;
+    };
+    const Case cases[] = {
+        {C::lock, A::none, false, true},
+        {C::lock, A::per_target, false, true},  // several targets
+        {C::lock, A::lock_all_granted, false, false},
+        {C::lock, A::pscw, false, false},
+        {C::lock, A::fence_active, false, false},
+        {C::lock, A::fence_called, false, true},  // a fence need not open an epoch
+        {C::lock, A::none, true, true},  // passive access beside a PSCW exposure
+        {C::unlock, A::none, false, false},
+        {C::unlock_all, A::per_target, false, false},
+        {C::unlock_all, A::lock_all_called, false, true},
+        {C::flush, A::fence_active, false, false},
+        {C::flush, A::pscw, false, false},
+        {C::flush, A::lock_all_called, false, true},
+        {C::fence, A::per_target, false, false},
+        {C::fence, A::none, true, false},  // exposure open
+        {C::fence, A::fence_active, false, true},
+        {C::post, A::none, true, false},  // one exposure at a time
+        {C::post, A::fence_active, false, false},
+        {C::post, A::pscw, false, true},  // access and exposure together
+        {C::start, A::pscw, false, false},
+        {C::start, A::lock_all_granted, false, false},
+        {C::start, A::none, true, true},
+        {C::complete, A::none, false, false},
+        {C::wait, A::pscw, false, false},
+        {C::wait, A::none, true, true},
+        {C::op, A::none, false, false},
+        {C::op, A::fence_called, false, true},
+        {C::free, A::per_target, false, false},
+        {C::free, A::none, true, false},
+        {C::free, A::fence_called, false, true},
+    };
+    for (const Case& c : cases)
+        EXPECT_EQ(illegal(c.call, c.mode, c.exposed) == nullptr, c.legal)
+            << "call " << int(c.call) << " in " << mode_name(c.mode) << (c.exposed ? " with an exposure" : "");
 }
 
 // Every sync call in a state the table forbids fails with MPI_ERR_RMA_SYNC and leaves the
