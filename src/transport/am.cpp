@@ -289,7 +289,7 @@ Post AmEndpoint::batched(int rank, std::uint32_t kind, const void* a, std::size_
         batch_append(p, rank, kind, a, alen, b, blen);
     }
     throttle(rank);
-    return Post::done;  // copied into the batch: the caller's buffer is free
+    return Post::posted;  // copied into the batch (the caller's buffer is free), applied by the flush
 }
 
 bool AmEndpoint::send_old_batches() {
@@ -445,7 +445,7 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         append_bytes(msg, chunks[0].local, chunks[0].len);
         send(rank, std::move(msg), Ack::maybe);
         throttle(rank);
-        return Post::done;
+        return Post::posted;
     }
     // Pieces of at most a message, packed into messages of at most kMaxMessage data bytes
     // and 256 segments: small strided transfers travel together, large ones are pipelined.
@@ -494,7 +494,7 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         }
     }
     pack(Ack::maybe);
-    return Post::done;
+    return Post::posted;
 }
 
 Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
@@ -654,7 +654,7 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
         if (result) send(rank, std::move(msg), Ack::always, src, src_len, result, n * elem_bytes);
         else send(rank, std::move(msg), Ack::maybe, src, src_len);
         throttle(rank);
-        return result ? Post::posted : Post::done;
+        return Post::posted;
     }
     // Inline: the origin data inside the request (below kZeroCopyMin, or a compare_and_swap).
     if (sizeof(Header) + src_len + cmp_len > kMaxRequest)
@@ -671,7 +671,7 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
     if (result) send(rank, std::move(msg), Ack::always, nullptr, 0, result, n * elem_bytes);
     else send(rank, std::move(msg), Ack::maybe);
     throttle(rank);
-    return result ? Post::posted : Post::done;
+    return Post::posted;
 }
 
 Post AmEndpoint::read_state(int rank, std::size_t word, std::size_t count, std::uint64_t* out) {

@@ -28,7 +28,8 @@ class Bootstrap;
 
 enum class Post : std::uint8_t { done, posted, retry, error };
 // done: complete (the data is where it goes); posted: on its way, complete at the next
-// flush(peer) of this transport (an am get's data, an am fetch's old values).
+// flush(peer) of this transport (every am request; the origin buffer of a put may already
+// be free: Caps::inline_max); retry: not taken now (backpressure), post it again later.
 inline bool accepted(Post p) { return p == Post::done || p == Post::posted; }
 
 // fetch_or has no plain IB verb (masked atomics are an extension): a verbs transport
