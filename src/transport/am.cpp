@@ -237,12 +237,12 @@ void AmEndpoint::reap(Peer& p) {
 
 std::uint64_t AmEndpoint::send(int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
                                std::size_t data_len, void* answer_buf, std::size_t answer_len,
-                               int answer_src_page, bool reap_first) {
+                               int answer_src_page, bool reap_first, Landing* landing) {
     Peer& p = peers_[std::size_t(rank)];
     std::lock_guard lk(p.mu);
     send_batch(p, rank, Ack::none);  // what was batched goes first: order per target
     return send_locked(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len, answer_src_page,
-                       reap_first);
+                       reap_first, landing);
 }
 
 void AmEndpoint::send_batch(Peer& p, int rank, Ack ack) {
@@ -308,7 +308,8 @@ bool AmEndpoint::send_old_batches() {
 
 std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
                                       const void* data, std::size_t data_len, void* answer_buf,
-                                      std::size_t answer_len, int answer_src_page, bool reap_first) {
+                                      std::size_t answer_len, int answer_src_page, bool reap_first,
+                                      Landing* landing) {
     auto* h = reinterpret_cast<Header*>(msg.data());
     // One pass over what is in flight while a large message or answer is on its way: it is
     // the host's progress for them, whose rendezvous advance only inside an MPI call of
@@ -323,7 +324,10 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     // bounce buffer at the source's page offset first (the receiver makes the host's copy:
     // the bounce is then hot in this core's cache for the copy to answer_buf).
     Landing land;
-    if (answer_buf && answer_src_page >= 0 && answer_len >= kPageOffsetMin &&
+    if (landing) {
+        land = std::move(*landing);
+        answer_buf = land.buf.data();
+    } else if (answer_buf && answer_src_page >= 0 && answer_len >= kPageOffsetMin &&
         slow_distance(reinterpret_cast<std::uintptr_t>(answer_buf), std::uintptr_t(answer_src_page))) {
         land = {PageOffsetBuffer::take(p.spares, answer_len, std::size_t(answer_src_page)),
                 static_cast<unsigned char*>(answer_buf), answer_len};
@@ -499,22 +503,62 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
 
 Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
     // One request per piece of at most a message, each answered straight into the user's
-    // buffer; nothing waits here: the data is in place at the next flush (MPI's contract),
-    // so the round trips overlap with whatever the caller does meanwhile.
-    for (std::size_t i = 0; i < n; ++i) {
-        for (std::uint64_t off = 0; off < chunks[i].len; off += kGetPieceMax) {
-            const std::uint64_t len = std::min<std::uint64_t>(kGetPieceMax, chunks[i].len - off);
+    // buffer; runs of small pieces (a derived type's blocks) gathered, many to a request,
+    // answered in one message and scattered on arrival. Nothing waits here: the data is in
+    // place at the next flush (MPI's contract), so the round trips overlap with whatever
+    // the caller does meanwhile.
+    auto get_direct = [&](void* local, std::uint64_t offset, std::uint64_t len) {
+        for (std::uint64_t off = 0; off < len; off += kGetPieceMax) {
+            const std::uint64_t piece = std::min<std::uint64_t>(kGetPieceMax, len - off);
             std::vector<unsigned char> msg(sizeof(Header) + 16);
             Header h{kGet, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
             std::memcpy(msg.data(), &h, sizeof h);
-            const std::uint64_t seg[2] = {chunks[i].offset + off, len};
+            const std::uint64_t seg[2] = {offset + off, piece};
             std::memcpy(msg.data() + sizeof h, seg, 16);
-            const int src_page = int((peer_page_[std::size_t(rank)] + chunks[i].offset + off) & 4095);
-            send(rank, std::move(msg), Ack::always, nullptr, 0, static_cast<unsigned char*>(chunks[i].local) + off,
-                 len, src_page, false);
+            const int src_page = int((peer_page_[std::size_t(rank)] + offset + off) & 4095);
+            send(rank, std::move(msg), Ack::always, nullptr, 0, static_cast<unsigned char*>(local) + off, piece,
+                 src_page, false);
             throttle(rank);
         }
+    };
+    std::vector<std::uint64_t> segs;  // the gathered pieces' (offset, length) pairs
+    Landing gather;
+    std::size_t gathered = 0;
+    auto send_gathered = [&] {
+        const std::size_t nseg = gather.scatter.size();
+        if (nseg == 1) get_direct(gather.scatter[0].first, segs[0], segs[1]);
+        if (nseg >= 2) {
+            std::vector<unsigned char> msg(sizeof(Header) + 16 * nseg);
+            const Header h{kGet, std::uint32_t(nseg), -1, 0, 0, 0, 0, 0, 0, 0, 0};
+            std::memcpy(msg.data(), &h, sizeof h);
+            std::memcpy(msg.data() + sizeof h, segs.data(), 16 * nseg);
+            {
+                Peer& p = peers_[std::size_t(rank)];
+                std::lock_guard lk(p.mu);
+                gather.buf = PageOffsetBuffer::take(p.spares, gathered + nseg, 0);
+            }
+            std::memset(gather.buf.data() + gathered, 0, nseg);  // nothing applied until told
+            send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, gathered + nseg, -1, false, &gather);
+            throttle(rank);
+        }
+        gather = Landing{};
+        segs.clear();
+        gathered = 0;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+        const Chunk& c = chunks[i];
+        if (c.len > kGatherPieceMax) {
+            send_gathered();  // in order: what was gathered before this piece leaves first
+            get_direct(c.local, c.offset, c.len);
+            continue;
+        }
+        if (gather.scatter.size() == 256 || gathered + c.len > kMaxMessage) send_gathered();
+        gather.scatter.emplace_back(static_cast<unsigned char*>(c.local), c.len);
+        segs.push_back(c.offset);
+        segs.push_back(c.len);
+        gathered += c.len;
     }
+    send_gathered();
     return Post::posted;
 }
 
@@ -1149,12 +1193,47 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         break;
     }
     case kGet: {
+        // One segment answered straight from the window; several (a gathered get) copied
+        // into one answer, in order. A refused request is answered all the same (empty, or
+        // a gathered one with the piece marked not applied): the origin's receive must
+        // complete, and its buffer stays as it was.
+        const std::size_t body = len - sizeof h;
+        if (h.nseg > 1) {
+            bool sane = h.nseg <= 256 && h.nseg <= body / 16;
+            std::uint64_t total = 0;
+            for (std::uint32_t s = 0; sane && s < h.nseg; ++s) {
+                std::uint64_t off, n;
+                std::memcpy(&off, p + 16 * s, 8);
+                std::memcpy(&n, p + 16 * s + 8, 8);
+                total += n;
+                sane = n <= kMaxMessage && total <= kMaxMessage;
+            }
+            if (!sane) {
+                refuse(source);
+                reply(nullptr, 0);
+                break;
+            }
+            // The data of every piece, then a byte per piece: 1 = applied (Landing::finish).
+            PageOffsetBuffer b = answer_buffer(std::size_t(total) + h.nseg);
+            unsigned char* to = b.data();
+            unsigned char* applied = b.data() + total;
+            for (std::uint32_t s = 0; s < h.nseg; ++s) {
+                std::uint64_t off, n;
+                std::memcpy(&off, p + 16 * s, 8);
+                std::memcpy(&n, p + 16 * s + 8, 8);
+                applied[s] = accepts(source, off, n) ? 1 : 0;
+                if (applied[s]) std::memcpy(to, local_.base + off, n);
+                to += n;
+            }
+            reply_owned(std::move(b), std::size_t(total) + h.nseg);
+            break;
+        }
         std::uint64_t off = 0, n = 0;
-        if (len >= sizeof h + 16) {
+        if (body >= 16) {
             std::memcpy(&off, p, 8);
             std::memcpy(&n, p + 8, 8);
         }
-        const bool sane = len >= sizeof h + 16 && n <= kGetPieceMax;
+        const bool sane = body >= 16 && n <= kGetPieceMax;
         if (!sane) refuse(source);
         if (sane && accepts(source, off, n)) reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
         else reply(nullptr, 0);  // an empty answer: the origin's buffer stays as it was

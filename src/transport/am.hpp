@@ -75,6 +75,9 @@ public:
     // Origin side (called through AmTransport).
     Post put(int rank, const Chunk* chunks, std::size_t n);
     Post get(int rank, const Chunk* chunks, std::size_t n);
+    // Pieces of a get up to this size travel gathered: many (at most 256, at most
+    // kMaxMessage bytes) in one request, answered in one message and scattered on arrival.
+    static constexpr std::size_t kGatherPieceMax = 2048;
     std::uint64_t atomic8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare);
     Post accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
@@ -198,10 +201,13 @@ private:
     // Data received into a bounce buffer at the sender's page offset (see slow_distance()):
     // copied to dst when the receive completes, the buffer then kept for reuse. Empty buf:
     // received in place, nothing to do.
+    // A gathered get's answer (many small pieces in one message) is scattered from the
+    // buffer to the pieces' destinations, in order.
     struct Landing {
         PageOffsetBuffer buf;
         unsigned char* dst = nullptr;
         std::size_t n = 0;
+        std::vector<std::pair<unsigned char*, std::size_t>> scatter;  // (dst, bytes) pieces
         void finish(std::vector<PageOffsetBuffer>& spares) {
             if (!buf) return;
             // The bounce was written by the host MPI, possibly on another thread inside its
@@ -209,7 +215,20 @@ private:
             // write before this read, but inside the uninstrumented MPI: ThreadSanitizer
             // cannot see it (tsan.supp's header), so the read is annotated, not suppressed.
             [[maybe_unused]] TsanIgnoreReads ignore;
-            if (n) copy_bytes(dst, buf.data(), n);  // (n = 0: a refused put's data, dropped)
+            if (!scatter.empty()) {
+                // The pieces' data, then one byte per piece: 1 if the target applied it (a
+                // refused piece leaves its destination as it was).
+                std::size_t total = 0;
+                for (const auto& piece : scatter) total += piece.second;
+                const unsigned char* from = buf.data();
+                const unsigned char* applied = buf.data() + total;
+                for (std::size_t k = 0; k < scatter.size(); ++k) {
+                    if (applied[k]) std::memcpy(scatter[k].first, from, scatter[k].second);
+                    from += scatter[k].second;
+                }
+            } else if (n) {
+                copy_bytes(dst, buf.data(), n);  // (n = 0: a refused put's data, dropped)
+            }
             PageOffsetBuffer::recycle(spares, std::move(buf));
         }
     };
@@ -267,12 +286,14 @@ private:
     std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack,
                        const void* data = nullptr, std::size_t data_len = 0,
                        void* answer_buf = nullptr, std::size_t answer_len = 0, int answer_src_page = -1,
-                       bool reap_first = true);
+                       bool reap_first = true, Landing* landing = nullptr);
     // answer_src_page: the page offset of the answer's data at the target (a get), so that
     // an answer buffer at a slow distance from it is received through a bounce buffer.
     std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
                               const void* data, std::size_t data_len, void* answer_buf,
-                              std::size_t answer_len, int answer_src_page = -1, bool reap_first = true);
+                              std::size_t answer_len, int answer_src_page = -1, bool reap_first = true,
+                              Landing* landing = nullptr);
+    // landing: where the answer lands instead (a gathered get's buffer and its scatter list).
     // reap_first: one pass over what is in flight before sending when large messages are
     // on their way (their rendezvous advances only inside our MPI calls). A get leaves
     // without it: the host would pull the previous pieces' data inside the posting call.

@@ -404,11 +404,18 @@ TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
     EXPECT_GT(passes.load(), 200) << "the thread did not keep polling";
     for (bool hook : {false, true}) {
         SCOPED_TRACE(hook ? "the host-progress hook, a mark every 20 us" : "a flush waiter, a mark every 20 us");
-        const int before = passes_helped.load();
-        const std::uint64_t downs = pe.stand_downs();
-        const long helps = serve_for_100ms([&] { hook ? pe.mark_hook_helped() : pe.mark_helped(); }, &last_help);
-        EXPECT_GT(pe.stand_downs(), downs);
-        EXPECT_LE(5 * (passes_helped.load() - before), helps) << "the thread kept polling while another thread served";
+        // Up to three rounds: on a loaded machine the marking thread may lose its core for
+        // longer than the hook's gap, and a round without a steady helper proves nothing.
+        bool stood_down = false;
+        for (int round = 0; round < 3 && !stood_down; ++round) {
+            const int before = passes_helped.load();
+            const std::uint64_t downs = pe.stand_downs();
+            const long helps = serve_for_100ms([&] { hook ? pe.mark_hook_helped() : pe.mark_helped(); }, &last_help);
+            stood_down = pe.stand_downs() > downs;
+            if (stood_down)
+                EXPECT_LE(5 * (passes_helped.load() - before), helps) << "the thread kept polling while another thread served";
+        }
+        EXPECT_TRUE(stood_down) << "no stand-down in three rounds of a steady helper";
         std::this_thread::sleep_for(std::chrono::milliseconds(5));  // (out of the stand-down)
     }
     finished.store(true);
