@@ -412,8 +412,9 @@ TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
             const std::uint64_t downs = pe.stand_downs();
             const long helps = serve_for_100ms([&] { hook ? pe.mark_hook_helped() : pe.mark_helped(); }, &last_help);
             stood_down = pe.stand_downs() > downs;
-            if (stood_down)
+            if (stood_down) {
                 EXPECT_LE(5 * (passes_helped.load() - before), helps) << "the thread kept polling while another thread served";
+            }
         }
         EXPECT_TRUE(stood_down) << "no stand-down in three rounds of a steady helper";
         std::this_thread::sleep_for(std::chrono::milliseconds(5));  // (out of the stand-down)
