@@ -21,63 +21,33 @@ const char* mode_name(AccessMode m) {
 }
 
 namespace {
-
-// Per call: the access modes it is legal in (a bit per AccessMode), and what it needs of
-// the exposure side.
-enum class Exposure : std::uint8_t { any, closed, open };
-struct Rule {
-    unsigned modes;
-    Exposure exposure;
-    const char* wrong_mode;      // printf-free text naming what is wrong
+// Per call: what is wrong when its access mode is not in the table, and when its exposure
+// side is (kSyncRules' order).
+struct Why {
+    const char* wrong_mode;
     const char* wrong_exposure;
 };
-constexpr unsigned bit(AccessMode m) { return 1u << unsigned(m); }
-constexpr unsigned kNone = bit(AccessMode::none), kPerTarget = bit(AccessMode::per_target),
-                   kLockAllCalled = bit(AccessMode::lock_all_called), kLockAllGranted = bit(AccessMode::lock_all_granted),
-                   kFenceCalled = bit(AccessMode::fence_called), kFenceActive = bit(AccessMode::fence_active),
-                   kPscw = bit(AccessMode::pscw);
-
-constexpr Rule kRules[] = {
-    // fence
-    {kNone | kFenceCalled | kFenceActive, Exposure::closed, "another kind of epoch is open on this window",
-     "a PSCW exposure epoch (FRMA_Win_post) is open; call FRMA_Win_wait first"},
-    // post
-    {kNone | kFenceCalled | kPerTarget | kLockAllCalled | kLockAllGranted | kPscw, Exposure::closed,
-     "a fence epoch with operations is open", "an exposure epoch is already open (FRMA_Win_wait/test first)"},
-    // start
-    {kNone | kFenceCalled, Exposure::any, "another access epoch is open on this window", nullptr},
-    // complete
-    {kPscw, Exposure::any, "no FRMA_Win_start epoch is open", nullptr},
-    // wait / test
-    {kNone | kPerTarget | kLockAllCalled | kLockAllGranted | kFenceCalled | kFenceActive | kPscw, Exposure::open,
-     nullptr, "no FRMA_Win_post epoch is open"},
-    // lock
-    {kNone | kPerTarget | kFenceCalled, Exposure::any, "another kind of epoch is open on this window", nullptr},
-    // unlock
-    {kPerTarget, Exposure::any, "no lock epoch is open on this window", nullptr},
-    // lock_all
-    {kNone | kFenceCalled, Exposure::any, "another epoch is already open on this window", nullptr},
-    // unlock_all
-    {kLockAllCalled | kLockAllGranted, Exposure::any, "no lock_all epoch is open", nullptr},
-    // flush (and flush_local, flush_all, flush_local_all)
-    {kPerTarget | kLockAllCalled | kLockAllGranted, Exposure::any, "no passive-target epoch is open", nullptr},
-    // op (put, get, accumulates): fence_called and lock_all_called move on at the op
-    {kPerTarget | kLockAllCalled | kLockAllGranted | kFenceCalled | kFenceActive | kPscw, Exposure::any,
-     "no access epoch is open (lock, lock_all, fence or start first)", nullptr},
-    // free
-    {kNone | kFenceCalled, Exposure::closed, "an access epoch is still open on this window",
-     "a PSCW exposure epoch is still open"},
+constexpr Why kWhy[] = {
+    {"another kind of epoch is open on this window", "a PSCW exposure epoch (FRMA_Win_post) is open; call FRMA_Win_wait first"},
+    {"a fence epoch with operations is open", "an exposure epoch is already open (FRMA_Win_wait/test first)"},
+    {"another access epoch is open on this window", nullptr},
+    {"no FRMA_Win_start epoch is open", nullptr},
+    {nullptr, "no FRMA_Win_post epoch is open"},
+    {"another kind of epoch is open on this window", nullptr},
+    {"no lock epoch is open on this window", nullptr},
+    {"another epoch is already open on this window", nullptr},
+    {"no lock_all epoch is open", nullptr},
+    {"no passive-target epoch is open", nullptr},
+    {"no access epoch is open (lock, lock_all, fence or start first)", nullptr},
+    {"an access epoch is still open on this window", "a PSCW exposure epoch is still open"},
 };
-static_assert(sizeof kRules / sizeof kRules[0] == unsigned(SyncCall::free) + 1);
-
+static_assert(sizeof kWhy / sizeof kWhy[0] == sizeof kSyncRules / sizeof kSyncRules[0]);
 }  // namespace
 
 const char* illegal(SyncCall call, AccessMode m, bool exposed) {
-    const Rule& r = kRules[unsigned(call)];
-    if (!(r.modes & bit(m))) return r.wrong_mode;
-    if (r.exposure == Exposure::closed && exposed) return r.wrong_exposure;
-    if (r.exposure == Exposure::open && !exposed) return r.wrong_exposure;
-    return nullptr;
+    if (legal(call, m, exposed)) return nullptr;
+    const Why& w = kWhy[unsigned(call)];
+    return (kSyncRules[unsigned(call)].modes & mode_bit(m)) ? w.wrong_exposure : w.wrong_mode;
 }
 
 int check_target_rank(const char* call, int rank, int nprocs) {

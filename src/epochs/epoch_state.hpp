@@ -27,10 +27,54 @@ enum class SyncCall : std::uint8_t {
 // "a lock epoch", "a fence epoch", ... for messages.
 const char* mode_name(AccessMode m);
 
-// nullptr when call is legal with access mode m and the exposure open or not; else why it
-// is not, for an MPI_ERR_RMA_SYNC message ("a fence epoch is open on this window").
-// The op row is the state test only: which target an op may reach (a PSCW access epoch's
-// group, a locked rank) is checked by the epochs themselves.
+// The table: per call, the access modes it is legal in (a bit per AccessMode) and what it
+// needs of the exposure side. The op row is the state test only: which target an op may
+// reach (a PSCW access epoch's group, a locked rank) is checked by the epochs themselves.
+enum class ExposureNeed : std::uint8_t { any, closed, open };
+struct SyncRule {
+    unsigned modes;
+    ExposureNeed exposure;
+};
+constexpr unsigned mode_bit(AccessMode m) { return 1u << unsigned(m); }
+inline constexpr SyncRule kSyncRules[] = {
+    // fence
+    {mode_bit(AccessMode::none) | mode_bit(AccessMode::fence_called) | mode_bit(AccessMode::fence_active),
+     ExposureNeed::closed},
+    // post: beside any access epoch but a fence epoch with operations
+    {~mode_bit(AccessMode::fence_active), ExposureNeed::closed},
+    // start
+    {mode_bit(AccessMode::none) | mode_bit(AccessMode::fence_called), ExposureNeed::any},
+    // complete
+    {mode_bit(AccessMode::pscw), ExposureNeed::any},
+    // wait / test
+    {~0u, ExposureNeed::open},
+    // lock: several targets may be locked at once
+    {mode_bit(AccessMode::none) | mode_bit(AccessMode::per_target) | mode_bit(AccessMode::fence_called),
+     ExposureNeed::any},
+    // unlock
+    {mode_bit(AccessMode::per_target), ExposureNeed::any},
+    // lock_all
+    {mode_bit(AccessMode::none) | mode_bit(AccessMode::fence_called), ExposureNeed::any},
+    // unlock_all
+    {mode_bit(AccessMode::lock_all_called) | mode_bit(AccessMode::lock_all_granted), ExposureNeed::any},
+    // flush (flush_local, flush_all, flush_local_all)
+    {mode_bit(AccessMode::per_target) | mode_bit(AccessMode::lock_all_called) | mode_bit(AccessMode::lock_all_granted),
+     ExposureNeed::any},
+    // op (put, get, accumulates): fence_called and lock_all_called move on at the op
+    {~mode_bit(AccessMode::none), ExposureNeed::any},
+    // free
+    {mode_bit(AccessMode::none) | mode_bit(AccessMode::fence_called), ExposureNeed::closed},
+};
+static_assert(sizeof kSyncRules / sizeof kSyncRules[0] == unsigned(SyncCall::free) + 1);
+
+inline bool legal(SyncCall call, AccessMode m, bool exposed) {
+    const SyncRule& r = kSyncRules[unsigned(call)];
+    if (!(r.modes & mode_bit(m))) return false;
+    return r.exposure == ExposureNeed::any || (r.exposure == ExposureNeed::open) == exposed;
+}
+
+// nullptr when legal(call, m, exposed); else why not, for an MPI_ERR_RMA_SYNC message ("a
+// fence epoch with operations is open").
 const char* illegal(SyncCall call, AccessMode m, bool exposed);
 
 // MPI_ERR_RANK (raised) unless rank is MPI_PROC_NULL or in [0, nprocs).

@@ -99,7 +99,11 @@ private:
     PeerRegion peer(int r) const { return h_.peer(r); }
     std::uint64_t* my_word(std::size_t w) const { return h_.my_word(w); }
     bool in_start_group(int r) const { return std::binary_search(start_group_.begin(), start_group_.end(), r); }
-    int sync_error(SyncCall call, const char* name, AccessMode m, bool exposed) const;
+    // MPI_SUCCESS when the table allows call now, else MPI_ERR_RMA_SYNC (raised).
+    int sync_error(SyncCall call, const char* name, AccessMode m, bool exposed) const {
+        return legal(call, m, exposed) ? MPI_SUCCESS : sync_failure(call, name, m, exposed);
+    }
+    int sync_failure(SyncCall call, const char* name, AccessMode m, bool exposed) const;
 
     // Locks (lock.cpp). The caller holds the target's slot mutex unless said otherwise.
     bool try_lock(Target* t);          // one attempt at t's lock words

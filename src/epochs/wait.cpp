@@ -21,10 +21,8 @@ Epochs::Epochs(EpochHost& host, ProgressEngine& progress, const Config& cfg, Poo
       op_pool_(cfg.win_op_pool, global_ops),
       target_pool_(cfg.win_target_pool, global_targets) {}
 
-int Epochs::sync_error(SyncCall call, const char* name, AccessMode m, bool exposed) const {
-    const char* why = illegal(call, m, exposed);
-    if (!why) return MPI_SUCCESS;
-    return raise(MPI_ERR_RMA_SYNC, "%s: %s (%s is open)", name, why, mode_name(m));
+int Epochs::sync_failure(SyncCall call, const char* name, AccessMode m, bool exposed) const {
+    return raise(MPI_ERR_RMA_SYNC, "%s: %s (%s is open)", name, illegal(call, m, exposed), mode_name(m));
 }
 
 int Epochs::check_free() {
