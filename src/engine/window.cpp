@@ -301,11 +301,11 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(size));
     else if (is_shared && !topo.all_local())
         err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
-    bool wants_am = false;
+    int wants_am = 0;  // the farthest medium this process needs (a Medium)
     for (int r = 0; r < n && !err; ++r) {
         Medium m = Medium::node;
-        err = select_medium(eng.config().transport, topo, r, is_shared, &m);
-        wants_am = wants_am || m == Medium::message;
+        err = select_medium(eng.config().transport, topo, r, is_shared, is_dynamic, &m);
+        wants_am = std::max(wants_am, m == Medium::message ? 2 : m == Medium::network ? 1 : 0);
     }
     std::string msg = err ? last_error_message() : std::string();
     struct Sizes { int err; int disp_unit; std::uint64_t size; int am; };
@@ -325,12 +325,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     // One place decided per peer (select_medium); a window uses messages for every peer but
     // itself as soon as any process needs them, so all agree on the protocol.
-    bool by_message = false;
-    for (const Sizes& z : sizes) by_message = by_message || z.am;
-    if (by_message) {
+    // Messages reach everything, so a window where any process needs them uses them;
+    // otherwise the network if any process needs it.
+    int farthest = 0;
+    for (const Sizes& z : sizes) farthest = std::max(farthest, z.am);
+    if (farthest) {
         std::vector<std::pair<std::uint64_t, int>> sz;
         for (const Sizes& z : sizes) sz.emplace_back(z.size, z.disp_unit);
-        return build_remote(std::move(w), flavor, user_base, size, disp_unit, std::move(sz), out);
+        return build_remote(std::move(w), farthest == 2 ? Medium::message : Medium::network, flavor, user_base, size,
+                            disp_unit, std::move(sz), out);
     }
     w->tp_all_ = &node_transport();
     w->tps_ = {w->tp_all_};
@@ -480,7 +483,7 @@ PeerRegion Window::peer(int r) const {
     if (remote_) {
         p.size = remote_size_[std::size_t(r)];
         if (r != rank_) return p;
-        p.state = my_state_;
+        if (!net_) p.state = my_state_;  // (network: my words too only by its atomics)
         if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) p.pid = getpid();  // my attached memory, by address
         else p.mapped = static_cast<unsigned char*>(base_);
         return p;
@@ -507,12 +510,14 @@ PeerRegion Window::peer(int r) const {
     return p;
 }
 
-// Windows whose peers are reached by messages: every process keeps its part (state area +
-// data) in a private segment; peers reach it only through the window's message transport,
-// whose target side (this process's progress thread, or a thread inside MPI) executes their
-// requests through a LocalTarget. Sizes and disp units of peers are kept here (O(p): no
-// shared page holds them).
-int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
+// Windows whose peers are reached by messages or the network: every process keeps its part
+// (state area + data) in a private segment; peers reach it only through the window's
+// remote transport — a message transport, whose target side (this process's progress
+// thread, or a thread inside MPI) executes their requests through a LocalTarget, or a
+// network transport, which registers the part with the NIC and serves this process's own
+// sync atomics too. Sizes and disp units of peers are kept here (O(p): no shared page
+// holds them).
+int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, void* user_base, MPI_Aint size,
                          int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
                          std::unique_ptr<Window>* out) {
     Engine& eng = w->eng_;
@@ -520,7 +525,8 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     const char* call = create_call(flavor);
     const int n = w->nprocs_;
     const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
-    int err = message_transport_usable(b, call);
+    const bool net = medium == Medium::network;
+    int err = net ? MPI_SUCCESS : message_transport_usable(b, call);
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
     w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
@@ -555,13 +561,24 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     };
     if (is_dynamic)
         local.attached = [self](std::uint64_t addr, std::uint64_t bytes) { return self->attached_here(addr, bytes); };
-    w->remote_ = make_message_transport(b, std::move(local), call, &err);  // collective
+    if (net) {
+        NetworkPart part;
+        part.data = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->base_ : nullptr;
+        part.data_size = flavor == MPI_WIN_FLAVOR_CREATE || data ? std::uint64_t(size) : 0;
+        part.state = w->my_state_;
+        part.state_bytes = w->state_bytes_;
+        w->remote_ = make_network_transport(b, part, eng.config(), call, &err);  // collective
+    } else {
+        w->remote_ = make_message_transport(b, std::move(local), call, &err);  // collective
+    }
     msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;
     Transport* remote = w->remote_.get();
+    w->net_ = net;
     w->tp_.assign(std::size_t(n), remote);
-    w->tp_[std::size_t(w->rank_)] = &node_transport();
+    w->tp_[std::size_t(w->rank_)] = net ? remote : &node_transport();
     w->tps_ = {&node_transport(), remote};  // group_tp(): the last
+    if (net) w->tps_ = {remote};
     w->remote_inline_max_ = remote->caps(PeerRegion{}).inline_max;
     if (eng.config().host_progress) {
         // A thread inside the host's progress loop, or waiting here for answers, serves every
@@ -594,6 +611,7 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
     eng.live_windows().fetch_add(1);
     bump(Stat::windows_created);
+    bump(net ? Stat::windows_ofi : Stat::windows_am);
     *out = std::move(w);
     return MPI_SUCCESS;
 }
