@@ -177,7 +177,8 @@ public:
     bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
     unsigned char* peer_address(int r) const { return peer(r).mapped; }  // nullptr: not mapped here
     bool cpu_atomics() const { return cpu_atomics_; }
-    bool uses_am() const { return remote_ != nullptr; }
+    bool uses_am() const { return remote_ != nullptr; }  // a remote transport: am or ofi
+    bool uses_network() const { return net_; }           // ... ofi
     // The transport serving this window's remote peers ("shm" when all are on the node):
     // the info key fastrma_transport.
     const char* transport_name() const { return remote_ ? remote_->name() : "shm"; }
