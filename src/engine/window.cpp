@@ -27,6 +27,50 @@ namespace fastrma::detail {
 
 namespace {
 constexpr std::size_t kAmDataOffset = 2048;  // build_remote(): an allocate window's page offset
+
+ElemKind elem_kind(Repr r) {
+    switch (r) {
+    case Repr::i8: return ElemKind::i8;
+    case Repr::i16: return ElemKind::i16;
+    case Repr::i32: return ElemKind::i32;
+    case Repr::i64: return ElemKind::i64;
+    case Repr::u8: return ElemKind::u8;
+    case Repr::u16: return ElemKind::u16;
+    case Repr::u32: return ElemKind::u32;
+    case Repr::u64: return ElemKind::u64;
+    case Repr::f32: return ElemKind::f32;
+    case Repr::f64: return ElemKind::f64;
+    case Repr::f_long: return ElemKind::f_long;
+    case Repr::c32: return ElemKind::c32;
+    case Repr::c64: return ElemKind::c64;
+    case Repr::c_long: return ElemKind::c_long;
+    default: return ElemKind::none;  // pair and opaque types: the accumulate lock
+    }
+}
+
+// Network windows: the basic types whose every accumulate-family operation the network
+// applies atomically by itself, agreed by every process (a type is native everywhere or
+// nowhere). The rest take the target's accumulate-lock stripes through the same network's
+// atomics, so each location has one atomicity domain.
+void declare_native_types(Transport& t, Bootstrap& b) {
+    constexpr std::size_t kWords = 4;  // type ids are 8 bits
+    std::uint64_t can[kWords] = {};
+    for (std::size_t id = 0; id < type_count() && id < 64 * kWords; ++id) {
+        const TypeInfo* ti = type_by_id(std::uint8_t(id));
+        if (!ti) continue;
+        std::uint32_t ops = 0;
+        for (int k = 0; k < int(OpKind::invalid); ++k)
+            if (check_accumulate(op_handle(OpKind(k)), ti->type, nullptr) == MPI_SUCCESS) ops |= 1u << k;
+        const bool cas = check_compare_and_swap(ti->type, nullptr) == MPI_SUCCESS;
+        if (ops && t.declare_native_type(int(id), elem_kind(ti->repr), ops, cas)) can[id / 64] |= 1ull << (id % 64);
+    }
+    std::vector<std::uint64_t> all(kWords * std::size_t(b.size()));
+    b.allgather(can, sizeof can, all.data());
+    for (int r = 0; r < b.size(); ++r)
+        for (std::size_t w = 0; w < kWords; ++w) can[w] &= all[std::size_t(r) * kWords + w];
+    for (std::size_t id = 0; id < 64 * kWords; ++id)
+        if (can[id / 64] >> (id % 64) & 1) t.enable_native_type(int(id));
+}
 }  // namespace
 
 Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
@@ -574,6 +618,7 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
     msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;
     Transport* remote = w->remote_.get();
+    if (net) declare_native_types(*remote, b);  // collective
     w->net_ = net;
     w->tp_.assign(std::size_t(n), remote);
     w->tp_[std::size_t(w->rank_)] = net ? remote : &node_transport();

@@ -133,9 +133,10 @@ int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti,
 // Accumulate, get_accumulate, fetch_and_op: element-wise atomic per basic element.
 int accumulate(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
-    if (ctx.tp.caps(ctx.peer).needs_target_cpu) {
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id)) {
         // acc_am: the target runs each run through its own accumulate path (one atomicity
-        // domain with its local origins).
+        // domain with its local origins). acc_native: the network applies each run with its
+        // own element atomics (every op on this type goes there, the window's own too).
         const int kind = int(op.kind), opid = int(op_kind(op.op)), tid = ti.id;
         // Runs up to 256 KiB: a large run travels as a header plus the origin data straight
         // from the caller's buffer (the am transport's accumulate), its old values as one answer,
@@ -208,7 +209,7 @@ int accumulate(const IssueContext& ctx, const Op& op) {
 
 int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
-    if (ctx.tp.caps(ctx.peer).needs_target_cpu)
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id))
         return accepted(ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
                                           ti.extent, op.origin, op.compare, op.result))
                    ? MPI_SUCCESS : MPI_ERR_OTHER;

@@ -10,6 +10,7 @@
 #include <rdma/fi_rma.h>
 #include <sched.h>
 
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -118,6 +119,11 @@ public:
         for (int r = 0; r < n_; ++r) wait_peer(r);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
     }
+    bool declare_native_type(int type_id, ElemKind kind, std::uint32_t op_bits, bool cas) override;
+    void enable_native_type(int type_id) override { native_[std::size_t(type_id) & 255] = true; }
+    bool native_type(int type_id) const override { return native_[std::size_t(type_id) & 255]; }
+    Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
+                    std::size_t elem_bytes, const void* src, const void* compare, void* result) override;
     bool serve() override { return drive(); }
     bool progress() override { return drive(); }
     void sync_served() override {
@@ -136,6 +142,11 @@ private:
         std::uint64_t state_base = 0, state_key = 0;
         std::atomic<std::uint64_t> issued{0}, completed{0};
         std::atomic<int> error{0};
+        // What the last operation posted to the peer was (kRma, kAtomic): one origin's
+        // operations to a peer apply in order (an accumulate after a get of the same bytes,
+        // a put after an accumulate), and the provider does not order RMA and atomics
+        // among themselves, so switching kinds waits for what is outstanding.
+        std::atomic<int> last_kind{0};
         std::mutex mr_mu;                 // local registrations (FI_MR_LOCAL)
         std::vector<LocalMr> local_mrs;
     };
@@ -144,6 +155,21 @@ private:
         return raise(ofi::error_class(rc), "%s: ofi (%s): %s failed: %s", call, prov_.c_str(), what, fi_strerror(rc < 0 ? -rc : rc));
     }
     int reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr);
+    // FI_MR_LOCAL: a registration of an origin buffer, and its desc (null without FI_MR_LOCAL).
+    int reg_local(const void* buf, std::size_t len, fid_mr** mr, void** desc) {
+        *mr = nullptr;
+        *desc = nullptr;
+        if (!mr_local_ || !buf || !len) return 0;
+        const int rc = reg(const_cast<void*>(buf), len, FI_READ | FI_WRITE | FI_SEND | FI_RECV,
+                           next_key_.fetch_add(1, std::memory_order_relaxed), mr);
+        if (!rc) *desc = fi_mr_desc(*mr);
+        return rc;
+    }
+    void keep_local(Peer& q, std::uint64_t seq, fid_mr* const* mrs, std::size_t k) {
+        std::lock_guard lk(q.mr_mu);
+        for (std::size_t j = 0; j < k; ++j)
+            if (mrs[j]) q.local_mrs.push_back({seq, mrs[j]});
+    }
     Post rma(int r, const Chunk* c, std::size_t n, bool write);
     bool drive();  // one pass over the CQ: completions counted, waiters woken
     void complete(void* ctx, int err, int prov_err);
@@ -181,7 +207,130 @@ private:
     std::mutex scratch_mu_;
     std::vector<int> scratch_free_;
     std::atomic<std::uint64_t> next_key_{kKeyLocal0};
+    // Native accumulates per type id: the libfabric type, the largest count of one message
+    // (the smallest fi_query_atomic count over the type's ops), whether enabled.
+    std::array<int, 256> dt_{};
+    std::array<std::size_t, 256> max_count_{};
+    std::array<bool, 256> native_{};
+    bool acc_ordered_ = false;  // the provider orders atomics (RAR, RAW, WAR, WAW) to one peer
+    static constexpr int kRma = 1, kAtomic = 2;
+    // Before an operation of kind to r: completes what it must not overtake (see Peer).
+    void order_before(int r, int kind, bool same_kind_ordered) {
+        Peer& q = peers_[std::size_t(r)];
+        const int last = q.last_kind.exchange(kind, std::memory_order_relaxed);
+        if ((last != kind || !same_kind_ordered) &&
+            q.completed.load(std::memory_order_acquire) < q.issued.load(std::memory_order_acquire))
+            wait_peer(r);
+    }
 };
+
+int fi_type_of(ElemKind k) {
+    switch (k) {
+    case ElemKind::i8: return FI_INT8;
+    case ElemKind::i16: return FI_INT16;
+    case ElemKind::i32: return FI_INT32;
+    case ElemKind::i64: return FI_INT64;
+    case ElemKind::u8: return FI_UINT8;
+    case ElemKind::u16: return FI_UINT16;
+    case ElemKind::u32: return FI_UINT32;
+    case ElemKind::u64: return FI_UINT64;
+    case ElemKind::f32: return FI_FLOAT;
+    case ElemKind::f64: return FI_DOUBLE;
+    case ElemKind::f_long: return FI_LONG_DOUBLE;
+    case ElemKind::c32: return FI_FLOAT_COMPLEX;
+    case ElemKind::c64: return FI_DOUBLE_COMPLEX;
+    case ElemKind::c_long: return FI_LONG_DOUBLE_COMPLEX;
+    case ElemKind::none: break;
+    }
+    return -1;
+}
+
+// OpKind (ops/reduce.hpp: max, min, sum, prod, land, band, lor, bor, lxor, bxor, maxloc,
+// minloc, replace, no_op) as a libfabric op; -1: none (maxloc, minloc: pair types).
+int fi_op_of(int op_id) {
+    static constexpr int ops[] = {FI_MAX, FI_MIN, FI_SUM, FI_PROD, FI_LAND, FI_BAND, FI_LOR, FI_BOR, FI_LXOR, FI_BXOR,
+                                  -1, -1, FI_ATOMIC_WRITE, FI_ATOMIC_READ};
+    return op_id >= 0 && op_id < int(std::size(ops)) ? ops[op_id] : -1;
+}
+constexpr int kOpNoOp = 13;
+
+bool OfiTransport::declare_native_type(int type_id, ElemKind kind, std::uint32_t op_bits, bool cas) {
+    const int dt = fi_type_of(kind);
+    if (dt < 0 || type_id < 0 || type_id > 255) return false;
+    std::size_t count = ~std::size_t(0);
+    auto ok = [&](int op, std::uint64_t flags) {
+        fi_atomic_attr a{};
+        if (fi_query_atomic(domain_, fi_datatype(dt), fi_op(op), &a, flags) != 0 || a.count == 0) return false;
+        count = std::min(count, a.count);
+        return true;
+    };
+    for (int k = 0; k < 32; ++k) {
+        if (!(op_bits & (1u << k))) continue;
+        const int op = fi_op_of(k);
+        if (op < 0) return false;
+        if (k != kOpNoOp && !ok(op, 0)) return false;  // accumulate
+        if (!ok(op, FI_FETCH_ATOMIC)) return false;   // get_accumulate, fetch_and_op
+    }
+    if (cas && !ok(FI_CSWAP, FI_COMPARE_ATOMIC)) return false;
+    dt_[std::size_t(type_id)] = dt;
+    max_count_[std::size_t(type_id)] = count;
+    return true;
+}
+
+Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, int type_id, std::uint64_t toff,
+                              std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
+                              void* result) {
+    if (!native_type(type_id)) return Post::error;
+    Peer& q = peers_[std::size_t(p.rank)];
+    const auto dt = fi_datatype(dt_[std::size_t(type_id)]);
+    const int op = fi_op_of(op_id);
+    if (op < 0) return Post::error;
+    if (!result && op == FI_ATOMIC_READ) return Post::done;  // an accumulate with MPI_NO_OP
+    // MPI orders one origin's accumulates to a location (accumulate_ordering's default):
+    // where the provider does not, the previous ones complete first.
+    order_before(p.rank, kAtomic, acc_ordered_);
+    void* const ctx = reinterpret_cast<void*>((std::uintptr_t(p.rank) << 1) | 1);
+    const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
+    ssize_t rc = 0;
+    for (std::uint64_t i = 0; i < n && rc == 0;) {
+        const std::size_t k = std::size_t(std::min<std::uint64_t>(per, n - i));
+        const std::uint64_t at = i * elem_bytes, bytes = k * elem_bytes;
+        // (FI_ATOMIC_READ ignores its operand; it is given the result buffer, never null.)
+        const void* in = src ? static_cast<const unsigned char*>(src) + at : static_cast<unsigned char*>(result) + at;
+        void* out = result ? static_cast<unsigned char*>(result) + at : nullptr;
+        const void* cmp = compare ? static_cast<const unsigned char*>(compare) + at : nullptr;
+        fid_mr* mrs[3] = {};
+        void* desc[3] = {};
+        rc = reg_local(in, bytes, &mrs[0], &desc[0]);
+        if (!rc) rc = reg_local(out, bytes, &mrs[1], &desc[1]);
+        if (!rc) rc = reg_local(cmp, bytes, &mrs[2], &desc[2]);
+        const std::uint64_t addr = ofi::remote_address(q.data_base, toff + at);
+        const std::uint64_t seq = q.issued.fetch_add(1, std::memory_order_acq_rel) + 1;
+        if (!rc)
+            rc = post_retry([&] {
+                if (cmp)
+                    return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, q.data_key,
+                                             dt, FI_CSWAP, ctx);
+                if (out)
+                    return fi_fetch_atomic(ep_, in, k, desc[0], out, desc[1], q.addr, addr, q.data_key, dt, fi_op(op),
+                                           ctx);
+                return fi_atomic(ep_, in, k, desc[0], q.addr, addr, q.data_key, dt, fi_op(op), ctx);
+            });
+        if (rc) {
+            q.issued.fetch_sub(1, std::memory_order_acq_rel);
+            for (fid_mr* m : mrs)
+                if (m) fi_close(&m->fid);
+            break;
+        }
+        keep_local(q, seq, mrs, 3);
+        i += k;
+    }
+    if (rc) {
+        fail(int(rc), "accumulate", compare ? "fi_compare_atomic" : result ? "fi_fetch_atomic" : "fi_atomic");
+        return Post::error;
+    }
+    return Post::posted;
+}
 
 int OfiTransport::reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr) {
     int rc = fi_mr_reg(domain_, buf, len, access, 0, key, 0, mr, nullptr);
@@ -244,6 +393,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         lim_.max_msg = info_->ep_attr->max_msg_size ? std::size_t(info_->ep_attr->max_msg_size) : lim_.max_msg;
         lim_.iov = info_->tx_attr->iov_limit ? info_->tx_attr->iov_limit : 1;
         lim_.rma_iov = info_->tx_attr->rma_iov_limit ? info_->tx_attr->rma_iov_limit : 1;
+        const std::uint64_t order = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+        acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
         if (info_->domain_attr->mr_key_size > 8)
             err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ofi (%s): keys of %zu bytes (FI_MR_RAW) are not supported",
                         call, prov_.c_str(), info_->domain_attr->mr_key_size);
@@ -428,6 +579,7 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         return Post::done;
     }
     Peer& q = peers_[std::size_t(r)];
+    order_before(r, kRma, true);
     void* const ctx = reinterpret_cast<void*>((std::uintptr_t(r) << 1) | 1);
     bool posted = false;
     ssize_t rc = 0;
