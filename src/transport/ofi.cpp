@@ -99,6 +99,7 @@ public:
     const char* name() const override { return "ofi"; }
     Caps caps(const PeerRegion& p) const override {
         Caps c{p.rank == me_, false, false};
+        c.inline_max = inject_;  // puts up to it leave with FI_INJECT: the buffer is free at once
         return c;
     }
     Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return rma(p.rank, c, n, true); }
@@ -212,6 +213,7 @@ private:
     std::array<int, 256> dt_{};
     std::array<std::size_t, 256> max_count_{};
     std::array<bool, 256> native_{};
+    std::size_t inject_ = 0;    // the provider's inject_size (FI_INJECT puts)
     bool acc_ordered_ = false;  // the provider orders atomics (RAR, RAW, WAR, WAW) to one peer
     static constexpr int kRma = 1, kAtomic = 2;
     // Before an operation of kind to r: completes what it must not overtake (see Peer).
@@ -393,6 +395,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         lim_.max_msg = info_->ep_attr->max_msg_size ? std::size_t(info_->ep_attr->max_msg_size) : lim_.max_msg;
         lim_.iov = info_->tx_attr->iov_limit ? info_->tx_attr->iov_limit : 1;
         lim_.rma_iov = info_->tx_attr->rma_iov_limit ? info_->tx_attr->rma_iov_limit : 1;
+        inject_ = info_->tx_attr->inject_size;
         const std::uint64_t order = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
         acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
         if (info_->domain_attr->mr_key_size > 8)
@@ -609,9 +612,14 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         msg.rma_iov = riov;
         msg.rma_iov_count = k;
         msg.context = ctx;
+        std::size_t bytes = 0;
+        for (std::size_t i = 0; i < k; ++i) bytes += p[i].len;
+        // A small put is copied at post (FI_INJECT): the caller may reuse its buffer at once,
+        // as over shm and am (MPI would make it wait for the flush; codes rely on it).
+        const std::uint64_t inject = write && bytes <= inject_ && !mr_local_ ? FI_INJECT : 0;
         const std::uint64_t seq = q.issued.fetch_add(1, std::memory_order_acq_rel) + 1;
         rc = post_retry([&] {
-            return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION)
+            return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION | inject)
                          : fi_readmsg(ep_, &msg, FI_COMPLETION);
         });
         if (rc) {
