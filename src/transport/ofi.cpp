@@ -99,7 +99,7 @@ public:
     const char* name() const override { return "ofi"; }
     Caps caps(const PeerRegion& p) const override {
         Caps c{p.rank == me_, false, false};
-        c.inline_max = inject_;  // puts up to it leave with FI_INJECT: the buffer is free at once
+        c.inline_max = kBounceMax;  // puts up to it are copied at post: the buffer is free at once
         return c;
     }
     Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return rma(p.rank, c, n, true); }
@@ -133,9 +133,12 @@ public:
     }
 
 private:
+    // What an operation in flight holds: an origin buffer's registration (FI_MR_LOCAL), a
+    // small put's copy. Released once the peer's completions reach seq.
     struct LocalMr {
-        std::uint64_t seq;  // closed once the peer's completions reach it
-        fid_mr* mr;
+        std::uint64_t seq;
+        fid_mr* mr = nullptr;
+        std::unique_ptr<unsigned char[]> bounce;
     };
     struct alignas(64) Peer {
         fi_addr_t addr = FI_ADDR_UNSPEC;
@@ -167,9 +170,11 @@ private:
         return rc;
     }
     void keep_local(Peer& q, std::uint64_t seq, fid_mr* const* mrs, std::size_t k) {
+        if (!mr_local_) return;
+        held_.store(true, std::memory_order_relaxed);
         std::lock_guard lk(q.mr_mu);
         for (std::size_t j = 0; j < k; ++j)
-            if (mrs[j]) q.local_mrs.push_back({seq, mrs[j]});
+            if (mrs[j]) q.local_mrs.push_back({seq, mrs[j], nullptr});
     }
     Post rma(int r, const Chunk* c, std::size_t n, bool write);
     bool drive();  // one pass over the CQ: completions counted, waiters woken
@@ -213,7 +218,12 @@ private:
     std::array<int, 256> dt_{};
     std::array<std::size_t, 256> max_count_{};
     std::array<bool, 256> native_{};
-    std::size_t inject_ = 0;    // the provider's inject_size (FI_INJECT puts)
+    // Puts up to this many bytes are copied at post (as over am): the caller may reuse its
+    // buffer at once, as over shm and am (MPI would make it wait for the flush; codes rely on
+    // it). FI_INJECT would do the same, but the sockets provider read such a buffer after
+    // fi_writemsg returned.
+    static constexpr std::size_t kBounceMax = 1024;
+    std::atomic<bool> held_{false};  // some Peer::local_mrs has ever held something
     bool acc_ordered_ = false;  // the provider orders atomics (RAR, RAW, WAR, WAW) to one peer
     static constexpr int kRma = 1, kAtomic = 2;
     // Before an operation of kind to r: completes what it must not overtake (see Peer).
@@ -395,7 +405,6 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         lim_.max_msg = info_->ep_attr->max_msg_size ? std::size_t(info_->ep_attr->max_msg_size) : lim_.max_msg;
         lim_.iov = info_->tx_attr->iov_limit ? info_->tx_attr->iov_limit : 1;
         lim_.rma_iov = info_->tx_attr->rma_iov_limit ? info_->tx_attr->rma_iov_limit : 1;
-        inject_ = info_->tx_attr->inject_size;
         const std::uint64_t order = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
         acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
         if (info_->domain_attr->mr_key_size > 8)
@@ -486,7 +495,8 @@ OfiTransport::~OfiTransport() {
         for (int r = 0; r < n_; ++r) {
             Peer& q = peers_[std::size_t(r)];
             std::lock_guard lk(q.mr_mu);
-            for (LocalMr& m : q.local_mrs) fi_close(&m.mr->fid);
+            for (LocalMr& m : q.local_mrs)
+                if (m.mr) fi_close(&m.mr->fid);
             q.local_mrs.clear();
         }
     if (ep_) fi_close(&ep_->fid);
@@ -536,7 +546,7 @@ bool OfiTransport::drive() {
         }
         break;  // -FI_EAGAIN: nothing more now
     }
-    if (mr_local_ && any)
+    if (any && held_.load(std::memory_order_relaxed))
         for (int r = 0; r < n_; ++r) reap_local(peers_[std::size_t(r)]);
     return any;
 }
@@ -546,9 +556,15 @@ void OfiTransport::reap_local(Peer& q) {
     std::unique_lock lk(q.mr_mu, std::try_to_lock);
     if (!lk.owns_lock() || q.local_mrs.empty()) return;
     std::size_t keep = 0;
-    for (LocalMr& m : q.local_mrs) {
-        if (m.seq <= done) fi_close(&m.mr->fid);
-        else q.local_mrs[keep++] = m;
+    for (std::size_t i = 0; i < q.local_mrs.size(); ++i) {
+        LocalMr& m = q.local_mrs[i];
+        if (m.seq <= done) {
+            if (m.mr) fi_close(&m.mr->fid);
+        } else if (keep != i) {
+            q.local_mrs[keep++] = std::move(m);
+        } else {
+            ++keep;
+        }
     }
     q.local_mrs.resize(keep);
 }
@@ -591,11 +607,20 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         fi_rma_iov riov[16];
         void* desc[16] = {};
         fid_mr* local[16] = {};
-        for (std::size_t i = 0; i < k; ++i) {
+        std::size_t bytes = 0;
+        for (std::size_t i = 0; i < k; ++i) bytes += p[i].len;
+        std::unique_ptr<unsigned char[]> bounce;
+        if (write && bytes <= kBounceMax) bounce.reset(new unsigned char[bytes]);
+        for (std::size_t i = 0, at = 0; i < k; ++i) {
             iov[i] = iovec{p[i].local, p[i].len};
+            if (bounce) {
+                std::memcpy(bounce.get() + at, p[i].local, p[i].len);
+                iov[i].iov_base = bounce.get() + at;
+                at += p[i].len;
+            }
             riov[i] = fi_rma_iov{ofi::remote_address(q.data_base, p[i].offset), p[i].len, q.data_key};
             if (mr_local_) {
-                rc = reg(p[i].local, p[i].len, write ? FI_WRITE | FI_SEND : FI_READ | FI_RECV,
+                rc = reg(iov[i].iov_base, p[i].len, write ? FI_WRITE | FI_SEND : FI_READ | FI_RECV,
                          next_key_.fetch_add(1, std::memory_order_relaxed), &local[i]);
                 if (rc) {
                     for (std::size_t j = 0; j < i; ++j) fi_close(&local[j]->fid);
@@ -612,14 +637,9 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         msg.rma_iov = riov;
         msg.rma_iov_count = k;
         msg.context = ctx;
-        std::size_t bytes = 0;
-        for (std::size_t i = 0; i < k; ++i) bytes += p[i].len;
-        // A small put is copied at post (FI_INJECT): the caller may reuse its buffer at once,
-        // as over shm and am (MPI would make it wait for the flush; codes rely on it).
-        const std::uint64_t inject = write && bytes <= inject_ && !mr_local_ ? FI_INJECT : 0;
         const std::uint64_t seq = q.issued.fetch_add(1, std::memory_order_acq_rel) + 1;
         rc = post_retry([&] {
-            return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION | inject)
+            return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION)
                          : fi_readmsg(ep_, &msg, FI_COMPLETION);
         });
         if (rc) {
@@ -629,9 +649,12 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
             return false;
         }
         posted = true;
-        if (mr_local_) {
+        if (mr_local_ || bounce) {
+            held_.store(true, std::memory_order_relaxed);
             std::lock_guard lk(q.mr_mu);
-            for (std::size_t j = 0; j < k; ++j) q.local_mrs.push_back({seq, local[j]});
+            for (std::size_t j = 0; j < k; ++j)
+                if (local[j]) q.local_mrs.push_back({seq, local[j], nullptr});
+            if (bounce) q.local_mrs.push_back({seq, nullptr, std::move(bounce)});
         }
         return true;
     });
