@@ -84,8 +84,12 @@ struct alignas(32) Scratch {
     std::uint64_t operand, compare, result, pad;
 };
 
-// A thread waiting for one operation's completion (its CQ context; even address).
+// A CQ context that is a pointer (even address) starts with its kind.
+enum : int { kWaiterCtx = 0, kHoldCtx = 1 };
+
+// A thread waiting for one operation's completion.
 struct alignas(8) Waiter {
+    int kind = kWaiterCtx;
     std::atomic<bool> done{false};
     int err = 0;
     int prov_err = 0;
@@ -133,12 +137,18 @@ public:
     }
 
 private:
-    // What an operation in flight holds: an origin buffer's registration (FI_MR_LOCAL), a
-    // small put's copy. Released once the peer's completions reach seq.
-    struct LocalMr {
-        std::uint64_t seq;
-        fid_mr* mr = nullptr;
+    // What one operation in flight holds — its origin buffers' registrations (FI_MR_LOCAL),
+    // a small put's copy — as its CQ context: released by its own completion (completions
+    // come in any order), which also counts for its peer.
+    struct Hold {
+        int kind = kHoldCtx;
+        int rank = 0;
         std::unique_ptr<unsigned char[]> bounce;
+        fid_mr* mrs[16] = {};
+        void release() {
+            for (fid_mr* m : mrs)
+                if (m) fi_close(&m->fid);
+        }
     };
     struct alignas(64) Peer {
         fi_addr_t addr = FI_ADDR_UNSPEC;
@@ -151,8 +161,6 @@ private:
         // a put after an accumulate), and the provider does not order RMA and atomics
         // among themselves, so switching kinds waits for what is outstanding.
         std::atomic<int> last_kind{0};
-        std::mutex mr_mu;                 // local registrations (FI_MR_LOCAL)
-        std::vector<LocalMr> local_mrs;
     };
 
     int fail(int rc, const char* call, const char* what) {
@@ -169,19 +177,12 @@ private:
         if (!rc) *desc = fi_mr_desc(*mr);
         return rc;
     }
-    void keep_local(Peer& q, std::uint64_t seq, fid_mr* const* mrs, std::size_t k) {
-        if (!mr_local_) return;
-        held_.store(true, std::memory_order_relaxed);
-        std::lock_guard lk(q.mr_mu);
-        for (std::size_t j = 0; j < k; ++j)
-            if (mrs[j]) q.local_mrs.push_back({seq, mrs[j], nullptr});
-    }
+
     Post rma(int r, const Chunk* c, std::size_t n, bool write);
     bool drive();  // one pass over the CQ: completions counted, waiters woken
     void complete(void* ctx, int err, int prov_err);
     void wait_peer(int r);
     void check_peer(int r);
-    void reap_local(Peer& q);
     Scratch* take_scratch();
     void give_scratch(Scratch* s);
     template <class Op>
@@ -223,7 +224,6 @@ private:
     // it). FI_INJECT would do the same, but the sockets provider read such a buffer after
     // fi_writemsg returned.
     static constexpr std::size_t kBounceMax = 1024;
-    std::atomic<bool> held_{false};  // some Peer::local_mrs has ever held something
     bool acc_ordered_ = false;  // the provider orders atomics (RAR, RAW, WAR, WAW) to one peer
     static constexpr int kRma = 1, kAtomic = 2;
     // Before an operation of kind to r: completes what it must not overtake (see Peer).
@@ -317,24 +317,31 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         if (!rc) rc = reg_local(out, bytes, &mrs[1], &desc[1]);
         if (!rc) rc = reg_local(cmp, bytes, &mrs[2], &desc[2]);
         const std::uint64_t addr = ofi::remote_address(q.data_base, toff + at);
-        const std::uint64_t seq = q.issued.fetch_add(1, std::memory_order_acq_rel) + 1;
+        Hold* hold = nullptr;
+        if (mrs[0] || mrs[1] || mrs[2]) {  // released by this operation's own completion
+            hold = new Hold;
+            hold->rank = p.rank;
+            for (int j = 0; j < 3; ++j) hold->mrs[j] = mrs[j];
+        }
+        void* const octx = hold ? static_cast<void*>(hold) : ctx;
+        q.issued.fetch_add(1, std::memory_order_acq_rel);
         if (!rc)
             rc = post_retry([&] {
                 if (cmp)
                     return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, q.data_key,
-                                             dt, FI_CSWAP, ctx);
+                                             dt, FI_CSWAP, octx);
                 if (out)
                     return fi_fetch_atomic(ep_, in, k, desc[0], out, desc[1], q.addr, addr, q.data_key, dt, fi_op(op),
-                                           ctx);
-                return fi_atomic(ep_, in, k, desc[0], q.addr, addr, q.data_key, dt, fi_op(op), ctx);
+                                           octx);
+                return fi_atomic(ep_, in, k, desc[0], q.addr, addr, q.data_key, dt, fi_op(op), octx);
             });
         if (rc) {
             q.issued.fetch_sub(1, std::memory_order_acq_rel);
             for (fid_mr* m : mrs)
                 if (m) fi_close(&m->fid);
+            delete hold;
             break;
         }
-        keep_local(q, seq, mrs, 3);
         i += k;
     }
     if (rc) {
@@ -491,14 +498,6 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
 }
 
 OfiTransport::~OfiTransport() {
-    if (cq_)
-        for (int r = 0; r < n_; ++r) {
-            Peer& q = peers_[std::size_t(r)];
-            std::lock_guard lk(q.mr_mu);
-            for (LocalMr& m : q.local_mrs)
-                if (m.mr) fi_close(&m.mr->fid);
-            q.local_mrs.clear();
-        }
     if (ep_) fi_close(&ep_->fid);
     for (fid_mr* m : {data_mr_, state_mr_, scratch_mr_})
         if (m) fi_close(&m->fid);
@@ -510,7 +509,13 @@ OfiTransport::~OfiTransport() {
 }
 
 void OfiTransport::complete(void* ctx, int err, int prov_err) {
-    const auto v = reinterpret_cast<std::uintptr_t>(ctx);
+    auto v = reinterpret_cast<std::uintptr_t>(ctx);
+    if (!(v & 1) && *static_cast<int*>(ctx) == kHoldCtx) {
+        auto* h = static_cast<Hold*>(ctx);
+        h->release();
+        v = (std::uintptr_t(h->rank) << 1) | 1;
+        delete h;
+    }
     if (v & 1) {
         Peer& q = peers_[std::size_t(v >> 1)];
         if (err) {
@@ -546,27 +551,7 @@ bool OfiTransport::drive() {
         }
         break;  // -FI_EAGAIN: nothing more now
     }
-    if (any && held_.load(std::memory_order_relaxed))
-        for (int r = 0; r < n_; ++r) reap_local(peers_[std::size_t(r)]);
     return any;
-}
-
-void OfiTransport::reap_local(Peer& q) {
-    const std::uint64_t done = q.completed.load(std::memory_order_acquire);
-    std::unique_lock lk(q.mr_mu, std::try_to_lock);
-    if (!lk.owns_lock() || q.local_mrs.empty()) return;
-    std::size_t keep = 0;
-    for (std::size_t i = 0; i < q.local_mrs.size(); ++i) {
-        LocalMr& m = q.local_mrs[i];
-        if (m.seq <= done) {
-            if (m.mr) fi_close(&m.mr->fid);
-        } else if (keep != i) {
-            q.local_mrs[keep++] = std::move(m);
-        } else {
-            ++keep;
-        }
-    }
-    q.local_mrs.resize(keep);
 }
 
 void OfiTransport::check_peer(int r) {
@@ -636,8 +621,15 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         msg.addr = q.addr;
         msg.rma_iov = riov;
         msg.rma_iov_count = k;
-        msg.context = ctx;
-        const std::uint64_t seq = q.issued.fetch_add(1, std::memory_order_acq_rel) + 1;
+        Hold* hold = nullptr;
+        if (mr_local_ || bounce) {  // released by this message's own completion
+            hold = new Hold;
+            hold->rank = r;
+            hold->bounce = std::move(bounce);
+            for (std::size_t j = 0; j < k; ++j) hold->mrs[j] = local[j];
+        }
+        msg.context = hold ? static_cast<void*>(hold) : ctx;
+        q.issued.fetch_add(1, std::memory_order_acq_rel);
         rc = post_retry([&] {
             return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION)
                          : fi_readmsg(ep_, &msg, FI_COMPLETION);
@@ -646,16 +638,10 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
             q.issued.fetch_sub(1, std::memory_order_acq_rel);
             for (std::size_t j = 0; j < k; ++j)
                 if (local[j]) fi_close(&local[j]->fid);
+            delete hold;  // (its registrations were just closed: mrs not released twice)
             return false;
         }
         posted = true;
-        if (mr_local_ || bounce) {
-            held_.store(true, std::memory_order_relaxed);
-            std::lock_guard lk(q.mr_mu);
-            for (std::size_t j = 0; j < k; ++j)
-                if (local[j]) q.local_mrs.push_back({seq, local[j], nullptr});
-            if (bounce) q.local_mrs.push_back({seq, nullptr, std::move(bounce)});
-        }
         return true;
     });
     if (!ok) {
