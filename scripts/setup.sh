@@ -21,6 +21,8 @@ set -euo pipefail
 #   GA benchmark (bench/ga_pattern) libglobalarrays-dev libarmci-mpi-dev (Global Arrays over
 #                                 ARMCI-MPI, the PGAS stack measured), libscalapack-openmpi-dev
 #                                 (GA's archive links ScaLAPACK), linux-perf (profiles)
+#   ofi transport ............... libfabric-dev libfabric-bin (libfabric 1.17: the network
+#                                 transport, tested over tcp;ofi_rxm and sockets on loopback)
 PACKAGES=(
   g++ cmake make pkg-config gfortran
   libopenmpi-dev openmpi-bin
@@ -30,6 +32,7 @@ PACKAGES=(
   libfftw3-dev gnuplot-nox
   python3-matplotlib mpich libmpich-dev
   libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev linux-perf
+  libfabric-dev libfabric-bin
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

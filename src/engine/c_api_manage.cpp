@@ -238,6 +238,7 @@ int FRMA_Win_get_info(FRMA_Win win, MPI_Info* info_used) {
     PMPI_Info_set(*info_used, "same_size", bool_str(i.same_size));
     PMPI_Info_set(*info_used, "same_disp_unit", bool_str(i.same_disp_unit));
     PMPI_Info_set(*info_used, "alloc_shared_noncontig", bool_str(i.alloc_shared_noncontig));
+    PMPI_Info_set(*info_used, "fastrma_transport", win->w->transport_name());
     return MPI_SUCCESS;
 }
 

@@ -35,7 +35,9 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_ACC_STRIPES", "16", "Accumulate-lock stripes per window part (create windows, non-native types)."},
         {"FASTRMA_DYN_REGIONS", "4096", "Regions one process can attach to one dynamic window (16 bytes each in its state segment)."},
         {"FASTRMA_SHM_METHOD", "auto", "How node peers map a segment: pidfd (memfd + pidfd_getfd), shm_open (named, 0600, unlinked once mapped), auto (pidfd, else shm_open)."},
-        {"FASTRMA_TRANSPORT", "auto", "auto (shared memory on the node, active messages to other nodes), shm, or am (every peer but oneself by active messages: each rank as its own node)."},
+        {"FASTRMA_TRANSPORT", "auto", "auto (shared memory on the node; other nodes over ofi when libfabric has a provider with hardware RMA, i.e. not tcp, sockets, udp or shm, else by active messages), shm, am (every peer but oneself by active messages: each rank as its own node), or ofi (every peer by libfabric, oneself included for atomics: each rank as its own node; dynamic windows use am, allocate_shared windows shared memory)."},
+        {"FASTRMA_OFI_PROVIDER", "tcp;ofi_rxm", "The libfabric provider of FASTRMA_TRANSPORT=ofi (a fi_info -p name: tcp;ofi_rxm, sockets, verbs;ofi_rxm, cxi, efa, ...). With auto, peers on other nodes use the first hardware provider libfabric offers. Bind tcp and sockets to an interface with FI_TCP_IFACE / FI_SOCKETS_IFACE."},
+        {"FASTRMA_OFI_MR_LOCAL", "0", "1: register every origin buffer of an ofi put or get (as FI_MR_LOCAL providers require) even when the provider does not ask for it (tests that path on providers without FI_MR_LOCAL)."},
         {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
         {"FASTRMA_FAULT", "", "Fault injection for tests: kill_after_segment kills the rank right after its segment exists."},
     };
@@ -102,6 +104,8 @@ Config Config::from_env() {
             std::fprintf(stderr, "fastrma: ignoring FASTRMA_SHM_METHOD=%s\n", m);
     }
     if (const char* t = env("FASTRMA_TRANSPORT")) c.transport = t;
+    if (const char* p = env("FASTRMA_OFI_PROVIDER")) c.ofi_provider = p;
+    c.ofi_mr_local = env_long("FASTRMA_OFI_MR_LOCAL", 0, 0, 1) != 0;
     c.stats = env_long("FASTRMA_STATS", 0, 0, 1) != 0;
     if (const char* f = env("FASTRMA_FAULT")) c.fault = f;
     return c;

@@ -37,6 +37,8 @@ struct Config {
     std::size_t dyn_regions = 4096;  // FASTRMA_DYN_REGIONS
     ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD
     std::string transport = "auto";  // FASTRMA_TRANSPORT
+    std::string ofi_provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
+    bool ofi_mr_local = false;       // FASTRMA_OFI_MR_LOCAL
     bool stats = false;              // FASTRMA_STATS
     std::string fault;               // FASTRMA_FAULT (fault injection for tests)
 

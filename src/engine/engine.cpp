@@ -79,11 +79,12 @@ std::uint64_t stat_total(Stat s) {
 std::string Engine::stats_report() const {
     char buf[1024];
     std::snprintf(buf, sizeof buf,
-                  "fastrma stats: windows=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
+                  "fastrma stats: windows=%llu windows_am=%llu windows_ofi=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
                   "direct=%llu queued=%llu gc_runs=%llu lock_retries=%llu locks_parked=%llu bells_rung=%llu "
                   "cma_batched=%llu cma_drains=%llu op_pool_peak=%zu "
                   "progress_cpu_ms=%.3f progress_pu=%d progress_follow=%d progress_spin_us=%d progress_nice=%d progress_sleeps=%llu progress_predicted_sleeps=%llu wait_spin_us=%llu\n",
                   (unsigned long long)stat_total(Stat::windows_created),
+                  (unsigned long long)stat_total(Stat::windows_am), (unsigned long long)stat_total(Stat::windows_ofi),
                   (unsigned long long)stat_total(Stat::puts), (unsigned long long)stat_total(Stat::gets),
                   (unsigned long long)stat_total(Stat::accs), (unsigned long long)stat_total(Stat::fops),
                   (unsigned long long)stat_total(Stat::cases), (unsigned long long)stat_total(Stat::direct),

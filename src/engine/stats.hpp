@@ -15,6 +15,8 @@ enum class Stat : int {
     locks_parked,  // am: origins' lock requests that waited at this target (taken)
     cma_batched,   // small puts/gets to unmapped peers that joined a CmaBatch
     cma_drains,    // process_vm_writev/readv calls that moved batches (a batch, a side)
+    windows_am,    // windows whose remote peers went over am (the rest of windows_created: shm)
+    windows_ofi,   // ... over ofi
     count_
 };
 

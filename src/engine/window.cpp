@@ -27,6 +27,50 @@ namespace fastrma::detail {
 
 namespace {
 constexpr std::size_t kAmDataOffset = 2048;  // build_remote(): an allocate window's page offset
+
+ElemKind elem_kind(Repr r) {
+    switch (r) {
+    case Repr::i8: return ElemKind::i8;
+    case Repr::i16: return ElemKind::i16;
+    case Repr::i32: return ElemKind::i32;
+    case Repr::i64: return ElemKind::i64;
+    case Repr::u8: return ElemKind::u8;
+    case Repr::u16: return ElemKind::u16;
+    case Repr::u32: return ElemKind::u32;
+    case Repr::u64: return ElemKind::u64;
+    case Repr::f32: return ElemKind::f32;
+    case Repr::f64: return ElemKind::f64;
+    case Repr::f_long: return ElemKind::f_long;
+    case Repr::c32: return ElemKind::c32;
+    case Repr::c64: return ElemKind::c64;
+    case Repr::c_long: return ElemKind::c_long;
+    default: return ElemKind::none;  // pair and opaque types: the accumulate lock
+    }
+}
+
+// Network windows: the basic types whose every accumulate-family operation the network
+// applies atomically by itself, agreed by every process (a type is native everywhere or
+// nowhere). The rest take the target's accumulate-lock stripes through the same network's
+// atomics, so each location has one atomicity domain.
+void declare_native_types(Transport& t, Bootstrap& b) {
+    constexpr std::size_t kWords = 4;  // type ids are 8 bits
+    std::uint64_t can[kWords] = {};
+    for (std::size_t id = 0; id < type_count() && id < 64 * kWords; ++id) {
+        const TypeInfo* ti = type_by_id(std::uint8_t(id));
+        if (!ti) continue;
+        std::uint32_t ops = 0;
+        for (int k = 0; k < int(OpKind::invalid); ++k)
+            if (check_accumulate(op_handle(OpKind(k)), ti->type, nullptr) == MPI_SUCCESS) ops |= 1u << k;
+        const bool cas = check_compare_and_swap(ti->type, nullptr) == MPI_SUCCESS;
+        if (ops && t.declare_native_type(int(id), elem_kind(ti->repr), ops, cas)) can[id / 64] |= 1ull << (id % 64);
+    }
+    std::vector<std::uint64_t> all(kWords * std::size_t(b.size()));
+    b.allgather(can, sizeof can, all.data());
+    for (int r = 0; r < b.size(); ++r)
+        for (std::size_t w = 0; w < kWords; ++w) can[w] &= all[std::size_t(r) * kWords + w];
+    for (std::size_t id = 0; id < 64 * kWords; ++id)
+        if (can[id / 64] >> (id % 64) & 1) t.enable_native_type(int(id));
+}
 }  // namespace
 
 Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
@@ -237,11 +281,11 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(size));
     else if (is_shared && !topo.all_local())
         err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
-    bool wants_am = false;
+    int wants_am = 0;  // the farthest medium this process needs (a Medium)
     for (int r = 0; r < n && !err; ++r) {
         Medium m = Medium::node;
-        err = select_medium(eng.config().transport, topo, r, is_shared, &m);
-        wants_am = wants_am || m == Medium::message;
+        err = select_medium(eng.config().transport, topo, r, is_shared, is_dynamic, &m);
+        wants_am = std::max(wants_am, m == Medium::message ? 2 : m == Medium::network ? 1 : 0);
     }
     std::string msg = err ? last_error_message() : std::string();
     // The settings that shape the shared state layout travel too: every process must agree.
@@ -273,12 +317,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     // One place decided per peer (select_medium); a window uses messages for every peer but
     // itself as soon as any process needs them, so all agree on the protocol.
-    bool by_message = false;
-    for (const Sizes& z : sizes) by_message = by_message || z.am;
-    if (by_message) {
+    // Messages reach everything, so a window where any process needs them uses them;
+    // otherwise the network if any process needs it.
+    int farthest = 0;
+    for (const Sizes& z : sizes) farthest = std::max(farthest, z.am);
+    if (farthest) {
         std::vector<std::pair<std::uint64_t, int>> sz;
         for (const Sizes& z : sizes) sz.emplace_back(z.size, z.disp_unit);
-        return build_remote(std::move(w), flavor, user_base, size, disp_unit, std::move(sz), out);
+        return build_remote(std::move(w), farthest == 2 ? Medium::message : Medium::network, flavor, user_base, size,
+                            disp_unit, std::move(sz), out);
     }
     w->tp_all_ = &node_transport();
     w->tps_ = {w->tp_all_};
@@ -428,7 +475,7 @@ PeerRegion Window::peer(int r) const {
     if (remote_) {
         p.size = remote_size_[std::size_t(r)];
         if (r != rank_) return p;
-        p.state = my_state_;
+        if (!net_) p.state = my_state_;  // (network: my words too only by its atomics)
         if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) p.pid = getpid();  // my attached memory, by address
         else p.mapped = static_cast<unsigned char*>(base_);
         return p;
@@ -455,12 +502,14 @@ PeerRegion Window::peer(int r) const {
     return p;
 }
 
-// Windows whose peers are reached by messages: every process keeps its part (state area +
-// data) in a private segment; peers reach it only through the window's message transport,
-// whose target side (this process's progress thread, or a thread inside MPI) executes their
-// requests through a LocalTarget. Sizes and disp units of peers are kept here (O(p): no
-// shared page holds them).
-int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
+// Windows whose peers are reached by messages or the network: every process keeps its part
+// (state area + data) in a private segment; peers reach it only through the window's
+// remote transport — a message transport, whose target side (this process's progress
+// thread, or a thread inside MPI) executes their requests through a LocalTarget, or a
+// network transport, which registers the part with the NIC and serves this process's own
+// sync atomics too. Sizes and disp units of peers are kept here (O(p): no shared page
+// holds them).
+int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, void* user_base, MPI_Aint size,
                          int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
                          std::unique_ptr<Window>* out) {
     Engine& eng = w->eng_;
@@ -468,7 +517,8 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     const char* call = create_call(flavor);
     const int n = w->nprocs_;
     const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
-    int err = message_transport_usable(b, call);
+    const bool net = medium == Medium::network;
+    int err = net ? MPI_SUCCESS : message_transport_usable(b, call);
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
     w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
@@ -514,13 +564,25 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     };
     if (is_dynamic)
         local.attached = [self](std::uint64_t addr, std::uint64_t bytes) { return self->attached_here(addr, bytes); };
-    w->remote_ = make_message_transport(b, std::move(local), call, &err);  // collective
+    if (net) {
+        NetworkPart part;
+        part.data = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->base_ : nullptr;
+        part.data_size = flavor == MPI_WIN_FLAVOR_CREATE || data ? std::uint64_t(size) : 0;
+        part.state = w->my_state_;
+        part.state_bytes = w->state_bytes_;
+        w->remote_ = make_network_transport(b, part, eng.config(), call, &err);  // collective
+    } else {
+        w->remote_ = make_message_transport(b, std::move(local), call, &err);  // collective
+    }
     msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;
     Transport* remote = w->remote_.get();
+    if (net) declare_native_types(*remote, b);  // collective
+    w->net_ = net;
     w->tp_.assign(std::size_t(n), remote);
-    w->tp_[std::size_t(w->rank_)] = &node_transport();
+    w->tp_[std::size_t(w->rank_)] = net ? remote : &node_transport();
     w->tps_ = {&node_transport(), remote};  // group_tp(): the last
+    if (net) w->tps_ = {remote};
     w->remote_inline_max_ = remote->caps(PeerRegion{}).inline_max;
     if (eng.config().host_progress) {
         // A thread inside the host's progress loop, or waiting here for answers, serves every
@@ -553,6 +615,7 @@ int Window::build_remote(std::unique_ptr<Window> w, int flavor, void* user_base,
     w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
     eng.live_windows().fetch_add(1);
     bump(Stat::windows_created);
+    bump(net ? Stat::windows_ofi : Stat::windows_am);
     *out = std::move(w);
     return MPI_SUCCESS;
 }

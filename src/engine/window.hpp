@@ -33,6 +33,7 @@
 #include "ops/state_words.hpp"
 #include "epochs/epochs.hpp"
 #include "progress/progress.hpp"
+#include "transport/select.hpp"
 #include "transport/shm_arena.hpp"
 #include "transport/shm_segment.hpp"
 
@@ -176,7 +177,11 @@ public:
     bool peer_mapped(int r) const { return peer(r).mapped != nullptr; }
     unsigned char* peer_address(int r) const { return peer(r).mapped; }  // nullptr: not mapped here
     bool cpu_atomics() const { return cpu_atomics_; }
-    bool uses_am() const { return remote_ != nullptr; }
+    bool uses_am() const { return remote_ != nullptr; }  // a remote transport: am or ofi
+    bool uses_network() const { return net_; }           // ... ofi
+    // The transport serving this window's remote peers ("shm" when all are on the node):
+    // the info key fastrma_transport.
+    const char* transport_name() const { return remote_ ? remote_->name() : "shm"; }
     bool offloads() const { return off_min_ != 0; }  // FASTRMA_OFFLOAD decided yes
     const std::uint64_t* state_words(int r) const { return state_of(r); }
 
@@ -188,7 +193,7 @@ private:
     Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
     static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
                      MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
-    static int build_remote(std::unique_ptr<Window> w, int flavor, void* user_base, MPI_Aint size,
+    static int build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, void* user_base, MPI_Aint size,
                             int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
                             std::unique_ptr<Window>* out);
     int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
@@ -266,6 +271,9 @@ private:
     // The message transport serving every peer but this process (null: all on the node),
     // and what those peers published (O(p): no shared page holds it).
     std::unique_ptr<Transport> remote_;
+    // remote_ is a network transport: it serves this process too (its atomics on my state
+    // words: one atomicity domain with the peers'), so my PeerRegion maps no state.
+    bool net_ = false;
     bool host_hooked_ = false;  // remote_ is served from the host's progress loop too
     std::vector<std::uint64_t> remote_size_, remote_du_;
     std::size_t remote_inline_max_ = 0;  // remote_'s Caps::inline_max

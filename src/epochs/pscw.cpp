@@ -76,7 +76,9 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
         const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
         const std::uint64_t bit = 1ull << (g % 64);
         wait_until([&] { return (__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit) != 0; });
-        __atomic_fetch_and(my_word(w), ~bit, __ATOMIC_ACQ_REL);
+        // Consumed in the domain the posts came through (the bit is set: subtracting it
+        // clears it alone).
+        tp(rank_).atomic8(peer(rank_), w, AtomicOp::fetch_add, ~bit + 1);
     }
     return MPI_SUCCESS;
 }

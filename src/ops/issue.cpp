@@ -90,6 +90,9 @@ public:
             acc_stripes_unlock(ctx_.peer.state, mask_);
             return;
         }
+        // What was written under the stripes is complete at the target before they go (a
+        // transport whose puts complete at a flush: ofi).
+        ctx_.tp.flush(ctx_.peer);
         for (std::uint64_t m = mask_; m; m &= m - 1) ctx_.tp.atomic8(ctx_.peer, stripe_word(__builtin_ctzll(m)), AtomicOp::swap, 0);
     }
 
@@ -112,9 +115,14 @@ int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti,
     tmp.resize(bytes);
     const Layout& el = predefined_layout(ti);
     auto move = [&](bool put) {
-        return zip_chunks(el, n, tmp.data(), el, n, toff, [&](const Chunk* c, std::size_t k) {
-            return (put ? ctx.tp.put(ctx.peer, c, k) : ctx.tp.get(ctx.peer, c, k)) == Post::done;
+        bool posted = false;
+        const bool ok = zip_chunks(el, n, tmp.data(), el, n, toff, [&](const Chunk* c, std::size_t k) {
+            const Post p = put ? ctx.tp.put(ctx.peer, c, k) : ctx.tp.get(ctx.peer, c, k);
+            posted = posted || p == Post::posted;
+            return accepted(p);
         });
+        if (ok && posted && !put) ctx.tp.flush(ctx.peer);  // the old values in tmp now
+        return ok;  // (a put completes before the stripes go: ~StripeGuard)
     };
     if (!move(false)) return MPI_ERR_OTHER;
     reduce(op.op, ti, tmp.data(), src, n, res);
@@ -125,9 +133,10 @@ int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti,
 // Accumulate, get_accumulate, fetch_and_op: element-wise atomic per basic element.
 int accumulate(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
-    if (ctx.tp.caps(ctx.peer).needs_target_cpu) {
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id)) {
         // acc_am: the target runs each run through its own accumulate path (one atomicity
-        // domain with its local origins).
+        // domain with its local origins). acc_native: the network applies each run with its
+        // own element atomics (every op on this type goes there, the window's own too).
         const int kind = int(op.kind), opid = int(op_kind(op.op)), tid = ti.id;
         // Runs up to 256 KiB: a large run travels as a header plus the origin data straight
         // from the caller's buffer (the am transport's accumulate), its old values as one answer,
@@ -199,7 +208,7 @@ int accumulate(const IssueContext& ctx, const Op& op) {
 
 int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
-    if (ctx.tp.caps(ctx.peer).needs_target_cpu)
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id))
         return accepted(ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
                                           ti.extent, op.origin, op.compare, op.result))
                    ? MPI_SUCCESS : MPI_ERR_OTHER;
@@ -214,11 +223,13 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     StripeGuard g(ctx, op.offset, ti.extent);
     unsigned char tmp[kMaxTypeExtent];
     Chunk c{tmp, op.offset, ti.size};
-    if (ctx.tp.get(ctx.peer, &c, 1) != Post::done) return MPI_ERR_OTHER;
+    const Post got = ctx.tp.get(ctx.peer, &c, 1);
+    if (!accepted(got)) return MPI_ERR_OTHER;
+    if (got == Post::posted) ctx.tp.flush(ctx.peer);
     unsigned char before[kMaxTypeExtent];
     std::memcpy(before, tmp, ti.size);
     compare_and_swap(ti, tmp, op.origin, op.compare, op.result);
-    if (std::memcmp(before, tmp, ti.size) != 0 && ctx.tp.put(ctx.peer, &c, 1) != Post::done)
+    if (std::memcmp(before, tmp, ti.size) != 0 && !accepted(ctx.tp.put(ctx.peer, &c, 1)))
         return MPI_ERR_OTHER;
     return MPI_SUCCESS;
 }

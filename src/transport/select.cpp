@@ -9,18 +9,21 @@
 
 namespace fastrma::detail {
 
-int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, Medium* out) {
+int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, bool dynamic,
+                  Medium* out) {
     const int me = topo.local_ranks[std::size_t(topo.my_local_index)];
     const bool same_node = topo.node_of[std::size_t(rank)] == topo.node_of[std::size_t(me)];
-    if (want != "auto" && want != "shm" && want != "am")
-        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am)", want.c_str());
+    if (want != "auto" && want != "shm" && want != "am" && want != "ofi")
+        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am, ofi)", want.c_str());
     *out = Medium::node;
     if (rank == me) return MPI_SUCCESS;  // my own memory: always direct
-    if (same_node && (want != "am" || load_store)) return MPI_SUCCESS;
+    const bool own_node = want == "am" || want == "ofi";  // each rank as its own node
+    if (same_node && (!own_node || load_store)) return MPI_SUCCESS;
     if (load_store) return raise(MPI_ERR_RMA_SHARED, "rank %d is on another node: a shared window needs load/store", rank);
     if (want == "shm")
         return raise(MPI_ERR_UNSUPPORTED_OPERATION, "rank %d is on another node and FASTRMA_TRANSPORT=shm", rank);
-    *out = Medium::message;
+    const bool network = want == "ofi" || (want == "auto" && ofi_hardware_present());
+    *out = network && !dynamic ? Medium::network : Medium::message;
     return MPI_SUCCESS;
 }
 
@@ -46,6 +49,16 @@ std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget 
         return nullptr;
     }
     return std::make_unique<AmTransport>(std::move(ep));
+}
+
+std::unique_ptr<Transport> make_network_transport(Bootstrap& group, const NetworkPart& mine, const Config& cfg,
+                                                  const char* call, int* err) {
+    OfiOptions opt;
+    // auto: the first hardware provider libfabric offers (select_medium chose the network
+    // only if there is one); ofi: the one named.
+    opt.provider = cfg.transport == "auto" ? std::string() : cfg.ofi_provider;
+    opt.force_mr_local = cfg.ofi_mr_local;
+    return make_ofi_transport(group, mine, opt, call, err);
 }
 
 }  // namespace fastrma::detail

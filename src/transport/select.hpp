@@ -1,7 +1,8 @@
 // select.hpp — the one place that decides which transport serves a peer, and where the
 // transport objects are made. Nothing above src/transport/ names a transport class: a
 // window asks select_medium() per peer, takes node_transport() for the peers on its node
-// and make_message_transport() for the others, and from then on sees only Transport.
+// and make_message_transport() or make_network_transport() for the others, and from then
+// on sees only Transport.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <string>
 
 #include "engine/bootstrap.hpp"
+#include "engine/config.hpp"
+#include "transport/ofi.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -16,12 +19,17 @@ namespace fastrma::detail {
 enum class Medium : std::uint8_t {
     node,     // shared memory: mappings, cross-memory attach, CPU atomics on shared state
     message,  // MPI active messages, served by the target's CPU
+    network,  // libfabric RMA and atomics (ofi), no target CPU (but progress, see ofi.hpp)
 };
 
-// want: FASTRMA_TRANSPORT (auto, shm, am); load_store: the window's contract is load/store
-// (allocate_shared), which only shared memory gives. MPI_SUCCESS and *out, or an MPI error
+// want: FASTRMA_TRANSPORT (auto, shm, am, ofi); load_store: the window's contract is
+// load/store (allocate_shared), which only shared memory gives; dynamic: a dynamic window
+// (attach registers nothing with a NIC yet, so it never goes over the network: messages).
+// auto takes the network for peers on other nodes only when libfabric has a hardware
+// provider (ofi_hardware_present), else messages. MPI_SUCCESS and *out, or an MPI error
 // class (raised) when nothing can reach the peer.
-int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, Medium* out);
+int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, bool dynamic,
+                  Medium* out);
 
 // The node transport (one object for every window: what it needs of a peer is in the
 // peer's PeerRegion).
@@ -34,5 +42,10 @@ int message_transport_usable(Bootstrap& group, const char* call);
 // A message transport serving one window's peers, collective over group. Requests from
 // peers are executed through local. On failure: null, *err an MPI error class (raised).
 std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const char* call, int* err);
+// A network transport serving one window's peers — this process too, so that every atomic
+// on a state word of the window goes through the network's atomicity domain — collective
+// over group. On failure: null, *err an MPI error class (raised).
+std::unique_ptr<Transport> make_network_transport(Bootstrap& group, const NetworkPart& mine, const Config& cfg,
+                                                  const char* call, int* err);
 
 }  // namespace fastrma::detail

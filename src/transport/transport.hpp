@@ -51,6 +51,10 @@ inline std::uint64_t apply_atomic8(std::uint64_t* w, AtomicOp op, std::uint64_t 
     return 0;
 }
 
+// The representation of one basic element, for transports whose hardware applies element
+// atomics itself (ofi): what an accumulate's type id stands for, told once per window.
+enum class ElemKind : std::uint8_t { none, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64, f_long, c32, c64, c_long };
+
 // How this process reaches one peer's part of a window.
 struct PeerRegion {
     unsigned char* mapped = nullptr;  // load/store address here, or null
@@ -161,6 +165,18 @@ public:
                             const void* /*src*/, const void* /*compare*/, void* /*result*/) {
         return Post::error;
     }
+    // Native element atomics: the window declares, once per basic type it may accumulate on,
+    // the element's representation and every op MPI allows on it (bit i: OpKind i; replace
+    // and no_op included) and whether compare-and-swap is allowed; true when the transport
+    // applies every one of them atomically without the target's CPU (fi_query_atomic). Once
+    // every process of the window said so, enable_native_type(type_id): native_type() says
+    // yes from then on, and accumulate() takes every operation on that type — all of them,
+    // so a location never sees two atomicity domains. Default: never.
+    virtual bool declare_native_type(int /*type_id*/, ElemKind /*kind*/, std::uint32_t /*op_bits*/, bool /*cas*/) {
+        return false;
+    }
+    virtual void enable_native_type(int /*type_id*/) {}  // every process of the window can
+    virtual bool native_type(int /*type_id*/) const { return false; }
     // Reads count state words of the peer (its dynamic region table): by load where they
     // are mapped, else by message. Default: atomic8 loads.
     virtual void read_state(const PeerRegion& peer, std::size_t word, std::size_t count, std::uint64_t* out) {

@@ -1,0 +1,749 @@
+// ofi.cpp — see ofi.hpp.
+#include "transport/ofi.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sched.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "engine/bootstrap.hpp"
+#include "engine/errors.hpp"
+
+namespace fastrma::detail {
+
+namespace ofi {
+int error_class(int fi_err) {
+    switch (fi_err < 0 ? -fi_err : fi_err) {
+    case FI_SUCCESS: return MPI_SUCCESS;
+    case FI_ENOMEM: return MPI_ERR_NO_MEM;
+    case FI_EINVAL: return MPI_ERR_ARG;
+    case FI_ENOSYS:
+    case FI_EOPNOTSUPP:
+    case FI_ENODATA:  // fi_getinfo: no provider matches
+        return MPI_ERR_UNSUPPORTED_OPERATION;
+    case FI_EACCES:
+    case FI_EPERM:
+    case FI_EKEYREJECTED:
+    case FI_EFAULT:
+        return MPI_ERR_RMA_RANGE;  // the peer refused the key or the range
+    case FI_ETRUNC:
+    case FI_ETOOSMALL:
+    case FI_EMSGSIZE:
+        return MPI_ERR_TRUNCATE;
+    default: return MPI_ERR_OTHER;
+    }
+}
+}  // namespace ofi
+
+namespace {
+
+constexpr int kApiVersion = FI_VERSION(1, 9);
+constexpr std::size_t kMaxName = 256;  // endpoint name bytes exchanged per rank
+constexpr int kScratchSlots = 128;     // atomic8 operations in flight at once
+// Fixed keys asked for when the provider does not hand keys out (no FI_MR_PROV_KEY):
+// unique within the window's own domain.
+constexpr std::uint64_t kKeyData = 1, kKeyState = 2, kKeyScratch = 3, kKeyLocal0 = 16;
+
+std::uint64_t supported_mr_mode() {
+    return FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+}
+
+fi_info* hints_for(const char* provider) {
+    fi_info* h = fi_allocinfo();
+    if (!h) return nullptr;
+    h->caps = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    h->ep_attr->type = FI_EP_RDM;
+    h->mode = 0;  // no FI_CONTEXT: a completion's context only names the peer or the waiter
+    h->domain_attr->mr_mode = int(supported_mr_mode());
+    h->domain_attr->threading = FI_THREAD_SAFE;
+    h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    if (provider && *provider) h->fabric_attr->prov_name = strdup(provider);
+    return h;
+}
+
+bool is_software(const char* prov) {
+    for (const char* s : {"tcp", "sockets", "udp", "shm", "net", "rxd"})
+        if (std::strstr(prov, s)) return true;
+    return false;
+}
+
+// One synchronization atomic's operands and result, in registered memory.
+struct alignas(32) Scratch {
+    std::uint64_t operand, compare, result, pad;
+};
+
+// A CQ context that is a pointer (even address) starts with its kind.
+enum : int { kWaiterCtx = 0, kHoldCtx = 1 };
+
+// A thread waiting for one operation's completion.
+struct alignas(8) Waiter {
+    int kind = kWaiterCtx;
+    std::atomic<bool> done{false};
+    int err = 0;
+    int prov_err = 0;
+};
+
+class OfiTransport final : public Transport {
+public:
+    ~OfiTransport() override;
+    int open(Bootstrap& group, const NetworkPart& part, const OfiOptions& opt, const char* call);
+
+    const char* name() const override { return "ofi"; }
+    Caps caps(const PeerRegion& p) const override {
+        Caps c{p.rank == me_, false, false};
+        c.inline_max = kBounceMax;  // puts up to it are copied at post: the buffer is free at once
+        return c;
+    }
+    Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return rma(p.rank, c, n, true); }
+    Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return rma(p.rank, c, n, false); }
+    std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
+                          std::uint64_t compare) override;
+    std::uint64_t mark(const PeerRegion& p) override {
+        Peer& q = peers_[std::size_t(p.rank)];
+        const std::uint64_t issued = q.issued.load(std::memory_order_acquire);
+        return q.completed.load(std::memory_order_acquire) >= issued ? 0 : issued;
+    }
+    bool reached(const PeerRegion& p, std::uint64_t token) override {
+        drive();
+        return peers_[std::size_t(p.rank)].completed.load(std::memory_order_acquire) >= token;
+    }
+    void flush(const PeerRegion& p) override { wait_peer(p.rank); }
+    void flush_all() override {
+        for (int r = 0; r < n_; ++r) wait_peer(r);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    }
+    bool declare_native_type(int type_id, ElemKind kind, std::uint32_t op_bits, bool cas) override;
+    void enable_native_type(int type_id) override { native_[std::size_t(type_id) & 255] = true; }
+    bool native_type(int type_id) const override { return native_[std::size_t(type_id) & 255]; }
+    Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
+                    std::size_t elem_bytes, const void* src, const void* compare, void* result) override;
+    bool serve() override { return drive(); }
+    bool progress() override { return drive(); }
+    void sync_served() override {
+        drive();
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    }
+
+private:
+    // What one operation in flight holds — its origin buffers' registrations (FI_MR_LOCAL),
+    // a small put's copy — as its CQ context: released by its own completion (completions
+    // come in any order), which also counts for its peer.
+    struct Hold {
+        int kind = kHoldCtx;
+        int rank = 0;
+        std::unique_ptr<unsigned char[]> bounce;
+        fid_mr* mrs[16] = {};
+        void release() {
+            for (fid_mr* m : mrs)
+                if (m) fi_close(&m->fid);
+        }
+    };
+    struct alignas(64) Peer {
+        fi_addr_t addr = FI_ADDR_UNSPEC;
+        std::uint64_t data_base = 0, data_key = 0, data_size = 0;
+        std::uint64_t state_base = 0, state_key = 0;
+        std::atomic<std::uint64_t> issued{0}, completed{0};
+        std::atomic<int> error{0};
+        // What the last operation posted to the peer was (kRma, kAtomic): one origin's
+        // operations to a peer apply in order (an accumulate after a get of the same bytes,
+        // a put after an accumulate), and the provider does not order RMA and atomics
+        // among themselves, so switching kinds waits for what is outstanding.
+        std::atomic<int> last_kind{0};
+    };
+
+    int fail(int rc, const char* call, const char* what) {
+        return raise(ofi::error_class(rc), "%s: ofi (%s): %s failed: %s", call, prov_.c_str(), what, fi_strerror(rc < 0 ? -rc : rc));
+    }
+    int reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr);
+    // FI_MR_LOCAL: a registration of an origin buffer, and its desc (null without FI_MR_LOCAL).
+    int reg_local(const void* buf, std::size_t len, fid_mr** mr, void** desc) {
+        *mr = nullptr;
+        *desc = nullptr;
+        if (!mr_local_ || !buf || !len) return 0;
+        const int rc = reg(const_cast<void*>(buf), len, FI_READ | FI_WRITE | FI_SEND | FI_RECV,
+                           next_key_.fetch_add(1, std::memory_order_relaxed), mr);
+        if (!rc) *desc = fi_mr_desc(*mr);
+        return rc;
+    }
+
+    Post rma(int r, const Chunk* c, std::size_t n, bool write);
+    bool drive();  // one pass over the CQ: completions counted, waiters woken
+    void complete(void* ctx, int err, int prov_err);
+    void wait_peer(int r);
+    void check_peer(int r);
+    Scratch* take_scratch();
+    void give_scratch(Scratch* s);
+    template <class Op>
+    ssize_t post_retry(Op op) {
+        for (;;) {
+            const ssize_t rc = op();
+            if (rc != -FI_EAGAIN) return rc;
+            drive();
+        }
+    }
+
+    std::string prov_;
+    int me_ = 0, n_ = 0;
+    fi_info* info_ = nullptr;
+    fid_fabric* fabric_ = nullptr;
+    fid_domain* domain_ = nullptr;
+    fid_av* av_ = nullptr;
+    fid_cq* cq_ = nullptr;
+    fid_ep* ep_ = nullptr;
+    fid_mr* data_mr_ = nullptr;
+    fid_mr* state_mr_ = nullptr;
+    fid_mr* scratch_mr_ = nullptr;
+    std::uint64_t mr_mode_ = 0;
+    bool mr_local_ = false;
+    ofi::Limits lim_;
+    unsigned char* my_data_ = nullptr;
+    std::unique_ptr<Peer[]> peers_;
+    std::unique_ptr<Scratch[]> scratch_;
+    std::mutex scratch_mu_;
+    std::vector<int> scratch_free_;
+    std::atomic<std::uint64_t> next_key_{kKeyLocal0};
+    // Native accumulates per type id: the libfabric type, the largest count of one message
+    // (the smallest fi_query_atomic count over the type's ops), whether enabled.
+    std::array<int, 256> dt_{};
+    std::array<std::size_t, 256> max_count_{};
+    std::array<bool, 256> native_{};
+    // Puts up to this many bytes are copied at post (as over am): the caller may reuse its
+    // buffer at once, as over shm and am (MPI would make it wait for the flush; codes rely on
+    // it). FI_INJECT would do the same, but the sockets provider read such a buffer after
+    // fi_writemsg returned.
+    static constexpr std::size_t kBounceMax = 1024;
+    bool acc_ordered_ = false;  // the provider orders atomics (RAR, RAW, WAR, WAW) to one peer
+    static constexpr int kRma = 1, kAtomic = 2;
+    // Before an operation of kind to r: completes what it must not overtake (see Peer).
+    void order_before(int r, int kind, bool same_kind_ordered) {
+        Peer& q = peers_[std::size_t(r)];
+        const int last = q.last_kind.exchange(kind, std::memory_order_relaxed);
+        if ((last != kind || !same_kind_ordered) &&
+            q.completed.load(std::memory_order_acquire) < q.issued.load(std::memory_order_acquire))
+            wait_peer(r);
+    }
+};
+
+int fi_type_of(ElemKind k) {
+    switch (k) {
+    case ElemKind::i8: return FI_INT8;
+    case ElemKind::i16: return FI_INT16;
+    case ElemKind::i32: return FI_INT32;
+    case ElemKind::i64: return FI_INT64;
+    case ElemKind::u8: return FI_UINT8;
+    case ElemKind::u16: return FI_UINT16;
+    case ElemKind::u32: return FI_UINT32;
+    case ElemKind::u64: return FI_UINT64;
+    case ElemKind::f32: return FI_FLOAT;
+    case ElemKind::f64: return FI_DOUBLE;
+    case ElemKind::f_long: return FI_LONG_DOUBLE;
+    case ElemKind::c32: return FI_FLOAT_COMPLEX;
+    case ElemKind::c64: return FI_DOUBLE_COMPLEX;
+    case ElemKind::c_long: return FI_LONG_DOUBLE_COMPLEX;
+    case ElemKind::none: break;
+    }
+    return -1;
+}
+
+// OpKind (ops/reduce.hpp: max, min, sum, prod, land, band, lor, bor, lxor, bxor, maxloc,
+// minloc, replace, no_op) as a libfabric op; -1: none (maxloc, minloc: pair types).
+int fi_op_of(int op_id) {
+    static constexpr int ops[] = {FI_MAX, FI_MIN, FI_SUM, FI_PROD, FI_LAND, FI_BAND, FI_LOR, FI_BOR, FI_LXOR, FI_BXOR,
+                                  -1, -1, FI_ATOMIC_WRITE, FI_ATOMIC_READ};
+    return op_id >= 0 && op_id < int(std::size(ops)) ? ops[op_id] : -1;
+}
+constexpr int kOpNoOp = 13;
+
+bool OfiTransport::declare_native_type(int type_id, ElemKind kind, std::uint32_t op_bits, bool cas) {
+    const int dt = fi_type_of(kind);
+    if (dt < 0 || type_id < 0 || type_id > 255) return false;
+    std::size_t count = ~std::size_t(0);
+    auto ok = [&](int op, std::uint64_t flags) {
+        fi_atomic_attr a{};
+        if (fi_query_atomic(domain_, fi_datatype(dt), fi_op(op), &a, flags) != 0 || a.count == 0) return false;
+        count = std::min(count, a.count);
+        return true;
+    };
+    for (int k = 0; k < 32; ++k) {
+        if (!(op_bits & (1u << k))) continue;
+        const int op = fi_op_of(k);
+        if (op < 0) return false;
+        if (k != kOpNoOp && !ok(op, 0)) return false;  // accumulate
+        if (!ok(op, FI_FETCH_ATOMIC)) return false;   // get_accumulate, fetch_and_op
+    }
+    if (cas && !ok(FI_CSWAP, FI_COMPARE_ATOMIC)) return false;
+    dt_[std::size_t(type_id)] = dt;
+    max_count_[std::size_t(type_id)] = count;
+    return true;
+}
+
+Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, int type_id, std::uint64_t toff,
+                              std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
+                              void* result) {
+    if (!native_type(type_id)) return Post::error;
+    Peer& q = peers_[std::size_t(p.rank)];
+    const auto dt = fi_datatype(dt_[std::size_t(type_id)]);
+    const int op = fi_op_of(op_id);
+    if (op < 0) return Post::error;
+    if (!result && op == FI_ATOMIC_READ) return Post::done;  // an accumulate with MPI_NO_OP
+    // MPI orders one origin's accumulates to a location (accumulate_ordering's default):
+    // where the provider does not, the previous ones complete first.
+    order_before(p.rank, kAtomic, acc_ordered_);
+    void* const ctx = reinterpret_cast<void*>((std::uintptr_t(p.rank) << 1) | 1);
+    const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
+    ssize_t rc = 0;
+    for (std::uint64_t i = 0; i < n && rc == 0;) {
+        const std::size_t k = std::size_t(std::min<std::uint64_t>(per, n - i));
+        const std::uint64_t at = i * elem_bytes, bytes = k * elem_bytes;
+        // (FI_ATOMIC_READ ignores its operand; it is given the result buffer, never null.)
+        const void* in = src ? static_cast<const unsigned char*>(src) + at : static_cast<unsigned char*>(result) + at;
+        void* out = result ? static_cast<unsigned char*>(result) + at : nullptr;
+        const void* cmp = compare ? static_cast<const unsigned char*>(compare) + at : nullptr;
+        fid_mr* mrs[3] = {};
+        void* desc[3] = {};
+        rc = reg_local(in, bytes, &mrs[0], &desc[0]);
+        if (!rc) rc = reg_local(out, bytes, &mrs[1], &desc[1]);
+        if (!rc) rc = reg_local(cmp, bytes, &mrs[2], &desc[2]);
+        const std::uint64_t addr = ofi::remote_address(q.data_base, toff + at);
+        Hold* hold = nullptr;
+        if (mrs[0] || mrs[1] || mrs[2]) {  // released by this operation's own completion
+            hold = new Hold;
+            hold->rank = p.rank;
+            for (int j = 0; j < 3; ++j) hold->mrs[j] = mrs[j];
+        }
+        void* const octx = hold ? static_cast<void*>(hold) : ctx;
+        q.issued.fetch_add(1, std::memory_order_acq_rel);
+        if (!rc)
+            rc = post_retry([&] {
+                if (cmp)
+                    return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, q.data_key,
+                                             dt, FI_CSWAP, octx);
+                if (out)
+                    return fi_fetch_atomic(ep_, in, k, desc[0], out, desc[1], q.addr, addr, q.data_key, dt, fi_op(op),
+                                           octx);
+                return fi_atomic(ep_, in, k, desc[0], q.addr, addr, q.data_key, dt, fi_op(op), octx);
+            });
+        if (rc) {
+            q.issued.fetch_sub(1, std::memory_order_acq_rel);
+            for (fid_mr* m : mrs)
+                if (m) fi_close(&m->fid);
+            delete hold;
+            break;
+        }
+        i += k;
+    }
+    if (rc) {
+        fail(int(rc), "accumulate", compare ? "fi_compare_atomic" : result ? "fi_fetch_atomic" : "fi_atomic");
+        return Post::error;
+    }
+    return Post::posted;
+}
+
+int OfiTransport::reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr) {
+    int rc = fi_mr_reg(domain_, buf, len, access, 0, key, 0, mr, nullptr);
+    if (rc) return rc;
+    if (mr_mode_ & FI_MR_ENDPOINT) {
+        if ((rc = fi_mr_bind(*mr, &ep_->fid, 0)) == 0) rc = fi_mr_enable(*mr);
+        if (rc) {
+            fi_close(&(*mr)->fid);
+            *mr = nullptr;
+        }
+    }
+    return rc;
+}
+
+int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptions& opt, const char* call) {
+    me_ = group.rank();
+    n_ = group.size();
+    prov_ = opt.provider;
+    peers_.reset(new Peer[std::size_t(n_)]);
+    my_data_ = static_cast<unsigned char*>(part.data);
+    // Everything local first; the verdict travels with the card, so a failure anywhere fails
+    // the window everywhere instead of leaving peers in the exchange.
+    struct Card {
+        int err;
+        std::uint32_t name_len;
+        std::uint64_t data_base, data_key, data_size, state_base, state_key;
+        unsigned char name[kMaxName];
+    };
+    Card card{};
+    int err = MPI_SUCCESS;
+    auto step = [&](int rc, const char* what) {
+        if (rc && !err) err = fail(rc, call, what);
+        return err == MPI_SUCCESS;
+    };
+    fi_info* hints = hints_for(opt.provider.c_str());
+    if (!hints) step(-FI_ENOMEM, "fi_allocinfo");
+    if (!err) {
+        const int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
+        if (rc == -FI_ENODATA)
+            err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
+                        "%s: ofi: no provider \"%s\" with RDM endpoints, RMA, atomics and delivery-complete "
+                        "(FASTRMA_OFI_PROVIDER; fi_info -l lists the providers)", call, prov_.c_str());
+        else step(rc, "fi_getinfo");
+    }
+    if (hints) fi_freeinfo(hints);
+    if (!err && opt.provider.empty()) {  // auto: the first hardware provider
+        fi_info* pick = nullptr;
+        for (fi_info* i = info_; i && !pick; i = i->next)
+            if (i->fabric_attr && i->fabric_attr->prov_name && !is_software(i->fabric_attr->prov_name)) pick = i;
+        fi_info* dup = pick ? fi_dupinfo(pick) : nullptr;
+        fi_freeinfo(info_);
+        info_ = dup;
+        if (!info_) err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ofi: no hardware provider", call);
+    }
+    if (!err) {
+        prov_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : prov_;
+        mr_mode_ = std::uint64_t(info_->domain_attr->mr_mode);
+        if (info_->domain_attr->mr_mode == FI_MR_BASIC) mr_mode_ = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+        mr_local_ = (mr_mode_ & FI_MR_LOCAL) || opt.force_mr_local;
+        lim_.max_msg = info_->ep_attr->max_msg_size ? std::size_t(info_->ep_attr->max_msg_size) : lim_.max_msg;
+        lim_.iov = info_->tx_attr->iov_limit ? info_->tx_attr->iov_limit : 1;
+        lim_.rma_iov = info_->tx_attr->rma_iov_limit ? info_->tx_attr->rma_iov_limit : 1;
+        const std::uint64_t order = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+        acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
+        if (info_->domain_attr->mr_key_size > 8)
+            err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ofi (%s): keys of %zu bytes (FI_MR_RAW) are not supported",
+                        call, prov_.c_str(), info_->domain_attr->mr_key_size);
+    }
+    if (!err) step(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+    if (!err) step(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+    // Lock words, PSCW counters and stripes need these five on FI_UINT64.
+    if (!err) {
+        fi_atomic_attr a{};
+        for (fi_op op : {FI_SUM, FI_ATOMIC_WRITE, FI_ATOMIC_READ, FI_BOR})
+            if (!step(fi_query_atomic(domain_, FI_UINT64, op, &a, FI_FETCH_ATOMIC), "fi_query_atomic (8-byte fetching atomics)")) break;
+        if (!err) step(fi_query_atomic(domain_, FI_UINT64, FI_CSWAP, &a, FI_COMPARE_ATOMIC), "fi_query_atomic (8-byte compare-and-swap)");
+    }
+    if (!err) {
+        fi_av_attr av{};
+        av.type = FI_AV_TABLE;
+        av.count = std::size_t(n_);
+        step(fi_av_open(domain_, &av, &av_, nullptr), "fi_av_open");
+    }
+    if (!err) {
+        fi_cq_attr cq{};
+        cq.format = FI_CQ_FORMAT_CONTEXT;
+        cq.wait_obj = FI_WAIT_NONE;
+        cq.size = info_->tx_attr->size ? info_->tx_attr->size * 2 : 1024;
+        step(fi_cq_open(domain_, &cq, &cq_, nullptr), "fi_cq_open");
+    }
+    if (!err) step(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+    if (!err) step(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind (av)");
+    if (!err) step(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (cq)");
+    if (!err) step(fi_enable(ep_), "fi_enable");
+    // Registrations: data and state for peers, the scratch area for our own atomics.
+    const bool virt = mr_mode_ & FI_MR_VIRT_ADDR, prov_key = mr_mode_ & FI_MR_PROV_KEY;
+    const std::uint64_t remote = FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE;
+    if (!err && part.data && part.data_size) {
+        if (step(reg(part.data, part.data_size, remote, kKeyData, &data_mr_), "fi_mr_reg (window data)")) {
+            card.data_base = ofi::published_base(virt, part.data);
+            card.data_key = prov_key ? fi_mr_key(data_mr_) : kKeyData;
+        }
+    }
+    card.data_size = part.data ? part.data_size : 0;
+    if (!err && step(reg(part.state, part.state_bytes, remote, kKeyState, &state_mr_), "fi_mr_reg (state words)")) {
+        card.state_base = ofi::published_base(virt, part.state);
+        card.state_key = prov_key ? fi_mr_key(state_mr_) : kKeyState;
+    }
+    if (!err) {
+        scratch_.reset(new Scratch[kScratchSlots]);
+        for (int i = kScratchSlots - 1; i >= 0; --i) scratch_free_.push_back(i);
+        step(reg(scratch_.get(), sizeof(Scratch) * kScratchSlots, FI_READ | FI_WRITE | FI_SEND | FI_RECV, kKeyScratch,
+                 &scratch_mr_), "fi_mr_reg (atomic operands)");
+    }
+    if (!err) {
+        std::size_t len = kMaxName;
+        if (step(fi_getname(&ep_->fid, card.name, &len), "fi_getname")) card.name_len = std::uint32_t(len);
+    }
+    card.err = err;
+    std::string msg = err ? last_error_message() : std::string();
+    std::vector<Card> cards(static_cast<std::size_t>(n_));
+    group.allgather(&card, sizeof card, cards.data());
+    if (err) return raise(err, "%s", msg.c_str());
+    for (int r = 0; r < n_; ++r)
+        if (cards[std::size_t(r)].err)
+            return raise(cards[std::size_t(r)].err, "%s: ofi: the transport failed at rank %d", call, r);
+    for (int r = 0; r < n_ && !err; ++r) {
+        const Card& c = cards[std::size_t(r)];
+        Peer& q = peers_[std::size_t(r)];
+        q.data_base = c.data_base;
+        q.data_key = c.data_key;
+        q.data_size = c.data_size;
+        q.state_base = c.state_base;
+        q.state_key = c.state_key;
+        const int got = fi_av_insert(av_, c.name, 1, &q.addr, 0, nullptr);
+        if (got != 1) err = fail(got < 0 ? got : -FI_EINVAL, call, "fi_av_insert");
+    }
+    msg = err ? last_error_message() : std::string();
+    int any = err;
+    std::vector<int> errs(static_cast<std::size_t>(n_));
+    group.allgather(&any, sizeof any, errs.data());
+    if (err) return raise(err, "%s", msg.c_str());
+    for (int r = 0; r < n_; ++r)
+        if (errs[std::size_t(r)]) return raise(errs[std::size_t(r)], "%s: ofi: address exchange failed at rank %d", call, r);
+    return MPI_SUCCESS;
+}
+
+OfiTransport::~OfiTransport() {
+    if (ep_) fi_close(&ep_->fid);
+    for (fid_mr* m : {data_mr_, state_mr_, scratch_mr_})
+        if (m) fi_close(&m->fid);
+    if (av_) fi_close(&av_->fid);
+    if (cq_) fi_close(&cq_->fid);
+    if (domain_) fi_close(&domain_->fid);
+    if (fabric_) fi_close(&fabric_->fid);
+    if (info_) fi_freeinfo(info_);
+}
+
+void OfiTransport::complete(void* ctx, int err, int prov_err) {
+    auto v = reinterpret_cast<std::uintptr_t>(ctx);
+    if (!(v & 1) && *static_cast<int*>(ctx) == kHoldCtx) {
+        auto* h = static_cast<Hold*>(ctx);
+        h->release();
+        v = (std::uintptr_t(h->rank) << 1) | 1;
+        delete h;
+    }
+    if (v & 1) {
+        Peer& q = peers_[std::size_t(v >> 1)];
+        if (err) {
+            int none = 0;
+            q.error.compare_exchange_strong(none, err);
+        }
+        q.completed.fetch_add(1, std::memory_order_acq_rel);
+        return;
+    }
+    auto* w = static_cast<Waiter*>(ctx);
+    w->err = err;
+    w->prov_err = prov_err;
+    w->done.store(true, std::memory_order_release);  // the last touch: the waiter may return
+}
+
+bool OfiTransport::drive() {
+    bool any = false;
+    fi_cq_entry e[16];
+    for (;;) {
+        const ssize_t got = fi_cq_read(cq_, e, 16);
+        if (got > 0) {
+            for (ssize_t i = 0; i < got; ++i) complete(e[i].op_context, 0, 0);
+            any = true;
+            continue;
+        }
+        if (got == -FI_EAVAIL) {
+            fi_cq_err_entry ee{};
+            if (fi_cq_readerr(cq_, &ee, 0) > 0) {
+                complete(ee.op_context, ee.err ? ee.err : FI_EOTHER, ee.prov_errno);
+                any = true;
+                continue;
+            }
+        }
+        break;  // -FI_EAGAIN: nothing more now
+    }
+    return any;
+}
+
+void OfiTransport::check_peer(int r) {
+    if (const int e = peers_[std::size_t(r)].error.exchange(0)) {
+        // flush() has no error path: a failed transfer is reported and the job stops, as
+        // MPI's default error handler would.
+        raise(ofi::error_class(e), "ofi (%s): an operation to rank %d failed: %s", prov_.c_str(), r, fi_strerror(e));
+        std::fprintf(stderr, "fastrma: %s\n", last_error_message().c_str());
+        std::abort();
+    }
+}
+
+void OfiTransport::wait_peer(int r) {
+    Peer& q = peers_[std::size_t(r)];
+    const std::uint64_t target = q.issued.load(std::memory_order_acquire);
+    for (unsigned spins = 0; q.completed.load(std::memory_order_acquire) < target; ++spins) {
+        if (!drive() && spins > 64) sched_yield();
+    }
+    check_peer(r);
+}
+
+Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
+    if (r == me_ && my_data_) {  // my own memory: a copy (the window's data is mapped here)
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!c[i].len) continue;
+            if (write) std::memcpy(my_data_ + c[i].offset, c[i].local, c[i].len);
+            else std::memcpy(c[i].local, my_data_ + c[i].offset, c[i].len);
+        }
+        return Post::done;
+    }
+    Peer& q = peers_[std::size_t(r)];
+    order_before(r, kRma, true);
+    void* const ctx = reinterpret_cast<void*>((std::uintptr_t(r) << 1) | 1);
+    bool posted = false;
+    ssize_t rc = 0;
+    const bool ok = ofi::plan_rma(c, n, lim_, [&](const ofi::Piece* p, std::size_t k) {
+        iovec iov[16];
+        fi_rma_iov riov[16];
+        void* desc[16] = {};
+        fid_mr* local[16] = {};
+        std::size_t bytes = 0;
+        for (std::size_t i = 0; i < k; ++i) bytes += p[i].len;
+        std::unique_ptr<unsigned char[]> bounce;
+        if (write && bytes <= kBounceMax) bounce.reset(new unsigned char[bytes]);
+        for (std::size_t i = 0, at = 0; i < k; ++i) {
+            iov[i] = iovec{p[i].local, p[i].len};
+            if (bounce) {
+                std::memcpy(bounce.get() + at, p[i].local, p[i].len);
+                iov[i].iov_base = bounce.get() + at;
+                at += p[i].len;
+            }
+            riov[i] = fi_rma_iov{ofi::remote_address(q.data_base, p[i].offset), p[i].len, q.data_key};
+            if (mr_local_) {
+                rc = reg(iov[i].iov_base, p[i].len, write ? FI_WRITE | FI_SEND : FI_READ | FI_RECV,
+                         next_key_.fetch_add(1, std::memory_order_relaxed), &local[i]);
+                if (rc) {
+                    for (std::size_t j = 0; j < i; ++j) fi_close(&local[j]->fid);
+                    return false;
+                }
+                desc[i] = fi_mr_desc(local[i]);
+            }
+        }
+        fi_msg_rma msg{};
+        msg.msg_iov = iov;
+        msg.desc = desc;
+        msg.iov_count = k;
+        msg.addr = q.addr;
+        msg.rma_iov = riov;
+        msg.rma_iov_count = k;
+        Hold* hold = nullptr;
+        if (mr_local_ || bounce) {  // released by this message's own completion
+            hold = new Hold;
+            hold->rank = r;
+            hold->bounce = std::move(bounce);
+            for (std::size_t j = 0; j < k; ++j) hold->mrs[j] = local[j];
+        }
+        msg.context = hold ? static_cast<void*>(hold) : ctx;
+        q.issued.fetch_add(1, std::memory_order_acq_rel);
+        rc = post_retry([&] {
+            return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION)
+                         : fi_readmsg(ep_, &msg, FI_COMPLETION);
+        });
+        if (rc) {
+            q.issued.fetch_sub(1, std::memory_order_acq_rel);
+            for (std::size_t j = 0; j < k; ++j)
+                if (local[j]) fi_close(&local[j]->fid);
+            delete hold;  // (its registrations were just closed: mrs not released twice)
+            return false;
+        }
+        posted = true;
+        return true;
+    });
+    if (!ok) {
+        fail(int(rc), write ? "FRMA_Put" : "FRMA_Get", mr_local_ ? "fi_writemsg/fi_readmsg (or fi_mr_reg of the origin buffer)"
+                                                              : (write ? "fi_writemsg" : "fi_readmsg"));
+        return Post::error;
+    }
+    return posted ? Post::posted : Post::done;
+}
+
+Scratch* OfiTransport::take_scratch() {
+    for (;;) {
+        {
+            std::lock_guard lk(scratch_mu_);
+            if (!scratch_free_.empty()) {
+                const int i = scratch_free_.back();
+                scratch_free_.pop_back();
+                return &scratch_[std::size_t(i)];
+            }
+        }
+        drive();
+        sched_yield();
+    }
+}
+
+void OfiTransport::give_scratch(Scratch* s) {
+    std::lock_guard lk(scratch_mu_);
+    scratch_free_.push_back(int(s - scratch_.get()));
+}
+
+std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                    std::uint64_t compare) {
+    const Peer& q = peers_[std::size_t(p.rank)];
+    Scratch* s = take_scratch();
+    s->operand = operand;
+    s->compare = compare;
+    s->result = 0;
+    void* desc = mr_local_ ? fi_mr_desc(scratch_mr_) : nullptr;
+    const std::uint64_t addr = ofi::remote_address(q.state_base, word * 8);
+    Waiter w;
+    ssize_t rc;
+    if (op == AtomicOp::compare_swap) {
+        rc = post_retry([&] {
+            return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, &s->result, desc, q.addr, addr,
+                                     q.state_key, FI_UINT64, FI_CSWAP, &w);
+        });
+    } else {
+        fi_op fop = FI_SUM;
+        switch (op) {
+        case AtomicOp::fetch_add: fop = FI_SUM; break;
+        case AtomicOp::swap: fop = FI_ATOMIC_WRITE; break;
+        case AtomicOp::load: fop = FI_ATOMIC_READ; break;
+        case AtomicOp::fetch_or: fop = FI_BOR; break;
+        case AtomicOp::compare_swap: break;
+        }
+        rc = post_retry([&] {
+            return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key, FI_UINT64,
+                                   fop, &w);
+        });
+    }
+    if (rc == 0)
+        for (unsigned spins = 0; !w.done.load(std::memory_order_acquire); ++spins)
+            if (!drive() && spins > 64) sched_yield();
+    const std::uint64_t old = s->result;
+    give_scratch(s);
+    const int e = rc ? int(rc) : w.err;
+    if (e) {
+        // Synchronization words have no error path (Transport::atomic8 returns the old value):
+        // a failed one stops the job, with the reason.
+        raise(ofi::error_class(e), "ofi (%s): 8-byte atomic on state word %zu of rank %d failed: %s", prov_.c_str(), word,
+              p.rank, fi_strerror(e < 0 ? -e : e));
+        std::fprintf(stderr, "fastrma: %s\n", last_error_message().c_str());
+        std::abort();
+    }
+    return old;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> make_ofi_transport(Bootstrap& group, const NetworkPart& part, const OfiOptions& opt,
+                                              const char* call, int* err) {
+    auto t = std::make_unique<OfiTransport>();
+    *err = t->open(group, part, opt, call);  // collective
+    if (*err) return nullptr;
+    return t;
+}
+
+bool ofi_hardware_present() {
+    static const bool present = [] {
+        fi_info* hints = hints_for(nullptr);
+        if (!hints) return false;
+        fi_info* list = nullptr;
+        bool found = false;
+        if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
+            for (fi_info* i = list; i && !found; i = i->next)
+                found = i->fabric_attr && i->fabric_attr->prov_name && !is_software(i->fabric_attr->prov_name);
+            fi_freeinfo(list);
+        }
+        fi_freeinfo(hints);
+        return found;
+    }();
+    return present;
+}
+
+}  // namespace fastrma::detail

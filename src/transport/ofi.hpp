@@ -1,0 +1,127 @@
+// ofi.hpp — the network transport: one-sided RMA and 8-byte atomics over libfabric.
+//
+// One OfiTransport per window: its own fabric, domain, address vector, completion queue
+// and FI_EP_RDM endpoint, opened at window creation and closed at free. Per window because
+// everything it registers (the window's data part, its state words, a scratch area for
+// atomic operands) lives and dies with the window, and a window's endpoint is progressed
+// by that window's poller only: nothing is shared between windows, so no lock or lifetime
+// crosses them. The price is a fabric open and (rxm) a connection per peer and window.
+//
+// Memory registration follows the provider's mr_mode: FI_MR_VIRT_ADDR (remote addresses
+// are the owner's virtual addresses, else offsets into the registration), FI_MR_PROV_KEY
+// (keys from fi_mr_key, else the fixed keys we ask for), FI_MR_ENDPOINT (registrations
+// bound to the endpoint and enabled), FI_MR_ALLOCATED (window memory is always allocated),
+// FI_MR_LOCAL (origin buffers registered per transfer, closed once the transfer completed;
+// atomic operands and results always live in the registered scratch area). Endpoint names,
+// addresses and keys travel through one Bootstrap allgather.
+//
+// put = fi_writemsg (FI_DELIVERY_COMPLETE: the completion means the data is at the target),
+// get = fi_readmsg, chunk lists cut to the provider's iov_limit / rma_iov_limit /
+// max_msg_size (plan_rma). Every such operation is counted per peer (issued) and its
+// completion too (completed, from the CQ: the context names the peer), so flush(peer) is
+// "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on the peer's
+// registered state words (FI_UINT64), waited for. -FI_EAGAIN is retried while the CQ is
+// read (which is what drives a manual-progress provider); a posting error is an MPI error
+// class with fi_strerror's text (raise()); an error completion of a synchronization atomic
+// is fatal (atomic8 has no error path).
+//
+// The target's CPU is never asked to act, but manual-progress providers (tcp, rxm's
+// emulated atomics) move data only while somebody reads the CQ: progress()/serve() do,
+// called by the window's poller, by waiting threads and by the host MPI's progress hook.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/transport.hpp"
+
+namespace fastrma::detail {
+
+class Bootstrap;
+
+// What a window exposes through its network transport.
+struct NetworkPart {
+    void* data = nullptr;          // my window memory (null: none)
+    std::uint64_t data_size = 0;
+    std::uint64_t* state = nullptr;  // my state words (lock words, PSCW, stripes)
+    std::size_t state_bytes = 0;
+};
+
+struct OfiOptions {
+    std::string provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
+    bool force_mr_local = false;           // FASTRMA_OFI_MR_LOCAL: register origin buffers
+};
+
+// Collective over group. Null and *err (an MPI error class, raised) on failure anywhere.
+std::unique_ptr<Transport> make_ofi_transport(Bootstrap& group, const NetworkPart& part,
+                                              const OfiOptions& opt, const char* call, int* err);
+
+// Whether libfabric offers an RDM provider with RMA and atomics on real hardware (not tcp,
+// sockets, udp, shm): FASTRMA_TRANSPORT=auto then sends other nodes' peers over ofi.
+// Probed once.
+bool ofi_hardware_present();
+
+namespace ofi {
+// A libfabric error (a negative or positive fi_errno) as an MPI error class.
+int error_class(int fi_err);
+
+// Provider limits that cut a chunk list into messages.
+struct Limits {
+    std::size_t max_msg = ~std::size_t(0);  // bytes of one message
+    std::size_t iov = 1;                    // local iovecs of one message
+    std::size_t rma_iov = 1;                // remote iovecs of one message
+};
+// One piece of a message: a local buffer and its offset at the peer.
+struct Piece {
+    void* local;
+    std::uint64_t offset;
+    std::size_t len;
+};
+// Cuts chunks into messages of at most min(iov, rma_iov) pieces and max_msg bytes (a chunk
+// longer than max_msg becomes several pieces; zero-length chunks are dropped) and calls
+// emit(pieces, k) for each in order; stops and returns false when emit does.
+template <class Emit>
+bool plan_rma(const Chunk* chunks, std::size_t n, const Limits& lim, Emit emit) {
+    constexpr std::size_t kMaxPieces = 16;
+    Piece msg[kMaxPieces];
+    std::size_t k = 0, bytes = 0;
+    std::size_t per = lim.iov < lim.rma_iov ? lim.iov : lim.rma_iov;
+    if (per == 0) per = 1;
+    if (per > kMaxPieces) per = kMaxPieces;
+    const std::size_t max_msg = lim.max_msg ? lim.max_msg : 1;
+    for (std::size_t i = 0; i < n; ++i) {
+        auto* local = static_cast<unsigned char*>(chunks[i].local);
+        std::uint64_t off = chunks[i].offset;
+        std::size_t left = chunks[i].len;
+        while (left) {
+            if (k == per || bytes == max_msg) {
+                if (!emit(static_cast<const Piece*>(msg), k)) return false;
+                k = 0;
+                bytes = 0;
+            }
+            const std::size_t room = max_msg - bytes;
+            const std::size_t len = left < room ? left : room;
+            msg[k++] = Piece{local, off, len};
+            bytes += len;
+            local += len;
+            off += len;
+            left -= len;
+        }
+    }
+    return k == 0 || emit(static_cast<const Piece*>(msg), k);
+}
+
+// The address a peer's operation names: its registration's published base (its virtual
+// address under FI_MR_VIRT_ADDR, else 0) plus the offset.
+inline std::uint64_t remote_address(std::uint64_t published_base, std::uint64_t offset) {
+    return published_base + offset;
+}
+// What a registration publishes as its base: the virtual address, or 0 (offsets).
+inline std::uint64_t published_base(bool virt_addr, const void* buf) {
+    return virt_addr ? reinterpret_cast<std::uint64_t>(buf) : 0;
+}
+}  // namespace ofi
+
+}  // namespace fastrma::detail
