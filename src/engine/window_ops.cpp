@@ -75,8 +75,8 @@ int Window::complete_request(int r) {
     return MPI_SUCCESS;
 }
 
-int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
-                        const void* src, const void* cmp, void* res) {
+int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
+                        const void* cmp, void* res) {
     const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
     if (!ti) return MPI_ERR_TYPE;
     const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
@@ -88,8 +88,10 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
         // syscalls an accumulate or compare_and_swap).
         const IssueContext ctx{node_transport(), peer(rank_), false, eng_.config().acc_stripes};
         unsigned char* at = dynamic ? reinterpret_cast<unsigned char*>(toff) : nullptr;
-        if (kind == int(RmaKind::cas)) compare_and_swap_locked_in_place(ctx, *ti, toff, src, cmp, res, at);
-        else accumulate_locked_in_place(ctx, op_handle(OpKind(op_id)), *ti, toff, src, count, res, at);
+        if (kind == int(RmaKind::cas))
+            compare_and_swap_locked_in_place(ctx, *ti, toff, src, cmp, res, at);
+        else
+            accumulate_locked_in_place(ctx, op_handle(OpKind(op_id)), *ti, toff, src, count, res, at);
         return MPI_SUCCESS;
     }
     Op op;
@@ -109,7 +111,6 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
     return issue_op(IssueContext{node_transport(), peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
 }
 
-
 namespace {
 int layout_of(const char* call, const char* what, MPI_Datatype t, std::shared_ptr<const Layout>* out) {
     std::string why;
@@ -122,8 +123,8 @@ int layout_of(const char* call, const char* what, MPI_Datatype t, std::shared_pt
 int Window::validate(const OpRequest& rq, Op* op) const {
     const char* call = rq.call;
     if (rq.origin_count < 0 || rq.target_count < 0 || rq.result_count < 0)
-        return raise(MPI_ERR_COUNT, "%s: negative count (origin %d, target %d, result %d)", call,
-                     rq.origin_count, rq.target_count, rq.result_count);
+        return raise(MPI_ERR_COUNT, "%s: negative count (origin %d, target %d, result %d)", call, rq.origin_count,
+                     rq.target_count, rq.result_count);
     op->kind = rq.kind;
     op->op = rq.op;
     op->origin = rq.origin;
@@ -144,10 +145,10 @@ int Window::validate(const OpRequest& rq, Op* op) const {
             return raise(MPI_ERR_TYPE, "%s: %s", call, why.c_str());
         // Where each side is built from one basic type, the types must be the same (type
         // signatures match); MPI_BYTE is accepted against anything, as codes rely on it.
-        if (const TypeInfo *ob = op->olay->basic(), *tb = tl.basic();
+        if (const TypeInfo* ob = op->olay->basic(), *tb = tl.basic();
             ob && tb && ob != tb && ob->type != MPI_BYTE && tb->type != MPI_BYTE)
-            return raise(MPI_ERR_TYPE, "%s: origin (%s) and target (%s) type signatures differ",
-                         call, ob->name, tb->name);
+            return raise(MPI_ERR_TYPE, "%s: origin (%s) and target (%s) type signatures differ", call, ob->name,
+                         tb->name);
         if (rq.kind == RmaKind::get) op->result = const_cast<void*>(rq.origin);
         break;
     case RmaKind::acc:
@@ -203,8 +204,7 @@ int Window::validate(const OpRequest& rq, Op* op) const {
         if (rq.kind != RmaKind::put && rq.kind != RmaKind::acc && rq.kind != RmaKind::get &&
             null_buffer(op->result, op->rlay))
             return raise(MPI_ERR_ARG, "%s: result buffer is NULL", call);
-        if (rq.kind == RmaKind::cas && !rq.compare)
-            return raise(MPI_ERR_ARG, "%s: compare buffer is NULL", call);
+        if (rq.kind == RmaKind::cas && !rq.compare) return raise(MPI_ERR_ARG, "%s: compare buffer is NULL", call);
     }
 
     // Displacement: nothing may be written outside the target's part of the window.
@@ -218,21 +218,16 @@ int Window::validate(const OpRequest& rq, Op* op) const {
     const __int128 off = __int128(rq.target_disp) * du;
     if (op->bytes > 0 && (off + lo < 0 || off + hi > __int128(pr.size)))
         return raise(MPI_ERR_RMA_RANGE,
-                     "%s: target_disp %ld x disp_unit %d + %llu x %s touches bytes [%lld, %lld), outside rank %d's window of %llu bytes",
-                     call, long(rq.target_disp), du, static_cast<unsigned long long>(op->tcount),
-                     tl.description(), static_cast<long long>(off + lo), static_cast<long long>(off + hi),
-                     rq.target_rank, static_cast<unsigned long long>(pr.size));
+                     "%s: target_disp %ld x disp_unit %d + %llu x %s touches bytes [%lld, %lld), outside rank %d's "
+                     "window of %llu bytes",
+                     call, long(rq.target_disp), du, static_cast<unsigned long long>(op->tcount), tl.description(),
+                     static_cast<long long>(off + lo), static_cast<long long>(off + hi), rq.target_rank,
+                     static_cast<unsigned long long>(pr.size));
     op->offset = std::uint64_t(off);
     return MPI_SUCCESS;
 }
 
-
-int Window::issue(int rank, const Op& op) {
-    return issue_op(ctx(rank), op);
-}
-
-
-
+int Window::issue(int rank, const Op& op) { return issue_op(ctx(rank), op); }
 
 int Window::post(const OpRequest& rq, Completion* done) {
     if (int rc = check_target_rank(rq.call, rq.target_rank, nprocs_)) return rc;
@@ -245,7 +240,9 @@ int Window::post(const OpRequest& rq, Completion* done) {
     const int r = rq.target_rank;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC)
         if (desc.bytes > 0)
-            if (int rc = dynamic_offset(rq.call, r, desc.offset + std::uint64_t(desc.lo), std::uint64_t(desc.hi - desc.lo))) return rc;
+            if (int rc =
+                    dynamic_offset(rq.call, r, desc.offset + std::uint64_t(desc.lo), std::uint64_t(desc.hi - desc.lo)))
+                return rc;
     if (desc.kind != RmaKind::put && desc.kind != RmaKind::get) acc_order();
     return epochs_.submit(rq.call, r, desc, done, requests_polled_);
 }

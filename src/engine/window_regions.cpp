@@ -25,8 +25,8 @@ void Window::read_words(int r, std::size_t word, std::size_t count, std::uint64_
 // was detached (and whose memory may be reused) is never written.
 int Window::dynamic_offset(const char* call, int r, std::uint64_t addr, std::uint64_t bytes) {
     if (bytes == 0 || dynamic_contains(r, addr, bytes)) return MPI_SUCCESS;
-    return raise(MPI_ERR_RMA_RANGE, "%s: address %#llx + %llu bytes is not inside a region rank %d has attached",
-                 call, static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), r);
+    return raise(MPI_ERR_RMA_RANGE, "%s: address %#llx + %llu bytes is not inside a region rank %d has attached", call,
+                 static_cast<unsigned long long>(addr), static_cast<unsigned long long>(bytes), r);
 }
 
 namespace {
@@ -60,14 +60,21 @@ bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_
     for (unsigned spins = 0;; ++spins) {
         const std::uint64_t v1 = __atomic_load_n(&table[0], __ATOMIC_ACQUIRE);
         if (v1 & 1) {  // attach/detach under way (the owner may be descheduled in it)
-            if (spins > 64) sched_yield(); else __builtin_ia32_pause();
+            if (spins > 64)
+                sched_yield();
+            else
+                __builtin_ia32_pause();
             continue;
         }
         const std::uint64_t count = std::min<std::uint64_t>(__atomic_load_n(&table[1], __ATOMIC_ACQUIRE), capacity);
-        const bool found = regions_cover(count, [&](std::uint64_t i) {
-            return std::pair<std::uint64_t, std::uint64_t>{__atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
-                                                           __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
-        }, addr, bytes);
+        const bool found = regions_cover(
+            count,
+            [&](std::uint64_t i) {
+                return std::pair<std::uint64_t, std::uint64_t>{
+                    __atomic_load_n(&table[kDynHeaderWords + 2 * i], __ATOMIC_RELAXED),
+                    __atomic_load_n(&table[kDynHeaderWords + 2 * i + 1], __ATOMIC_RELAXED)};
+            },
+            addr, bytes);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&table[0], __ATOMIC_RELAXED) == v1) return found;
     }
@@ -77,13 +84,17 @@ bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_
 bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     // A peer of this node: its table is mapped here, read in place (no cache, no lock:
     // threads posting to a dynamic window do not serialize here).
-    if (!remote_peer(r)) return table_covers((r == rank_ ? my_state_ : state_of(r)) + dyn_word0_, dyn_capacity_, addr, bytes);
+    if (!remote_peer(r))
+        return table_covers((r == rank_ ? my_state_ : state_of(r)) + dyn_word0_, dyn_capacity_, addr, bytes);
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];
     auto inside = [&] {
-        return regions_cover(c.regions.size(), [&](std::uint64_t i) {
-            return std::pair<std::uint64_t, std::uint64_t>{c.regions[i].base, c.regions[i].size};
-        }, addr, bytes);
+        return regions_cover(
+            c.regions.size(),
+            [&](std::uint64_t i) {
+                return std::pair<std::uint64_t, std::uint64_t>{c.regions[i].base, c.regions[i].size};
+            },
+            addr, bytes);
     };
     // Over am, reading the version is a round trip: a hit in the cached table goes, and the
     // target checks again when the request arrives (LocalTarget::attached; a refusal is
@@ -94,7 +105,10 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
         read_words(r, dyn_word0_, kDynHeaderWords, hdr);
         const std::uint64_t v1 = hdr[0];
         if (v1 == c.version) break;
-        if (v1 & 1) { sched_yield(); continue; }  // the owner is changing it
+        if (v1 & 1) {
+            sched_yield();
+            continue;
+        }  // the owner is changing it
         const std::uint64_t count = std::min<std::uint64_t>(hdr[1], dyn_capacity_);
         std::vector<std::uint64_t> words(2 * count);
         if (count) read_words(r, dyn_word0_ + kDynHeaderWords, 2 * count, words.data());
@@ -169,7 +183,8 @@ int Window::attach(void* base, MPI_Aint size) {
                          static_cast<unsigned long long>(b), long(size));
     }
     if (count >= dyn_capacity_)
-        return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_attach: %zu regions are attached already (FASTRMA_DYN_REGIONS)", dyn_capacity_);
+        return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_attach: %zu regions are attached already (FASTRMA_DYN_REGIONS)",
+                     dyn_capacity_);
     __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);  // odd: changing
     __atomic_store_n(&table[kDynHeaderWords + 2 * count], b, __ATOMIC_RELAXED);
     __atomic_store_n(&table[kDynHeaderWords + 2 * count + 1], std::uint64_t(size), __ATOMIC_RELAXED);
@@ -190,8 +205,10 @@ int Window::detach(const void* base) {
         for (std::uint64_t i = 0; i < count && !found; ++i) {
             if (table[kDynHeaderWords + 2 * i] != b) continue;
             __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
-            __atomic_store_n(&table[kDynHeaderWords + 2 * i], table[kDynHeaderWords + 2 * (count - 1)], __ATOMIC_RELAXED);
-            __atomic_store_n(&table[kDynHeaderWords + 2 * i + 1], table[kDynHeaderWords + 2 * (count - 1) + 1], __ATOMIC_RELAXED);
+            __atomic_store_n(&table[kDynHeaderWords + 2 * i], table[kDynHeaderWords + 2 * (count - 1)],
+                             __ATOMIC_RELAXED);
+            __atomic_store_n(&table[kDynHeaderWords + 2 * i + 1], table[kDynHeaderWords + 2 * (count - 1) + 1],
+                             __ATOMIC_RELAXED);
             __atomic_store_n(&table[1], count - 1, __ATOMIC_RELEASE);
             __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);
             found = true;

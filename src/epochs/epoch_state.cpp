@@ -9,13 +9,18 @@ namespace fastrma::detail {
 
 const char* mode_name(AccessMode m) {
     switch (m) {
-    case AccessMode::none: return "no epoch";
-    case AccessMode::per_target: return "a lock epoch";
+    case AccessMode::none:
+        return "no epoch";
+    case AccessMode::per_target:
+        return "a lock epoch";
     case AccessMode::lock_all_called:
-    case AccessMode::lock_all_granted: return "a lock_all epoch";
+    case AccessMode::lock_all_granted:
+        return "a lock_all epoch";
     case AccessMode::fence_called:
-    case AccessMode::fence_active: return "a fence epoch";
-    case AccessMode::pscw: return "a start (PSCW) epoch";
+    case AccessMode::fence_active:
+        return "a fence epoch";
+    case AccessMode::pscw:
+        return "a start (PSCW) epoch";
     }
     return "?";
 }
@@ -28,7 +33,8 @@ struct Why {
     const char* wrong_exposure;
 };
 constexpr Why kWhy[] = {
-    {"another kind of epoch is open on this window", "a PSCW exposure epoch (FRMA_Win_post) is open; call FRMA_Win_wait first"},
+    {"another kind of epoch is open on this window",
+     "a PSCW exposure epoch (FRMA_Win_post) is open; call FRMA_Win_wait first"},
     {"a fence epoch with operations is open", "an exposure epoch is already open (FRMA_Win_wait/test first)"},
     {"another access epoch is open on this window", nullptr},
     {"no FRMA_Win_start epoch is open", nullptr},

@@ -14,14 +14,23 @@
 
 namespace fastrma::detail {
 
-enum class AccessMode : int {
-    none, per_target, lock_all_called, lock_all_granted, fence_called, fence_active, pscw
-};
+enum class AccessMode : int { none, per_target, lock_all_called, lock_all_granted, fence_called, fence_active, pscw };
 constexpr int kAccessModes = 7;
 
 // The synchronization calls (and "op": any communication call) that the table rules.
 enum class SyncCall : std::uint8_t {
-    fence, post, start, complete, wait, lock, unlock, lock_all, unlock_all, flush, op, free
+    fence,
+    post,
+    start,
+    complete,
+    wait,
+    lock,
+    unlock,
+    lock_all,
+    unlock_all,
+    flush,
+    op,
+    free
 };
 
 // "a lock epoch", "a fence epoch", ... for messages.

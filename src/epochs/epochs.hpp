@@ -90,7 +90,7 @@ public:
 
 private:
     struct WaitPace {
-        SpinWait spin;      // the spin phase
+        SpinWait spin;  // the spin phase
         unsigned step = 0;  // yields, then sleeps, since the spin phase ended
     };
     void backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
@@ -106,18 +106,18 @@ private:
     int sync_failure(SyncCall call, const char* name, AccessMode m, bool exposed) const;
 
     // Locks (lock.cpp). The caller holds the target's slot mutex unless said otherwise.
-    bool try_lock(Target* t);          // one attempt at t's lock words
-    bool try_lock_all_once();          // one attempt at lock_all
+    bool try_lock(Target* t);  // one attempt at t's lock words
+    bool try_lock_all_once();  // one attempt at lock_all
     bool try_acquire(Target* t);
     void release(Target* t);
-    int ensure_lock_all();             // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
+    int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
 
     // Flush (flush.cpp): completion of everything issued to rank; unlock's core.
     int wait_target(int rank, SyncFlag flag, bool remove);
 
     // The queue (queue.cpp).
-    int drain(Target* t);              // issue queued ops of a granted target
-    Op* alloc_op();                    // may collect garbage; never holds a slot mutex
+    int drain(Target* t);  // issue queued ops of a granted target
+    Op* alloc_op();  // may collect garbage; never holds a slot mutex
     bool collect_garbage();
     int check_epoch_for_op(const char* call, int rank, AccessMode* m);
     void count_op(RmaKind k);
@@ -143,7 +143,7 @@ private:
     SlotTable slots_;
     Pool<Op> op_pool_;
     Pool<Target> target_pool_;
-    std::atomic<std::size_t> queued_{0};   // ops waiting in Target queues
+    std::atomic<std::size_t> queued_{0};  // ops waiting in Target queues
     std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
 };
 

@@ -11,13 +11,15 @@ namespace fastrma::detail {
 int Epochs::fence(int assert_) {
     constexpr int kAllowed = MPI_MODE_NOSTORE | MPI_MODE_NOPUT | MPI_MODE_NOPRECEDE | MPI_MODE_NOSUCCEED;
     if (assert_ & ~kAllowed)
-        return raise(MPI_ERR_ASSERT, "FRMA_Win_fence: assert %#x has bits other than NOSTORE, NOPUT, NOPRECEDE, NOSUCCEED", assert_);
+        return raise(MPI_ERR_ASSERT,
+                     "FRMA_Win_fence: assert %#x has bits other than NOSTORE, NOPUT, NOPRECEDE, NOSUCCEED", assert_);
     {
         std::lock_guard lk(epoch_mu_);
         const AccessMode m = mode_.load();
         if (int rc = sync_error(SyncCall::fence, "FRMA_Win_fence", m, exposed_)) return rc;
         if (m == AccessMode::fence_active && (assert_ & MPI_MODE_NOPRECEDE))
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_fence: MPI_MODE_NOPRECEDE, but this process issued operations since the last fence");
+            return raise(MPI_ERR_RMA_SYNC,
+                         "FRMA_Win_fence: MPI_MODE_NOPRECEDE, but this process issued operations since the last fence");
     }
     // Complete what this process left in flight beside the transports, then the group's
     // fence_sync: when it returns, every process's operations of the closing epoch are

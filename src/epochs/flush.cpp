@@ -42,8 +42,10 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove) {
         // one, comes after all of them were applied (lock + put + unlock: one message each
         // way). MPI_Win_flush_local asks only for local completion.
         const bool release_covers = remove && t->acquired && tp(rank).caps(peer(rank)).ordered;
-        if (flag == SyncFlag::flush_local) tp(rank).flush_local(peer(rank));
-        else if (!release_covers) tp(rank).flush(peer(rank));
+        if (flag == SyncFlag::flush_local)
+            tp(rank).flush_local(peer(rank));
+        else if (!release_covers)
+            tp(rank).flush(peer(rank));
         if (int e = h_.complete_deferred(); e && !rc) rc = e;  // direct ops of the epoch
         if (remove) {
             release(t);
@@ -70,7 +72,8 @@ int Epochs::flush(int rank, bool local) {
         return ensure_lock_all();
     case AccessMode::per_target:
         return wait_target(rank, local ? SyncFlag::flush_local : SyncFlag::flush, false);
-    default: break;
+    default:
+        break;
     }
     return sync_error(SyncCall::flush, call, mode_.load(), false);
 }
@@ -102,7 +105,8 @@ int Epochs::flush_all(bool local) {
         }
         return rc;
     }
-    default: break;
+    default:
+        break;
     }
     return sync_error(SyncCall::flush, call, mode_.load(), false);
 }

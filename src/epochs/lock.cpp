@@ -34,8 +34,10 @@ bool Epochs::try_acquire(Target* t) {
 void Epochs::release(Target* t) {
     if (!t->acquired) return;
     Transport& tp = this->tp(t->rank);
-    if (t->lock_type == MPI_LOCK_SHARED) lockproto::unlock_shared(tp, peer(t->rank));
-    else lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
+    if (t->lock_type == MPI_LOCK_SHARED)
+        lockproto::unlock_shared(tp, peer(t->rank));
+    else
+        lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
     t->acquired = false;
     // A request parked at my target side for this lock may take it now: progress retries.
     if (t->rank == rank_ && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();
@@ -45,7 +47,8 @@ void Epochs::release(Target* t) {
 
 int Epochs::lock(int lock_type, int rank, int assert_) {
     if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
-        return raise(MPI_ERR_LOCKTYPE, "FRMA_Win_lock: lock_type %d is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE", lock_type);
+        return raise(MPI_ERR_LOCKTYPE, "FRMA_Win_lock: lock_type %d is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE",
+                     lock_type);
     if (int rc = check_target_rank("FRMA_Win_lock", rank, nprocs_)) return rc;
     if (assert_ & ~MPI_MODE_NOCHECK)
         return raise(MPI_ERR_ASSERT, "FRMA_Win_lock: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
@@ -54,15 +57,16 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
     {
         std::lock_guard lk(epoch_mu_);
         if (int rc = sync_error(SyncCall::lock, "FRMA_Win_lock", mode_.load(), exposed_)) return rc;
-        if (no_locks_)
-            return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: the window was created with info no_locks=true");
+        if (no_locks_) return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: the window was created with info no_locks=true");
         Slot& s = slots_.slot_of(rank);
         std::lock_guard sl(s.mu);
         if (slots_.find(rank))
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process", rank);
         t = target_pool_.get();
         if (!t)
-            return raise(MPI_ERR_NO_MEM, "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
+            return raise(MPI_ERR_NO_MEM,
+                         "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise "
+                         "FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
                          rank, cfg_.win_target_pool, cfg_.target_pool);
         t->rank = rank;
         t->lock_type = lock_type;
@@ -78,10 +82,12 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
     // A lock on ourselves must be granted on return: MPI lets us load and store under it.
     if (rank == rank_) {
         Slot& s = slots_.slot_of(rank);
-        wait_until([&] {
-            std::lock_guard sl(s.mu);
-            return try_acquire(t);
-        }, rank, lock_type != MPI_LOCK_SHARED);
+        wait_until(
+            [&] {
+                std::lock_guard sl(s.mu);
+                return try_acquire(t);
+            },
+            rank, lock_type != MPI_LOCK_SHARED);
         return MPI_SUCCESS;
     }
     // Remote: return LOCK_CALLED; the progress thread retries and issues queued ops.
@@ -105,8 +111,7 @@ int Epochs::lock_all(int assert_) {
         return raise(MPI_ERR_ASSERT, "FRMA_Win_lock_all: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
     std::lock_guard lk(epoch_mu_);
     if (int rc = sync_error(SyncCall::lock_all, "FRMA_Win_lock_all", mode_.load(), false)) return rc;
-    if (no_locks_)
-        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: the window was created with info no_locks=true");
+    if (no_locks_) return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: the window was created with info no_locks=true");
     lock_all_assert_ = assert_;
     if (assert_ & MPI_MODE_NOCHECK) {
         lock_all_acquired_ = false;
@@ -126,22 +131,24 @@ int Epochs::lock_all(int assert_) {
 
 int Epochs::ensure_lock_all() {
     int rc = MPI_SUCCESS;
-    wait_until([&] {
-        std::lock_guard lk(epoch_mu_);
-        const AccessMode m = mode_.load();
-        if (m == AccessMode::lock_all_granted) return true;
-        if (m != AccessMode::lock_all_called) {
-            rc = MPI_ERR_RMA_SYNC;
-            return true;
-        }
-        if (try_lock_all_once()) {
-            lock_all_acquired_ = true;
-            mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-            return true;
-        }
-        bump(Stat::lock_retries);
-        return false;
-    }, 0, false);
+    wait_until(
+        [&] {
+            std::lock_guard lk(epoch_mu_);
+            const AccessMode m = mode_.load();
+            if (m == AccessMode::lock_all_granted) return true;
+            if (m != AccessMode::lock_all_called) {
+                rc = MPI_ERR_RMA_SYNC;
+                return true;
+            }
+            if (try_lock_all_once()) {
+                lock_all_acquired_ = true;
+                mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
+                return true;
+            }
+            bump(Stat::lock_retries);
+            return false;
+        },
+        0, false);
     return rc;
 }
 

@@ -24,7 +24,8 @@ int check_arguments(const char* call, int assert_, int allowed, const char* allo
         return raise(MPI_ERR_ASSERT, "%s: assert %#x has bits other than %s", call, assert_, allowed_names);
     for (int g : group)
         if (g < 0 || g >= nprocs)
-            return raise(MPI_ERR_GROUP, "%s: the group holds a process (%d) that is not in the window's group", call, g);
+            return raise(MPI_ERR_GROUP, "%s: the group holds a process (%d) that is not in the window's group", call,
+                         g);
     return MPI_SUCCESS;
 }
 }  // namespace
@@ -45,8 +46,10 @@ int Epochs::post(const std::vector<int>& group, int assert_) {
     if (!(assert_ & MPI_MODE_NOCHECK))
         for (int g : group) {
             const PeerRegion p = peer(g);
-            if (tp(g).caps(p).gates_access) tp(g).open_gate(p);
-            else tp(g).notify8(p, kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or, 1ull << (rank_ % 64));
+            if (tp(g).caps(p).gates_access)
+                tp(g).open_gate(p);
+            else
+                tp(g).notify8(p, kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or, 1ull << (rank_ % 64));
         }
     return MPI_SUCCESS;
 }

@@ -49,7 +49,10 @@ bool Epochs::collect_garbage() {
         Slot& s = slots_.slot_at(i);
         std::lock_guard sl(s.mu);
         for (Target* t = s.head; t; t = t->next)
-            if (t->npending > most) { most = t->npending; victim = t->rank; }
+            if (t->npending > most) {
+                most = t->npending;
+                victim = t->rank;
+            }
     }
     if (victim < 0) return false;
     // A local flush of the victim: wait for its lock (helping progress) and issue its queue.
@@ -75,8 +78,10 @@ bool Epochs::collect_garbage() {
 int Epochs::check_epoch_for_op(const char* call, int r, AccessMode* m) {
     *m = mode_.load(std::memory_order_acquire);
     if (*m == AccessMode::lock_all_called) {
-        if (ensure_lock_all() == MPI_SUCCESS) *m = AccessMode::lock_all_granted;
-        else *m = mode_.load(std::memory_order_acquire);
+        if (ensure_lock_all() == MPI_SUCCESS)
+            *m = AccessMode::lock_all_granted;
+        else
+            *m = mode_.load(std::memory_order_acquire);
     }
     if (*m == AccessMode::fence_called) {
         AccessMode expected = AccessMode::fence_called;
@@ -100,7 +105,8 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done, bo
     AccessMode m;
     if (int rc = check_epoch_for_op(call, r, &m)) return rc;
     if (done && m != AccessMode::per_target && m != AccessMode::lock_all_granted)
-        return raise(MPI_ERR_RMA_SYNC, "%s: request-based operations need a passive-target epoch (lock or lock_all)", call);
+        return raise(MPI_ERR_RMA_SYNC, "%s: request-based operations need a passive-target epoch (lock or lock_all)",
+                     call);
     if (m != AccessMode::per_target) {
         count_op(desc.kind);
         if (desc.bytes == 0) {

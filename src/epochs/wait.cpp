@@ -105,8 +105,8 @@ Poll Epochs::poll() {
             if (t->state != AccessState::lock_granted) {
                 if (now < t->next_try_ns && !kicked) continue;
                 if (!try_acquire(t)) {
-                    t->backoff_us = std::min<std::uint32_t>(t->backoff_us ? t->backoff_us * 2 : 1,
-                                                            std::uint32_t(cfg_.poll_max_us));
+                    t->backoff_us =
+                        std::min<std::uint32_t>(t->backoff_us ? t->backoff_us * 2 : 1, std::uint32_t(cfg_.poll_max_us));
                     t->next_try_ns = now + std::uint64_t(t->backoff_us) * 1000;
                     if (t->backoff_us >= 16) {  // about to sleep on it: have the releaser ring
                         h_.register_lock_wait(t->rank);
@@ -123,8 +123,8 @@ Poll Epochs::poll() {
         }
     }
     if (did) return Poll::busy;
-    return (waiting_targets_.load() || queued_.load() ||
-            mode_.load() == AccessMode::lock_all_called) ? Poll::waiting : Poll::idle;
+    return (waiting_targets_.load() || queued_.load() || mode_.load() == AccessMode::lock_all_called) ? Poll::waiting
+                                                                                                      : Poll::idle;
 }
 
 }  // namespace fastrma::detail

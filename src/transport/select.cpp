@@ -14,12 +14,14 @@ int select_medium(const std::string& want, const NodeTopology& topo, int rank, b
     const int me = topo.local_ranks[std::size_t(topo.my_local_index)];
     const bool same_node = topo.node_of[std::size_t(rank)] == topo.node_of[std::size_t(me)];
     if (want != "auto" && want != "shm" && want != "am" && want != "ofi")
-        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am, ofi)", want.c_str());
+        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am, ofi)",
+                     want.c_str());
     *out = Medium::node;
     if (rank == me) return MPI_SUCCESS;  // my own memory: always direct
     const bool own_node = want == "am" || want == "ofi";  // each rank as its own node
     if (same_node && (!own_node || load_store)) return MPI_SUCCESS;
-    if (load_store) return raise(MPI_ERR_RMA_SHARED, "rank %d is on another node: a shared window needs load/store", rank);
+    if (load_store)
+        return raise(MPI_ERR_RMA_SHARED, "rank %d is on another node: a shared window needs load/store", rank);
     if (want == "shm")
         return raise(MPI_ERR_UNSUPPORTED_OPERATION, "rank %d is on another node and FASTRMA_TRANSPORT=shm", rank);
     const bool network = want == "ofi" || (want == "auto" && ofi_hardware_present());
@@ -34,7 +36,8 @@ int message_transport_usable(Bootstrap& group, const char* call) {
     PMPI_Query_thread(&level);
     if (level < MPI_THREAD_MULTIPLE)
         return raise(MPI_ERR_UNSUPPORTED_OPERATION,
-                     "%s: the am transport (FASTRMA_TRANSPORT=am or peers on other nodes) needs the host MPI at MPI_THREAD_MULTIPLE (initialised at level %d)",
+                     "%s: the am transport (FASTRMA_TRANSPORT=am or peers on other nodes) needs the host MPI at "
+                     "MPI_THREAD_MULTIPLE (initialised at level %d)",
                      call, level);
     if (group.mpi_comm() == MPI_COMM_NULL)
         return raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: the am transport needs an MPI communicator", call);

@@ -17,7 +17,7 @@
 namespace fastrma::detail {
 
 enum class Medium : std::uint8_t {
-    node,     // shared memory: mappings, cross-memory attach, CPU atomics on shared state
+    node,  // shared memory: mappings, cross-memory attach, CPU atomics on shared state
     message,  // MPI active messages, served by the target's CPU
     network,  // libfabric RMA and atomics (ofi), no target CPU (but progress, see ofi.hpp)
 };

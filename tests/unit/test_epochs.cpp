@@ -34,14 +34,18 @@ using namespace fastrma::detail;
 namespace {
 
 constexpr std::size_t kWords = 8192;  // each rank's state words (locks, PSCW, bitmaps)
-constexpr std::size_t kData = 4096;   // each rank's window data
+constexpr std::size_t kData = 4096;  // each rank's window data
 
 // The memory of every rank, and the delivery of what is in flight between them.
 class FakeWorld {
 public:
     FakeWorld(int n, unsigned seed, unsigned max_delay_us)
-        : n_(n), max_delay_us_(max_delay_us), words_(std::size_t(n) * kWords, 0), data_(std::size_t(n) * kData, 0),
-          rng_(seed), pending_(std::size_t(n)) {
+        : n_(n),
+          max_delay_us_(max_delay_us),
+          words_(std::size_t(n) * kWords, 0),
+          data_(std::size_t(n) * kData, 0),
+          rng_(seed),
+          pending_(std::size_t(n)) {
         deliverer_ = std::thread([this] { deliver_loop(); });
     }
     ~FakeWorld() {
@@ -127,7 +131,8 @@ public:
             std::vector<unsigned char> bytes(static_cast<const unsigned char*>(c[i].local),
                                              static_cast<const unsigned char*>(c[i].local) + c[i].len);
             unsigned char* dst = w_.data(p.rank) + c[i].offset;
-            w_.post(me_, p.rank, [dst, bytes] { std::memcpy(dst, bytes.data(), bytes.size()); }, delay());
+            w_.post(
+                me_, p.rank, [dst, bytes] { std::memcpy(dst, bytes.data(), bytes.size()); }, delay());
         }
         return Post::posted;
     }
@@ -136,7 +141,8 @@ public:
             unsigned char* src = w_.data(p.rank) + c[i].offset;
             auto* dst = static_cast<unsigned char*>(c[i].local);
             const std::size_t len = c[i].len;
-            w_.post(me_, p.rank, [dst, src, len] { std::memcpy(dst, src, len); }, delay());
+            w_.post(
+                me_, p.rank, [dst, src, len] { std::memcpy(dst, src, len); }, delay());
         }
         return Post::posted;
     }
@@ -147,7 +153,8 @@ public:
     }
     void notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override {
         std::uint64_t* at = w_.words(p.rank) + word;
-        w_.post(me_, p.rank, [at, op, operand] { apply_atomic8(at, op, operand, 0); }, delay());
+        w_.post(
+            me_, p.rank, [at, op, operand] { apply_atomic8(at, op, operand, 0); }, delay());
     }
     void flush(const PeerRegion& p) override { w_.drain(me_, p.rank); }
     void flush_all() override { w_.drain(me_, -1); }
@@ -158,8 +165,10 @@ private:
         return std::uniform_int_distribution<unsigned>(0, w_.max_delay_us())(rng_);
     }
     static void pause(unsigned us) {
-        if (us < 5) std::this_thread::yield();
-        else std::this_thread::sleep_for(std::chrono::microseconds(us));
+        if (us < 5)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(us));
     }
     FakeWorld& w_;
     const int me_;
@@ -264,17 +273,20 @@ class EpochsFake : public ::testing::TestWithParam<unsigned> {};
 TEST_P(EpochsFake, ExclusiveLocksSerializeReadModifyWrite) {
     const int n = 4, iters = 25;
     std::int64_t total = -1;
-    run_ranks(n, GetParam(), 40, [&](int, Epochs& e, FakeHost&, FakeWorld&) {
-        for (int i = 0; i < iters; ++i) {
-            ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 1, 0));
-            std::int64_t v = -1;
-            ASSERT_EQ(MPI_SUCCESS, e.submit("get", 1, get_op(&v, 0, 8), nullptr, false));
-            ASSERT_EQ(MPI_SUCCESS, e.flush(1, false));
-            ++v;
-            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 1, put_op(&v, 0, 8), nullptr, false));
-            ASSERT_EQ(MPI_SUCCESS, e.unlock(1));
-        }
-    }, [&](FakeWorld& w) { total = load64(w, 1, 0); });
+    run_ranks(
+        n, GetParam(), 40,
+        [&](int, Epochs& e, FakeHost&, FakeWorld&) {
+            for (int i = 0; i < iters; ++i) {
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 1, 0));
+                std::int64_t v = -1;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("get", 1, get_op(&v, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.flush(1, false));
+                ++v;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 1, put_op(&v, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(1));
+            }
+        },
+        [&](FakeWorld& w) { total = load64(w, 1, 0); });
     EXPECT_EQ(total, std::int64_t(n) * iters);
 }
 
@@ -283,34 +295,37 @@ TEST_P(EpochsFake, ExclusiveLocksSerializeReadModifyWrite) {
 TEST_P(EpochsFake, OpsQueueBehindAnUngrantedLockAndLandAfterTheHoldersWrites) {
     std::atomic<int> stage{0};
     std::int64_t final0 = -1, final1 = -1;
-    run_ranks(3, GetParam(), 30, [&](int r, Epochs& e, FakeHost& host, FakeWorld&) {
-        if (r == 1) {  // the holder
-            ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));
-            stage.store(1);
-            while (stage.load() < 2) std::this_thread::yield();
-            std::int64_t a = 11, b = 12;
-            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&a, 0, 8), nullptr, false));
-            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&b, 8, 8), nullptr, false));
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            ASSERT_EQ(MPI_SUCCESS, e.unlock(0));
-        } else if (r == 2) {  // the waiter
-            while (stage.load() < 1) std::this_thread::yield();
-            ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));  // not granted: returns
-            EXPECT_EQ(e.mode(), AccessMode::per_target);
-            std::int64_t c = 21;
-            ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&c, 8, 8), nullptr, false));
-            EXPECT_EQ(e.queued_ops(), 1u) << "the put went before the lock was granted";
-            EXPECT_EQ(host.issued.load(), 0);
-            stage.store(2);
-            ASSERT_EQ(MPI_SUCCESS, e.unlock(0));  // waits for the grant, issues, completes
-            EXPECT_EQ(e.queued_ops(), 0u);
-            EXPECT_EQ(host.issued.load(), 1);
-            EXPECT_EQ(e.mode(), AccessMode::none);
-        }
-    }, [&](FakeWorld& w) {
-        final0 = load64(w, 0, 0);
-        final1 = load64(w, 0, 1);
-    });
+    run_ranks(
+        3, GetParam(), 30,
+        [&](int r, Epochs& e, FakeHost& host, FakeWorld&) {
+            if (r == 1) {  // the holder
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));
+                stage.store(1);
+                while (stage.load() < 2) std::this_thread::yield();
+                std::int64_t a = 11, b = 12;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&a, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&b, 8, 8), nullptr, false));
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(0));
+            } else if (r == 2) {  // the waiter
+                while (stage.load() < 1) std::this_thread::yield();
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));  // not granted: returns
+                EXPECT_EQ(e.mode(), AccessMode::per_target);
+                std::int64_t c = 21;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&c, 8, 8), nullptr, false));
+                EXPECT_EQ(e.queued_ops(), 1u) << "the put went before the lock was granted";
+                EXPECT_EQ(host.issued.load(), 0);
+                stage.store(2);
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(0));  // waits for the grant, issues, completes
+                EXPECT_EQ(e.queued_ops(), 0u);
+                EXPECT_EQ(host.issued.load(), 1);
+                EXPECT_EQ(e.mode(), AccessMode::none);
+            }
+        },
+        [&](FakeWorld& w) {
+            final0 = load64(w, 0, 0);
+            final1 = load64(w, 0, 1);
+        });
     EXPECT_EQ(final0, 11);
     EXPECT_EQ(final1, 21) << "the queued put must land after the holder's put of 12";
 }
@@ -374,8 +389,9 @@ TEST_P(EpochsFake, PscwEpochsDeliverEveryPutBeforeTheWaitReturns) {
                 std::int64_t v[4];
                 for (int j = 0; j < 4; ++j) {
                     v[j] = k * 100 + r * 10 + j;
-                    ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&v[j], (std::uint64_t(r) * 4 + std::uint64_t(j)) * 8, 8),
-                                                    nullptr, false));
+                    ASSERT_EQ(MPI_SUCCESS,
+                              e.submit("put", 0, put_op(&v[j], (std::uint64_t(r) * 4 + std::uint64_t(j)) * 8, 8),
+                                       nullptr, false));
                 }
                 ASSERT_EQ(MPI_SUCCESS, e.complete());  // v may go once complete returns
                 std::memset(v, 0, sizeof v);
@@ -396,7 +412,8 @@ TEST_P(EpochsFake, FenceCompletesEveryRanksOpsOfTheEpoch) {
             std::vector<std::int64_t> v(static_cast<std::size_t>(n));
             for (int t = 0; t < n; ++t) {
                 v[std::size_t(t)] = k * 1000 + r * 10 + t;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", t, put_op(&v[std::size_t(t)], std::uint64_t(r) * 8, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS,
+                          e.submit("put", t, put_op(&v[std::size_t(t)], std::uint64_t(r) * 8, 8), nullptr, false));
             }
             ASSERT_EQ(MPI_SUCCESS, e.fence(0));
             for (int o = 0; o < n; ++o)
