@@ -127,8 +127,8 @@ rc=0
 run_ctest "$build_dir" "$timeout_s" "${ctest_extra[@]}" || rc=$?
 ((rc == 130 || rc == 143)) && exit "$rc"  # stopped by the user
 
-# The second host: MPICH's ABI (docs/building.md, "MPICH as the host"). The tiers below run
-# in about 2 minutes on 2 cores, plus about 3 minutes of build.
+# The second host: MPICH's ABI (docs/building.md, "MPICH as the host"). The tiers below take
+# about a minute on 2 cores, after three to four minutes of build.
 MPICH_TESTS='^unit$|^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_harden_mismatch_|^dropin_|^install_find_package$'
 if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-auto} != 0 ]]; then
   if command -v mpicc.mpich >/dev/null && command -v mpicxx.mpich >/dev/null; then
