@@ -3,6 +3,7 @@
 #   FASTRMA_HOST_MPI          OpenMPI or MPICH (MPICH's ABI: MPICH, Intel MPI, MVAPICH, ...)
 #   FASTRMA_HOST_ABI_SOURCE   src/engine/host_abi_ompi.cpp or host_abi_mpich.cpp
 #   FASTRMA_MPIEXEC_FLAGS / FASTRMA_MPIEXEC_ENV   what every test launch adds (per host)
+#   FASTRMA_MPI_C_COMPILER_PATH  MPI_C_COMPILER as an absolute path
 #   FASTRMA_MPIEXEC_SETENV    the option that sets one variable for one launch: "-x" (Open
 #                             MPI: -x NAME=VALUE) or "-genv" (hydra: -genv NAME VALUE)
 # and, for MPICH, points MPIEXEC_EXECUTABLE at hydra and the Fortran compiler at MPICH's
@@ -60,4 +61,7 @@ else()
   set(FASTRMA_MPIEXEC_FLAGS --oversubscribe --bind-to none)
   set(FASTRMA_MPIEXEC_SETENV -x)
 endif()
+# The compiler wrapper as an absolute path, for the installed fastrmaConfig.cmake (the
+# command line may have named it bare: -DMPI_C_COMPILER=mpicc.mpich).
+get_filename_component(FASTRMA_MPI_C_COMPILER_PATH "${MPI_C_COMPILER}" PROGRAM)
 message(STATUS "fastrma: host MPI ${FASTRMA_HOST_MPI} (${FASTRMA_HOST_ABI_SOURCE}), mpiexec ${MPIEXEC_EXECUTABLE}")
