@@ -8,7 +8,8 @@
 # Extra arguments after "--" go to the CMake configure step, e.g.
 #   bash scripts/build.sh -- -DFASTRMA_BUILD_BENCH=OFF
 # FASTRMA_BUILD_JOBS sets the parallel build level (default 2: the target machines have
-# 2 cores).
+# 2 cores). FASTRMA_BUILD_DIR replaces build/ for the plain build (scripts/test.sh builds
+# build-mpich/ against MPICH with it).
 # Assumes the toolchain is installed (scripts/setup.sh).
 set -euo pipefail
 
@@ -37,7 +38,7 @@ jobs=${FASTRMA_BUILD_JOBS:-2}
 
 # Sanitizer builds keep -O2 but add -g (RelWithDebInfo) so reports name source lines.
 case "$sanitizer" in
-  none) build_dir=build
+  none) build_dir=${FASTRMA_BUILD_DIR:-build}
         opts=(-DCMAKE_BUILD_TYPE=Release
               -DFASTRMA_SANITIZE_ADDRESS=OFF -DFASTRMA_SANITIZE_THREAD=OFF) ;;
   asan) build_dir=build-asan

@@ -7,6 +7,9 @@
 #
 # Extra arguments after "--" go to ctest, e.g.  bash scripts/test.sh -- -R unit
 # The exit status is ctest's (124 if the overall time limit below killed it).
+# The plain run (no sanitizer, no ctest arguments) then builds build-mpich/ against MPICH
+# (when mpicc.mpich is installed) and runs the MPICH_TESTS tiers there; the exit status is
+# then the first non-zero of the two. FASTRMA_TEST_MPICH=0 skips that pass, =1 requires it.
 # FASTRMA_TEST_TIMEOUT: overall limit in seconds for the ctest run (default 3600, three
 # times that for sanitizer builds); every test also has its own TIMEOUT in CMake.
 # Sanitizer runs export ASAN_OPTIONS / LSAN_OPTIONS / UBSAN_OPTIONS / TSAN_OPTIONS with the
@@ -94,24 +97,53 @@ if [[ $sanitizer != none ]]; then
   export UCX_MEM_MALLOC_HOOKS="${UCX_MEM_MALLOC_HOOKS:-no}"
 fi
 
-echo "test.sh: ctest on $build_dir/ (overall limit ${timeout_s}s)" >&2
+# run_ctest DIR LIMIT [ctest args...]: ctest on DIR under an overall limit; returns its status.
 # timeout(1) runs ctest in a process group of its own, so that on expiry it kills the whole
 # tree (ctest, mpiexec, the ranks). That group does not get the terminal's Ctrl-C, hence
 # the trap: INT/TERM/HUP are passed to timeout, which passes them to its group.
 # stdin is /dev/null: nothing under ctest may wait for terminal input.
-timeout --kill-after=60 "$timeout_s" \
-  "${launcher[@]}" ctest --test-dir "$build_dir" --output-on-failure --no-tests=error \
-  "${ctest_extra[@]}" </dev/null &
-ctest_pid=$!
-trap 'kill -TERM "$ctest_pid" 2>/dev/null || true' INT TERM HUP
+run_ctest() {
+  local dir=$1 limit=$2
+  shift 2
+  echo "test.sh: ctest on $dir/ (overall limit ${limit}s)" >&2
+  timeout --kill-after=60 "$limit" \
+    "${launcher[@]}" ctest --test-dir "$dir" --output-on-failure --no-tests=error "$@" </dev/null &
+  local pid=$!
+  trap 'kill -TERM "'"$pid"'" 2>/dev/null || true' INT TERM HUP
+  local status=0
+  while :; do
+    wait "$pid" && status=0 || status=$?
+    # A trapped signal interrupts wait early; wait again until ctest is really gone.
+    kill -0 "$pid" 2>/dev/null || break
+  done
+  trap - INT TERM HUP
+  if ((status == 124)); then
+    echo "test.sh: ctest on $dir/ did not finish within ${limit}s (FASTRMA_TEST_TIMEOUT)" >&2
+  fi
+  return "$status"
+}
+
 rc=0
-while :; do
-  wait "$ctest_pid" && rc=0 || rc=$?
-  # A trapped signal interrupts wait early; wait again until ctest is really gone.
-  kill -0 "$ctest_pid" 2>/dev/null || break
-done
-trap - INT TERM HUP
-if ((rc == 124)); then
-  echo "test.sh: ctest did not finish within ${timeout_s}s (FASTRMA_TEST_TIMEOUT)" >&2
+run_ctest "$build_dir" "$timeout_s" "${ctest_extra[@]}" || rc=$?
+((rc == 130 || rc == 143)) && exit "$rc"  # stopped by the user
+
+# The second host: MPICH's ABI (docs/building.md, "MPICH as the host"). The tiers below take
+# about a minute on 2 cores, after three to four minutes of build.
+MPICH_TESTS='^unit$|^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_harden_mismatch_|^dropin_|^install_find_package$'
+if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-auto} != 0 ]]; then
+  if command -v mpicc.mpich >/dev/null && command -v mpicxx.mpich >/dev/null; then
+    mpich_rc=0
+    FASTRMA_BUILD_DIR=build-mpich bash scripts/build.sh -- \
+      -DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich -DFASTRMA_BUILD_BENCH=OFF || mpich_rc=$?
+    if ((mpich_rc == 0)); then
+      run_ctest build-mpich "${FASTRMA_TEST_TIMEOUT:-1800}" -R "$MPICH_TESTS" || mpich_rc=$?
+    fi
+    ((rc == 0)) && rc=$mpich_rc
+  elif [[ ${FASTRMA_TEST_MPICH:-auto} == 1 ]]; then
+    echo "test.sh: FASTRMA_TEST_MPICH=1 but mpicc.mpich / mpicxx.mpich are not installed" >&2
+    ((rc == 0)) && rc=1
+  else
+    echo "test.sh: MPICH not installed (mpicc.mpich): the MPICH pass is skipped" >&2
+  fi
 fi
 exit "$rc"

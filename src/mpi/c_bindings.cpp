@@ -97,6 +97,10 @@ int MPI_Win_free(MPI_Win* win) {
 
 // ---- handles across languages ----
 
+// MPICH's mpi.h defines these two as macros (the identity: the drop-in keeps that true);
+// the functions are still exported for callers that do not see the macros.
+#undef MPI_Win_c2f
+#undef MPI_Win_f2c
 MPI_Fint MPI_Win_c2f(MPI_Win win) { return win_c2f(to_frma(win)); }
 MPI_Win MPI_Win_f2c(MPI_Fint win) { return to_mpi(win_f2c(win)); }
 
@@ -142,10 +146,27 @@ int MPI_Win_get_info(MPI_Win win, MPI_Info* info_used) {
 
 // ---- error handlers ----
 
+namespace {
+// Integer MPI_Win (MPICH's ABI): fastrma calls this with the FRMA_Win; it finds the
+// window's C handler and calls it with the window's MPI_Win.
+void c_errhandler_trampoline(FRMA_Win* win, int* code, ...) {
+    MPI_Win_errhandler_function* fn = window_c_errhandler(*win);
+    if (!fn) return;
+    MPI_Win w = to_mpi(*win);
+    fn(&w, code);
+}
+}  // namespace
+
 int MPI_Win_create_errhandler(MPI_Win_errhandler_function* function, MPI_Errhandler* errhandler) {
-    // MPI_Win_errhandler_function takes MPI_Win*, fastrma's takes FRMA_Win*: the same
-    // pointer-to-pointer ABI, and the MPI_Win value of a fastrma window *is* its FRMA_Win
-    // (never MPI_WIN_NULL: handlers are only called on valid windows).
+    if constexpr (fastrma::detail::host_abi::kIntegerWinHandles) {
+        int rc = FRMA_Win_create_errhandler(c_errhandler_trampoline, errhandler);
+        if (rc == MPI_SUCCESS) errhandler_created(*errhandler, nullptr, function);
+        return rc;
+    }
+    // Pointer MPI_Win (Open MPI's ABI): MPI_Win_errhandler_function takes MPI_Win*,
+    // fastrma's takes FRMA_Win*: the same pointer-to-pointer ABI, and the MPI_Win value of
+    // a fastrma window *is* its FRMA_Win (never MPI_WIN_NULL: handlers are only called on
+    // valid windows).
     int rc = FRMA_Win_create_errhandler(reinterpret_cast<FRMA_Win_errhandler_function*>(function),
                                         errhandler);
     if (rc == MPI_SUCCESS) errhandler_created(*errhandler, nullptr);

@@ -39,14 +39,14 @@ inline MPI_Comm C(const MPI_Fint* comm) { return MPI_Comm_f2c(*comm); }
 inline MPI_Group G(const MPI_Fint* group) { return MPI_Group_f2c(*group); }
 
 }  // namespace
-// Open MPI's Fortran MPI_BOTTOM: the address of this common block (0 in C).
-extern "C" char mpi_fortran_bottom_[] __attribute__((weak));
 namespace {
-// A Fortran buffer argument as C sees it: MPI_BOTTOM becomes the C MPI_BOTTOM (NULL), so that
-// a datatype of absolute addresses (MPI_Get_address) finds its data.
+// A Fortran buffer argument as C sees it: the host's Fortran MPI_BOTTOM (the address of a
+// common block: host_abi::fortran_bottom) becomes the C MPI_BOTTOM (NULL), so that a
+// datatype of absolute addresses (MPI_Get_address) finds its data.
 template <class P>
 inline P* B(P* buf) {
-    return mpi_fortran_bottom_ && static_cast<const void*>(buf) == static_cast<const void*>(mpi_fortran_bottom_) ? nullptr : buf;
+    static const void* const bottom = fastrma::detail::host_abi::fortran_bottom();
+    return bottom && static_cast<const void*>(buf) == bottom ? nullptr : buf;
 }
 
 // A Fortran CHARACTER argument without its trailing blanks.
@@ -64,10 +64,10 @@ void fortran_errhandler_trampoline(FRMA_Win* win, int* code, ...) {
     fn(&fwin, &fcode);
 }
 
-// Window creation: the new window's Fortran handle (0 = MPI_WIN_NULL on failure).
+// Window creation: the new window's Fortran handle (MPI_WIN_NULL on failure).
 void return_window(int rc, FRMA_Win w, MPI_Fint* win, MPI_Fint* ierr) {
     if (rc == MPI_SUCCESS) window_created(w);
-    *win = rc == MPI_SUCCESS ? win_c2f(w) : 0;
+    *win = rc == MPI_SUCCESS ? win_c2f(w) : fastrma::detail::host_abi::fortran_win_null();
     set_ierr(ierr, rc);
 }
 
@@ -112,6 +112,11 @@ FRMA_FORTRAN(mpi_query_thread, MPI_QUERY_THREAD, (MPI_Fint* provided, MPI_Fint* 
 }
 
 FRMA_FORTRAN(mpi_finalize, MPI_FINALIZE, (MPI_Fint* ierr)) { set_ierr(ierr, finalize()); }
+
+// MPI_F_SYNC_REG(buf) (MPI-3.1 §17.1.19; no IERROR): an external call the compiler cannot see
+// through, so buf is reloaded from memory after it. Defined here because MPICH 4.0.2's
+// stores through an IERROR argument that does not exist.
+FRMA_FORTRAN(mpi_f_sync_reg, MPI_F_SYNC_REG, (void* buf)) { asm volatile("" : : "r"(buf) : "memory"); }
 
 #define FRMA_ALLOC_MEM_PARAMS (MPI_Aint* size, MPI_Fint* info, MPI_Aint* baseptr, MPI_Fint* ierr)
 FRMA_FORTRAN(mpi_alloc_mem, MPI_ALLOC_MEM, FRMA_ALLOC_MEM_PARAMS) {
@@ -197,7 +202,7 @@ FRMA_FORTRAN(mpi_win_free, MPI_WIN_FREE, (MPI_Fint* win, MPI_Fint* ierr)) {
     int rc = FRMA_Win_free(&w);
     if (rc == MPI_SUCCESS) {
         window_freed(freed);
-        *win = 0;  // MPI_WIN_NULL
+        *win = fastrma::detail::host_abi::fortran_win_null();
     }
     set_ierr(ierr, rc);
 }
@@ -208,14 +213,15 @@ FRMA_FORTRAN(mpi_win_get_attr, MPI_WIN_GET_ATTR,
              (MPI_Fint* win, MPI_Fint* keyval, MPI_Aint* attribute_val, MPI_Fint* flag, MPI_Fint* ierr)) {
     void* v = nullptr;
     int f = 0;
-    int rc = FRMA_Win_get_attr(W(win), *keyval, &v, &f);
+    const int key = fastrma::detail::host_abi::keyval_f2c(*keyval);
+    int rc = FRMA_Win_get_attr(W(win), key, &v, &f);
     if (rc == MPI_SUCCESS) {
         *flag = f ? kTrue : kFalse;
         // Fortran gets values, C gets pointers to them (MPI-3.1 §11.2.6); user attributes
         // and MPI_WIN_BASE are address-sized values in both languages.
         if (f) {
-            if (*keyval == MPI_WIN_SIZE) *attribute_val = *static_cast<MPI_Aint*>(v);
-            else if (*keyval == MPI_WIN_DISP_UNIT || *keyval == MPI_WIN_CREATE_FLAVOR || *keyval == MPI_WIN_MODEL)
+            if (key == MPI_WIN_SIZE) *attribute_val = *static_cast<MPI_Aint*>(v);
+            else if (key == MPI_WIN_DISP_UNIT || key == MPI_WIN_CREATE_FLAVOR || key == MPI_WIN_MODEL)
                 *attribute_val = *static_cast<int*>(v);
             else *attribute_val = reinterpret_cast<MPI_Aint>(v);
         }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,27 +44,42 @@ WinTable& table() {
 
 }  // namespace
 
+namespace {
+// Table index <-> handle: the index itself (Open MPI) or the tagged integer (MPICH).
+namespace abi = fastrma::detail::host_abi;
+MPI_Fint handle_of_index(MPI_Fint f) {
+    return abi::kIntegerWinHandles ? static_cast<MPI_Fint>(abi::kWinHandleTag | std::uint32_t(f)) : f;
+}
+// The index behind a handle, or 0 (no window) for anything else.
+MPI_Fint index_of_handle(MPI_Fint h) {
+    if (!abi::kIntegerWinHandles) return h;
+    auto u = static_cast<std::uint32_t>(h);
+    return (u & ~abi::kWinHandleIndexMask) == abi::kWinHandleTag ? MPI_Fint(u & abi::kWinHandleIndexMask) : 0;
+}
+}  // namespace
+
 MPI_Fint win_c2f(FRMA_Win w) {
-    if (w == FRMA_WIN_NULL) return 0;
+    if (w == FRMA_WIN_NULL) return abi::fortran_win_null();
     WinTable& t = table();
     std::lock_guard lk(t.mu);
-    if (auto it = t.index.find(w); it != t.index.end()) return it->second;
+    if (auto it = t.index.find(w); it != t.index.end()) return handle_of_index(it->second);
     MPI_Fint f;
     if (!t.free_list.empty()) {
         f = t.free_list.back();
         t.free_list.pop_back();
     } else {
-        if (t.next >= kChunk * kMaxChunks) return 0;  // absurd; the window reads as null
+        if (t.next >= kChunk * kMaxChunks) return abi::fortran_win_null();  // absurd; the window reads as null
         f = t.next++;
         auto& c = t.chunks[std::size_t(f >> kChunkBits)];
         if (!c.load(std::memory_order_relaxed)) c.store(new std::atomic<FRMA_Win>[kChunk](), std::memory_order_release);
     }
     t.slot(f)->store(w, std::memory_order_release);
     t.index.emplace(w, f);
-    return f;
+    return handle_of_index(f);
 }
 
-FRMA_Win win_f2c(MPI_Fint f) {
+FRMA_Win win_f2c(MPI_Fint h) {
+    MPI_Fint f = index_of_handle(h);
     if (f <= 0 || f >= kChunk * kMaxChunks) return FRMA_WIN_NULL;
     auto* s = table().slot(f);
     return s ? s->load(std::memory_order_acquire) : FRMA_WIN_NULL;
@@ -88,6 +104,7 @@ namespace {
 struct Handler {
     int refs;
     FortranWinErrhandler* fortran_fn;
+    MPI_Win_errhandler_function* c_fn;
 };
 struct Handlers {
     std::mutex mu;
@@ -121,10 +138,20 @@ void release(MPI_Errhandler eh) {
 
 }  // namespace
 
-void errhandler_created(MPI_Errhandler eh, FortranWinErrhandler* fortran_fn) {
+void errhandler_created(MPI_Errhandler eh, FortranWinErrhandler* fortran_fn,
+                        MPI_Win_errhandler_function* c_fn) {
     Handlers& h = handlers();
     std::lock_guard lk(h.mu);
-    h.user[eh] = Handler{1, fortran_fn};
+    h.user[eh] = Handler{1, fortran_fn, c_fn};
+}
+
+MPI_Win_errhandler_function* window_c_errhandler(FRMA_Win w) {
+    Handlers& h = handlers();
+    std::lock_guard lk(h.mu);
+    auto wit = h.of_window.find(w);
+    if (wit == h.of_window.end()) return nullptr;
+    auto it = h.user.find(wit->second);
+    return it == h.user.end() ? nullptr : it->second.c_fn;
 }
 
 FortranWinErrhandler* window_fortran_errhandler(FRMA_Win w) {

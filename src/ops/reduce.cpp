@@ -35,6 +35,7 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#include "engine/host_abi.hpp"
 
 namespace fastrma::detail {
 namespace {
@@ -981,16 +982,21 @@ std::vector<Entry> predefined_entries() {
 #ifdef MPI_LOGICAL8
       FRMA_TYPE(MPI_LOGICAL8, C::other, Repr::opaque, 8),
 #endif
+#ifdef MPI_2COMPLEX  // Open MPI only
       FRMA_TYPE(MPI_2COMPLEX, C::other, Repr::opaque, 2 * 2 * sizeof(float)),
+#endif
+#ifdef MPI_2DOUBLE_COMPLEX
       FRMA_TYPE(MPI_2DOUBLE_COMPLEX, C::other, Repr::opaque, 2 * 2 * sizeof(double)),
+#endif
   };
   return e;
 }
 
 #undef FRMA_TYPE
 
-// Open addressing keyed by the handle's address. Handles are neighbouring globals in libmpi
-// (a fixed stride apart), which a fixed hash spreads poorly, so the constructor picks a
+// Open addressing keyed by the handle (host_abi::handle_key: an address in Open MPI, an
+// encoded integer in MPICH). Handles are neighbouring globals in libmpi (a fixed stride
+// apart) or integers that differ in a few bits, which a fixed hash spreads poorly, so the constructor picks a
 // multiplier that gives every type its own slot in this process (typically after a few dozen
 // tries); lookups then cost one multiply, one compare and one load. Linear probing stays as
 // the fallback, so correctness never depends on finding a perfect multiplier.
@@ -1043,7 +1049,7 @@ class TypeTable {
       }
     }
     mult_ = best_mult;
-    slot_type_.fill(nullptr);
+    slot_type_.fill(MPI_DATATYPE_NULL);
     slot_index_.fill(kEmpty);
     for (const TypeInfo& ti : infos_) {
       size_t s = slot_of(ti.type);
@@ -1069,7 +1075,7 @@ class TypeTable {
   static constexpr uint8_t kEmpty = 0xff;
   static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
   size_t slot_of(MPI_Datatype t) const {
-    auto x = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t));
+    uint64_t x = host_abi::handle_key(t);
     return static_cast<size_t>((x * mult_) >> (64 - kSlotBits));
   }
   uint64_t mult_ = kGolden;
@@ -1128,11 +1134,7 @@ const char* allowed_groups_text(OpKind op) {
   }
 }
 
-std::string handle_text(const void* h) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", h);
-  return buf;
-}
+using host_abi::handle_text;
 
 }  // namespace
 

@@ -13,7 +13,7 @@ module dropin_fortran_state
 end module dropin_fortran_state
 
 subroutine on_delete(win, keyval, attribute_val, extra_state, ierror)
-  use mpi, only: MPI_ADDRESS_KIND, MPI_SUCCESS
+  use mpi, only: MPI_ADDRESS_KIND, MPI_SUCCESS, MPI_KEYVAL_INVALID
   use dropin_fortran_state
   implicit none
   integer :: win, keyval, ierror
@@ -23,7 +23,8 @@ subroutine on_delete(win, keyval, attribute_val, extra_state, ierror)
   deleted_value = attribute_val
   deleted_extra = extra_state
   ierror = MPI_SUCCESS
-  if (keyval < 0) ierror = 1
+  ! (MPICH's keyvals are negative INTEGERs: only the invalid one is refused.)
+  if (keyval == MPI_KEYVAL_INVALID) ierror = 1
 end subroutine on_delete
 
 subroutine on_error(win, code)
@@ -48,7 +49,8 @@ program dropin_fortran
   integer(kind=i8), pointer :: a(:)
   integer(kind=i8) :: src(n), got(n), one
   integer, asynchronous :: local(n)  ! written by other ranks through the window
-  logical :: flag
+  logical :: flag, sync_reg_ok
+  integer :: bad_target, bad_class
   type(c_ptr) :: cp
   character(len=MPI_MAX_OBJECT_NAME) :: name
   external :: on_error, on_delete
@@ -65,6 +67,7 @@ program dropin_fortran
   call check(ierr == MPI_SUCCESS, 'MPI_Init')
   call MPI_Query_thread(provided, ierr)
   call check(provided == MPI_THREAD_SINGLE, 'MPI_Query_thread after MPI_Init')
+  sync_reg_ok = .not. host_run_on_mpich()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
   right = mod(rank + 1, nprocs)
@@ -133,20 +136,29 @@ program dropin_fortran
   call MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Win_set_errhandler')
   call MPI_Win_lock_all(0, win, ierr)
+  ! The error to provoke: an out-of-range displacement, or where the host does not check
+  ! ranges (MPICH alone) an out-of-range rank.
   disp = n
-  call MPI_Put(src, 1, MPI_INTEGER8, right, disp, 1, MPI_INTEGER8, win, ierr)
+  bad_target = right
+  bad_class = MPI_ERR_RMA_RANGE
+  if (host_run_on_mpich()) then
+    disp = 0
+    bad_target = nprocs + 5
+    bad_class = MPI_ERR_RANK
+  end if
+  call MPI_Put(src, 1, MPI_INTEGER8, bad_target, disp, 1, MPI_INTEGER8, win, ierr)
   call MPI_Error_class(ierr, errcls, i)
-  call check(errcls == MPI_ERR_RMA_RANGE, 'MPI_ERRORS_RETURN gives MPI_ERR_RMA_RANGE')
+  call check(errcls == bad_class, 'MPI_ERRORS_RETURN gives MPI_ERR_RMA_RANGE')
   call MPI_Win_create_errhandler(on_error, eh, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Win_create_errhandler')
   call MPI_Win_set_errhandler(win, eh, ierr)
   call MPI_Errhandler_free(eh, ierr)
   call check(ierr == MPI_SUCCESS .and. eh == MPI_ERRHANDLER_NULL, 'MPI_Errhandler_free')
-  call MPI_Put(src, 1, MPI_INTEGER8, right, disp, 1, MPI_INTEGER8, win, ierr)
+  call MPI_Put(src, 1, MPI_INTEGER8, bad_target, disp, 1, MPI_INTEGER8, win, ierr)
   call check(ierr /= MPI_SUCCESS, 'an out-of-range put fails')
   call check(handled_calls == 1 .and. handled_win == win, 'the handler gets the window')
   call MPI_Error_class(handled_code, errcls, i)
-  call check(errcls == MPI_ERR_RMA_RANGE, 'the handler gets MPI_ERR_RMA_RANGE')
+  call check(errcls == bad_class, 'the handler gets MPI_ERR_RMA_RANGE')
   call MPI_Win_unlock_all(win, ierr)
 
   call MPI_Win_free(win, ierr)
@@ -170,7 +182,7 @@ program dropin_fortran
   call MPI_Put(sendv, 1, MPI_INTEGER, right, disp, 1, MPI_INTEGER, win2, ierr)
   call MPI_Win_fence(MPI_MODE_NOSUCCEED, win2, ierr)
   ! MPI-3.1 17.1.17: the compiler cannot know MPI changed local; make it reload it.
-  call MPI_F_sync_reg(local)
+  if (sync_reg_ok) call MPI_F_sync_reg(local)
   call check(local(n) == left + 1000, 'value after fence / put on a create window')
   call MPI_Win_free(win2, ierr)
 
@@ -210,8 +222,11 @@ program dropin_fortran
   call MPI_Put(MPI_BOTTOM, 1, bt, right, disp, 2, MPI_INTEGER, win3, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Put from MPI_BOTTOM')
   call MPI_Win_fence(0, win3, ierr)
-  call MPI_F_sync_reg(bwin)
-  call check(bwin(1) == 10 + left .and. bwin(2) == 20 + left, 'MPI_BOTTOM put landed')
+  if (sync_reg_ok) call MPI_F_sync_reg(bwin)
+  ! MPICH 4.0.2 alone drops a Fortran put from MPI_BOTTOM (the target keeps -1); the check
+  ! holds wherever the window is fastrma's.
+  if (.not. host_run_on_mpich()) &
+    call check(bwin(1) == 10 + left .and. bwin(2) == 20 + left, 'MPI_BOTTOM put landed')
   call MPI_Type_free(bt, ierr)
   call MPI_Win_free(win3, ierr)
 
@@ -268,6 +283,20 @@ program dropin_fortran
   call MPI_Finalize(ierr)
 
 contains
+
+  ! The run on the host MPI alone (DROPIN_MODE=host) when the host is MPICH. MPICH 4.0.2's
+  ! MPI_F_SYNC_REG stores through an IERROR argument the routine does not have (and
+  ! crashes), MPICH does not check target ranges and loses a put from MPI_BOTTOM: those
+  ! runs leave out the first and the last check and use an out-of-range rank instead of an
+  ! out-of-range displacement (docs/dropin.md).
+  logical function host_run_on_mpich()
+    character(len=MPI_MAX_LIBRARY_VERSION_STRING) :: version
+    character(len=16) :: run_mode
+    integer :: length, ierror
+    call get_environment_variable('DROPIN_MODE', run_mode)
+    call MPI_Get_library_version(version, length, ierror)
+    host_run_on_mpich = run_mode == 'host' .and. index(version, 'MPICH') > 0
+  end function host_run_on_mpich
 
   subroutine check(ok, what)
     logical, intent(in) :: ok

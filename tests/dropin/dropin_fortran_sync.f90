@@ -14,13 +14,14 @@ program dropin_fortran_sync
   integer(kind=MPI_ADDRESS_KIND) :: winsize, disp, addr, raddr
   integer(kind=i8), asynchronous :: mem(n), dyn(n)
   integer(kind=i8) :: src(n), got(n), one, old, cmpv, newv
-  logical :: flag
+  logical :: flag, sync_reg_ok
   character(len=MPI_MAX_INFO_VAL) :: value
 
   call MPI_Init_thread(MPI_THREAD_FUNNELED, provided, ierr)
   call check(ierr == MPI_SUCCESS .and. provided == MPI_THREAD_FUNNELED, 'MPI_Init_thread')
   call MPI_Query_thread(i, ierr)
   call check(i == provided, 'MPI_Query_thread')
+  sync_reg_ok = .not. host_run_on_mpich()
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
   right = mod(rank + 1, nprocs)
@@ -68,7 +69,7 @@ program dropin_fortran_sync
   call check(ierr == MPI_SUCCESS, 'MPI_Win_complete')
   call MPI_Win_wait(win, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Win_wait')
-  call MPI_F_sync_reg(mem)
+  if (sync_reg_ok) call MPI_F_sync_reg(mem)
   do i = 1, n
     call check(mem(i) == left * 10 + i, 'value after PSCW / wait')
   end do
@@ -83,7 +84,7 @@ program dropin_fortran_sync
     call MPI_Win_test(win, flag, ierr)
     call check(ierr == MPI_SUCCESS, 'MPI_Win_test')
   end do
-  call MPI_F_sync_reg(mem)
+  if (sync_reg_ok) call MPI_F_sync_reg(mem)
   call check(mem(n) == left * 10 + n + 100, 'value after PSCW / test')
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
 
@@ -119,7 +120,7 @@ program dropin_fortran_sync
     call MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win, ierr)
     call MPI_Win_sync(win, ierr)
     call check(ierr == MPI_SUCCESS, 'MPI_Win_sync')
-    call MPI_F_sync_reg(mem)
+    if (sync_reg_ok) call MPI_F_sync_reg(mem)
     call check(mem(1) == nprocs, 'get_accumulate sum')
     call check(mem(2) >= 1 .and. mem(2) <= nprocs, 'one compare_and_swap won')
     call MPI_Win_unlock(0, win, ierr)
@@ -147,7 +148,7 @@ program dropin_fortran_sync
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
   if (rank == 0) then
     call MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win, ierr)
-    call MPI_F_sync_reg(mem)
+    if (sync_reg_ok) call MPI_F_sync_reg(mem)
     call check(mem(4) == 2 * nprocs, 'raccumulate + rget_accumulate sum')
     call MPI_Win_unlock(0, win, ierr)
   end if
@@ -177,7 +178,7 @@ program dropin_fortran_sync
   call MPI_Win_flush(right, dwin, ierr)
   call MPI_Win_unlock_all(dwin, ierr)
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
-  call MPI_F_sync_reg(dyn)
+  if (sync_reg_ok) call MPI_F_sync_reg(dyn)
   call check(dyn(1) == left * 10 + 1 + 100, 'value in the dynamic window')
   call MPI_Win_detach(dwin, dyn, ierr)
   call check(ierr == MPI_SUCCESS, 'MPI_Win_detach')
@@ -191,6 +192,18 @@ program dropin_fortran_sync
   call MPI_Finalize(ierr)
 
 contains
+
+  ! The run on the host MPI alone (DROPIN_MODE=host) when the host is MPICH. MPICH 4.0.2's
+  ! MPI_F_SYNC_REG stores through an IERROR argument the routine does not have (and
+  ! crashes): those runs leave it out (docs/dropin.md).
+  logical function host_run_on_mpich()
+    character(len=MPI_MAX_LIBRARY_VERSION_STRING) :: version
+    character(len=16) :: run_mode
+    integer :: length, ierror
+    call get_environment_variable('DROPIN_MODE', run_mode)
+    call MPI_Get_library_version(version, length, ierror)
+    host_run_on_mpich = run_mode == 'host' .and. index(version, 'MPICH') > 0
+  end function host_run_on_mpich
 
   subroutine check(ok, what)
     logical, intent(in) :: ok

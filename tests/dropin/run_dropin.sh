@@ -5,7 +5,7 @@
 # program's own exit code, which implementation served its RMA:
 #   MODE=host     the host MPI alone: no "fastrma stats:" line may appear;
 #   MODE=fastrma  PRELOAD (libfastrma-mpi.so, possibly behind a sanitizer runtime) is
-#                 preloaded into the ranks with -x LD_PRELOAD: every rank must print
+#                 preloaded into the ranks (mpiexec -x / -genv): every rank must print
 #                 "fastrma stats: windows=N" with N > 0, i.e. its windows were fastrma's;
 #   MODE=linked   the program was linked with -lfastrma-mpi before -lmpi (PRELOAD unused):
 #                 the same check as fastrma.
@@ -22,10 +22,18 @@ done
 
 # DROPIN_MODE tells a program which run it is in, only so that it can skip a check the host
 # MPI is known to fail (see dropin_fortran.f90); the programs check the same values otherwise.
-cmd=("$mpiexec" "$np_flag" "$np" "${flags[@]}" -x FASTRMA_STATS=1 -x "DROPIN_MODE=$mode")
+# RUN_DROPIN_HOST_ENV: NAME=VALUE words set in the host-alone run only.
+# RUN_DROPIN_SETENV: how this mpiexec sets a variable in the ranks: -x NAME=VALUE (Open
+# MPI, the default) or -genv NAME VALUE (hydra: MPICH).
+setenv() {
+    if [ "${RUN_DROPIN_SETENV:--x}" = -x ]; then cmd+=(-x "$1=$2"); else cmd+=("$RUN_DROPIN_SETENV" "$1" "$2"); fi
+}
+cmd=("$mpiexec" "$np_flag" "$np" "${flags[@]}")
+setenv FASTRMA_STATS 1
+setenv DROPIN_MODE "$mode"
 case "$mode" in
-    host) ;;
-    fastrma) cmd+=(-x "LD_PRELOAD=$preload") ;;
+    host) for kv in ${RUN_DROPIN_HOST_ENV:-}; do setenv "${kv%%=*}" "${kv#*=}"; done ;;
+    fastrma) setenv LD_PRELOAD "$preload" ;;
     linked) ;;
     *) echo "run_dropin.sh: unknown mode $mode"; exit 2 ;;
 esac

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# segment_cleanup.sh MPIEXEC BINARY — no fastrma segment outlives a job, also when a rank
+# segment_cleanup.sh MPIEXEC BINARY [MPIEXEC FLAGS...] — no fastrma segment outlives a job, also when a rank
 # is killed: with memfd segments (default) nothing ever has a name; with named shm_open
 # segments a rank killed mid-creation leaves a name that the next engine start on the node
 # removes. The test fails if any /dev/shm/fastrma-* of ours remains where it should not.
 set -u
 MPIEXEC=$1 BIN=$2
-run() { "$MPIEXEC" -n 2 --oversubscribe --bind-to none "$BIN" "$@" >/dev/null 2>&1; }
+shift 2
+FLAGS=("$@")  # the host's (FASTRMA_MPIEXEC_FLAGS: Open MPI's oversubscribe/bind flags)
+run() { "$MPIEXEC" -n 2 "${FLAGS[@]}" "$BIN" "$@" >/dev/null 2>&1; }
 # Names whose creator is dead: what a job leaves behind. (Names of live processes belong to
 # other jobs running on this machine at the same time and are none of this test's business.)
 ours() {
