@@ -193,17 +193,10 @@ program dropin_fortran_sync
 
 contains
 
-  ! The run on the host MPI alone (DROPIN_MODE=host) when the host is MPICH. MPICH 4.0.2's
+  ! host_run_on_mpich: MPICH 4.0.2's
   ! MPI_F_SYNC_REG stores through an IERROR argument the routine does not have (and
   ! crashes): those runs leave it out (docs/dropin.md).
-  logical function host_run_on_mpich()
-    character(len=MPI_MAX_LIBRARY_VERSION_STRING) :: version
-    character(len=16) :: run_mode
-    integer :: length, ierror
-    call get_environment_variable('DROPIN_MODE', run_mode)
-    call MPI_Get_library_version(version, length, ierror)
-    host_run_on_mpich = run_mode == 'host' .and. index(version, 'MPICH') > 0
-  end function host_run_on_mpich
+  include 'host_run_on_mpich.inc'
 
   subroutine check(ok, what)
     logical, intent(in) :: ok
