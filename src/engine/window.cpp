@@ -733,9 +733,9 @@ Poll Window::poll() {
     Poll p = epochs_.poll();
     if (poll_requests()) served = true;
     if (served) return Poll::busy;
-    if (n_requests_.load(std::memory_order_relaxed) && p == Poll::idle) return Poll::waiting;
-    return remote_ && p == Poll::idle ? Poll::waiting : p;
+    // Requests still in flight, like a message transport, need polling to complete.
+    if (p == Poll::idle && (remote_ || n_requests_.load(std::memory_order_relaxed))) return Poll::waiting;
+    return p;
 }
-
 
 }  // namespace fastrma::detail

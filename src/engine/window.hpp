@@ -198,8 +198,6 @@ private:
                             std::unique_ptr<Window>* out);
     int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
                     const void* src, const void* cmp, void* res);
-    // Reads count state words of rank r (its dynamic region table), by load or by message.
-    void read_words(int r, std::size_t word, std::size_t count, std::uint64_t* out) const;
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
     // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
     bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);
@@ -226,6 +224,7 @@ private:
     Transport* serving_tp() const override { return remote_.get(); }
     int issue(int rank, const Op& op) override;
     int track_request(int rank, Completion* done) override;
+    bool completes_later(const Completion& done) const override { return requests_polled_ && done.any_thread(); }
     int complete_deferred() override;
     void flush_every_target() override;
     // Dynamic windows: requests a target refused since the last look (its region was

@@ -74,11 +74,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
             return true;
     }
     if (bytes > (1u << 20)) return false;
-    PeerRegion p;
-    p.pid = pid;
-    p.remote_addr = info[kInfoBase];
-    p.size = info[kInfoSize];
-    p.rank = rank;
+    const PeerRegion p = peer(rank);
     const Chunk c{local, off, std::size_t(bytes)};
     return accepted(write ? tp(rank).put(p, &c, 1) : tp(rank).get(p, &c, 1));
 }
@@ -134,8 +130,7 @@ inline int Window::fast_remote_transfer(bool is_put, void* origin, int rank, MPI
     std::uint64_t off;
     if (!remote_fast_offset(rank, disp, bytes, &off) || !epochs_.direct(rank)) return kSlowPath;
     const Chunk c{origin, off, std::size_t(bytes)};
-    PeerRegion p;
-    p.rank = rank;
+    const PeerRegion p = peer(rank);
     const Post done = is_put ? remote_->put(p, &c, 1) : remote_->get(p, &c, 1);
     if (!accepted(done)) return kSlowPath;
     bump(is_put ? Stat::puts : Stat::gets);
@@ -150,9 +145,7 @@ inline int Window::fast_remote_accumulate(const void* origin, const TypeInfo& ti
     if (!remote_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) ||
         check_accumulate(op, type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank))
         return kSlowPath;
-    PeerRegion p;
-    p.rank = rank;
-    if (!accepted(remote_->accumulate(p, int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
+    if (!accepted(remote_->accumulate(peer(rank), int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
                                       nullptr, nullptr)))
         return kSlowPath;
     bump(Stat::accs);

@@ -12,7 +12,7 @@
 namespace fastrma::detail {
 
 int Window::track_request(int r, Completion* done) {
-    if (!requests_polled_ || !done->any_thread()) {
+    if (!completes_later(*done)) {
         if (int rc = complete_request(r)) return rc;
         done->signal(MPI_SUCCESS);
         return MPI_SUCCESS;
@@ -244,7 +244,7 @@ int Window::post(const OpRequest& rq, Completion* done) {
                     dynamic_offset(rq.call, r, desc.offset + std::uint64_t(desc.lo), std::uint64_t(desc.hi - desc.lo)))
                 return rc;
     if (desc.kind != RmaKind::put && desc.kind != RmaKind::get) acc_order();
-    return epochs_.submit(rq.call, r, desc, done, requests_polled_);
+    return epochs_.submit(rq.call, r, desc, done);
 }
 
 }  // namespace fastrma::detail

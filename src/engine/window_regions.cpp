@@ -11,15 +11,6 @@
 
 namespace fastrma::detail {
 
-void Window::read_words(int r, std::size_t word, std::size_t count, std::uint64_t* out) const {
-    if (remote_peer(r)) {
-        tp(r).read_state(peer(r), word, count, out);
-        return;
-    }
-    const std::uint64_t* w = (r == rank_ ? my_state_ : state_of(r)) + word;
-    for (std::size_t i = 0; i < count; ++i) out[i] = __atomic_load_n(w + i, __ATOMIC_ACQUIRE);
-}
-
 // Dynamic windows: the displacement is an address that must lie in one region the target
 // has attached. The peer's table is re-read whenever its version moved, so a region that
 // was detached (and whose memory may be reused) is never written.
@@ -102,7 +93,7 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     if (inside()) return true;
     for (;;) {
         std::uint64_t hdr[kDynHeaderWords];
-        read_words(r, dyn_word0_, kDynHeaderWords, hdr);
+        tp(r).read_state(peer(r), dyn_word0_, kDynHeaderWords, hdr);
         const std::uint64_t v1 = hdr[0];
         if (v1 == c.version) break;
         if (v1 & 1) {
@@ -111,10 +102,10 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
         }  // the owner is changing it
         const std::uint64_t count = std::min<std::uint64_t>(hdr[1], dyn_capacity_);
         std::vector<std::uint64_t> words(2 * count);
-        if (count) read_words(r, dyn_word0_ + kDynHeaderWords, 2 * count, words.data());
+        if (count) tp(r).read_state(peer(r), dyn_word0_ + kDynHeaderWords, 2 * count, words.data());
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         std::uint64_t v2;
-        read_words(r, dyn_word0_, 1, &v2);
+        tp(r).read_state(peer(r), dyn_word0_, 1, &v2);
         if (v2 != v1) continue;
         c.regions.resize(count);
         for (std::uint64_t i = 0; i < count; ++i) c.regions[i] = {words[2 * i], words[2 * i + 1]};
@@ -129,6 +120,7 @@ bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
 
 int Window::refused_by_targets(const char* call, int lo, int hi) {
     if (!remote_ || flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
+    remote_->collect_refusals();
     int first = -1;
     std::uint64_t total = 0;
     for (int r = lo; r < hi; ++r) {

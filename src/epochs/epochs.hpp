@@ -62,7 +62,7 @@ public:
 
     // An op (validated) to rank r: checks the epoch, then issues it now or queues it.
     // done: see Window::post. An MPI error class (raised) or MPI_SUCCESS.
-    int submit(const char* call, int r, const Op& desc, Completion* done, bool requests_polled);
+    int submit(const char* call, int r, const Op& desc, Completion* done);
 
     // The fast paths' test: an op to rank may go straight to it now (a granted lock_all, a
     // fence epoch that has operations, a PSCW access epoch that includes it, or a granted

@@ -32,6 +32,10 @@ public:
     // its completion (non-zero: an error, done not signalled).
     virtual int issue(int r, const Op& op) = 0;
     virtual int track_request(int r, Completion* done) = 0;
+    // Whether a request's completion may be signalled after its post returned (someone
+    // polls for it, and it may be signalled from another thread); if not, its op is
+    // completed before the post returns.
+    virtual bool completes_later(const Completion& done) const = 0;
     // Completion of what the window left in flight beside the transports (batched small
     // transfers, offloaded copies); remote completion at every target (each transport's
     // flush_all); requests ranks [lo, hi) refused since the last look (dynamic windows),

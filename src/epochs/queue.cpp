@@ -101,7 +101,7 @@ int Epochs::check_epoch_for_op(const char* call, int r, AccessMode* m) {
     }
 }
 
-int Epochs::submit(const char* call, int r, const Op& desc, Completion* done, bool requests_polled) {
+int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
     AccessMode m;
     if (int rc = check_epoch_for_op(call, r, &m)) return rc;
     if (done && m != AccessMode::per_target && m != AccessMode::lock_all_granted)
@@ -147,7 +147,7 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done, bo
                 if (int rc = h_.track_request(r, done)) return raise(rc, "%s: %s", call, last_error_message().c_str());
             return MPI_SUCCESS;
         }
-        if (done && (!requests_polled || !done->any_thread())) {
+        if (done && !h_.completes_later(*done)) {
             // A request must be complete when we hand it out: get the lock and issue
             // the queue ahead of us now, then come back to the fast path above.
             sl.unlock();

@@ -417,10 +417,8 @@ public:
     void read_state(const PeerRegion& p, std::size_t word, std::size_t count, std::uint64_t* out) override {
         ep_->read_state(p.rank, word, count, out);
     }
-    std::uint64_t refused(const PeerRegion& p) override {
-        ep_->serve_arrived();
-        return ep_->take_rejected(p.rank);
-    }
+    void collect_refusals() override { ep_->serve_arrived(); }
+    std::uint64_t refused(const PeerRegion& p) override { return ep_->take_rejected(p.rank); }
     void open_gate(const PeerRegion& p) override { ep_->post_to(p.rank); }
     bool gate_ready(const PeerRegion& p) override { return ep_->may_start(p.rank); }
     void enter_gate(const PeerRegion& p) override { ep_->begin_access(p.rank); }

@@ -1,4 +1,4 @@
-// transport.cpp — the default window-wide operations of Transport.
+// transport.cpp — the default fence_sync of Transport.
 #include "transport/transport.hpp"
 
 #include <mpi.h>
@@ -8,12 +8,6 @@
 namespace fastrma::detail {
 
 int Transport::fence_sync(Bootstrap& group) {
-    flush_all();
-    group.barrier();
-    return MPI_SUCCESS;
-}
-
-int Transport::close_sync(Bootstrap& group) {
     flush_all();
     group.barrier();
     return MPI_SUCCESS;

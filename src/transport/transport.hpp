@@ -184,7 +184,9 @@ public:
     }
     // Origin side: how many requests the peer refused since the last call (dynamic windows:
     // outside the regions it had attached when they arrived); counted up to the last
-    // completion of this process's requests to it.
+    // completion of this process's requests to it, once collect_refusals() took in the
+    // refusal notices that arrived (one call before asking any number of peers).
+    virtual void collect_refusals() {}
     virtual std::uint64_t refused(const PeerRegion& /*peer*/) { return 0; }
 
     // Gated access epochs (Caps::gates_access). Target side: the exposure to origin opens
@@ -202,7 +204,8 @@ public:
     virtual int fence_sync(Bootstrap& group);
     // Before a window's memory goes (MPI_Win_free), collective: nothing posted by any member
     // is left to arrive anywhere. An MPI error class.
-    virtual int close_sync(Bootstrap& group);
+    // Default: fence_sync.
+    virtual int close_sync(Bootstrap& group) { return fence_sync(group); }
 
     // Target side (transports that need the target's CPU).
     // Serve what has arrived (try-locks only: safe inside the host MPI's progress loop);

@@ -205,6 +205,7 @@ public:
         done->signal(MPI_SUCCESS);
         return MPI_SUCCESS;
     }
+    bool completes_later(const Completion&) const override { return false; }
     int complete_deferred() override { return MPI_SUCCESS; }
     void flush_every_target() override { tp_.flush_all(); }
     int refused_by_targets(const char*, int, int) override { return MPI_SUCCESS; }
@@ -279,10 +280,10 @@ TEST_P(EpochsFake, ExclusiveLocksSerializeReadModifyWrite) {
             for (int i = 0; i < iters; ++i) {
                 ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 1, 0));
                 std::int64_t v = -1;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("get", 1, get_op(&v, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.submit("get", 1, get_op(&v, 0, 8), nullptr));
                 ASSERT_EQ(MPI_SUCCESS, e.flush(1, false));
                 ++v;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 1, put_op(&v, 0, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 1, put_op(&v, 0, 8), nullptr));
                 ASSERT_EQ(MPI_SUCCESS, e.unlock(1));
             }
         },
@@ -303,8 +304,8 @@ TEST_P(EpochsFake, OpsQueueBehindAnUngrantedLockAndLandAfterTheHoldersWrites) {
                 stage.store(1);
                 while (stage.load() < 2) std::this_thread::yield();
                 std::int64_t a = 11, b = 12;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&a, 0, 8), nullptr, false));
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&b, 8, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&a, 0, 8), nullptr));
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&b, 8, 8), nullptr));
                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
                 ASSERT_EQ(MPI_SUCCESS, e.unlock(0));
             } else if (r == 2) {  // the waiter
@@ -312,7 +313,7 @@ TEST_P(EpochsFake, OpsQueueBehindAnUngrantedLockAndLandAfterTheHoldersWrites) {
                 ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, 0, 0));  // not granted: returns
                 EXPECT_EQ(e.mode(), AccessMode::per_target);
                 std::int64_t c = 21;
-                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&c, 8, 8), nullptr, false));
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", 0, put_op(&c, 8, 8), nullptr));
                 EXPECT_EQ(e.queued_ops(), 1u) << "the put went before the lock was granted";
                 EXPECT_EQ(host.issued.load(), 0);
                 stage.store(2);
@@ -391,7 +392,7 @@ TEST_P(EpochsFake, PscwEpochsDeliverEveryPutBeforeTheWaitReturns) {
                     v[j] = k * 100 + r * 10 + j;
                     ASSERT_EQ(MPI_SUCCESS,
                               e.submit("put", 0, put_op(&v[j], (std::uint64_t(r) * 4 + std::uint64_t(j)) * 8, 8),
-                                       nullptr, false));
+                                       nullptr));
                 }
                 ASSERT_EQ(MPI_SUCCESS, e.complete());  // v may go once complete returns
                 std::memset(v, 0, sizeof v);
@@ -413,14 +414,14 @@ TEST_P(EpochsFake, FenceCompletesEveryRanksOpsOfTheEpoch) {
             for (int t = 0; t < n; ++t) {
                 v[std::size_t(t)] = k * 1000 + r * 10 + t;
                 ASSERT_EQ(MPI_SUCCESS,
-                          e.submit("put", t, put_op(&v[std::size_t(t)], std::uint64_t(r) * 8, 8), nullptr, false));
+                          e.submit("put", t, put_op(&v[std::size_t(t)], std::uint64_t(r) * 8, 8), nullptr));
             }
             ASSERT_EQ(MPI_SUCCESS, e.fence(0));
             for (int o = 0; o < n; ++o)
                 if (load64(w, r, std::size_t(o)) != k * 1000 + o * 10 + r) bad.fetch_add(1);
             std::int64_t got = -1;
             const int next = (r + 1) % n;
-            ASSERT_EQ(MPI_SUCCESS, e.submit("get", next, get_op(&got, std::uint64_t(r) * 8, 8), nullptr, false));
+            ASSERT_EQ(MPI_SUCCESS, e.submit("get", next, get_op(&got, std::uint64_t(r) * 8, 8), nullptr));
             ASSERT_EQ(MPI_SUCCESS, e.fence(0));
             if (got != k * 1000 + r * 10 + next) bad.fetch_add(1);
         }
@@ -489,7 +490,7 @@ TEST(EpochState, EpochsRefuseIllegalCallsAndKeepTheirState) {
         EXPECT_EQ(MPI_ERR_RMA_SYNC, e.complete());
         EXPECT_EQ(MPI_ERR_RMA_SYNC, e.wait());
         std::int64_t v = 1;
-        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.submit("put", 1 - r, put_op(&v, 0, 8), nullptr, false));
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, e.submit("put", 1 - r, put_op(&v, 0, 8), nullptr));
         ASSERT_EQ(MPI_SUCCESS, e.lock_all(0));
         EXPECT_EQ(MPI_ERR_RMA_SYNC, e.lock(MPI_LOCK_SHARED, 1 - r, 0));
         EXPECT_EQ(MPI_ERR_RMA_SYNC, e.start({1 - r}, 0));
