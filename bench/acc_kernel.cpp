@@ -38,8 +38,8 @@ struct Result {
 };
 
 // Times body() reps times on a target reset from `init` before each rep.
-Result time_it(int reps, std::vector<unsigned char>& dst, const std::vector<unsigned char>& init,
-               size_t n, const std::function<void()>& body) {
+Result time_it(int reps, std::vector<unsigned char>& dst, const std::vector<unsigned char>& init, size_t n,
+               const std::function<void()>& body) {
     std::vector<double> ns;
     ns.reserve(reps);
     for (int r = 0; r < reps + 2; ++r) {  // two warm-up reps
@@ -78,9 +78,12 @@ int main(int argc, char** argv) {
     std::string filter;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-        else if (a == "--bytes" && i + 1 < argc) bytes = std::strtoull(argv[++i], nullptr, 0);
-        else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+        if (a == "--reps" && i + 1 < argc)
+            reps = std::atoi(argv[++i]);
+        else if (a == "--bytes" && i + 1 < argc)
+            bytes = std::strtoull(argv[++i], nullptr, 0);
+        else if (a == "--filter" && i + 1 < argc)
+            filter = argv[++i];
         else {
             std::fprintf(stderr, "usage: acc_kernel [--reps N] [--bytes B] [--filter SUBSTRING]\n");
             return 2;
@@ -181,9 +184,9 @@ int main(int argc, char** argv) {
         set_wide_cas(was);
         Result p = time_it(reps, dst, init, n, [&] { reduce(c.op, *ti, dst.data(), src.data(), n, res); });
         auto mbs = [&](double ns_per_el) { return double(ti->extent) / ns_per_el * 1e3; };
-        std::printf("%-28s %7.2f (%7.2f) %8.0f %7.2f (%7.2f) %8.0f %7.2f (%7.2f) %8.0f%s\n", c.name, a.med_ns,
-                    a.min_ns, mbs(a.med_ns), e.med_ns, e.min_ns, mbs(e.med_ns), p.med_ns, p.min_ns,
-                    mbs(p.med_ns), refused ? "  ATOMIC REFUSED" : "");
+        std::printf("%-28s %7.2f (%7.2f) %8.0f %7.2f (%7.2f) %8.0f %7.2f (%7.2f) %8.0f%s\n", c.name, a.med_ns, a.min_ns,
+                    mbs(a.med_ns), e.med_ns, e.min_ns, mbs(e.med_ns), p.med_ns, p.min_ns, mbs(p.med_ns),
+                    refused ? "  ATOMIC REFUSED" : "");
     }
 
     // Floors, on 8-byte words: a plain add loop, and one locked instruction per element.
@@ -213,7 +216,8 @@ int main(int argc, char** argv) {
         // One lock cmpxchg16b per two doubles: the least the block way can cost.
         Result cas16 = time_it(reps, dst, init, n, [&] {
             for (size_t i = 0; i + 1 < n; i += 2) {
-                uint64_t lo = __atomic_load_n(u + i, __ATOMIC_RELAXED), hi = __atomic_load_n(u + i + 1, __ATOMIC_RELAXED);
+                uint64_t lo = __atomic_load_n(u + i, __ATOMIC_RELAXED),
+                         hi = __atomic_load_n(u + i + 1, __ATOMIC_RELAXED);
                 for (;;) {
                     double x, y;
                     std::memcpy(&x, &lo, 8);
@@ -243,11 +247,15 @@ int main(int argc, char** argv) {
         Result store = time_it(reps, dst, init, n, [&] {
             for (size_t i = 0; i < n; ++i) __atomic_store_n(u + i, uint64_t{i}, __ATOMIC_RELAXED);
         });
-        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: plain double +=", plain.med_ns, plain.min_ns, 8e3 / plain.med_ns);
-        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: lock cmpxchg (dbl +)", cas.med_ns, cas.min_ns, 8e3 / cas.med_ns);
-        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: cmpxchg16b (2 dbl +)", cas16.med_ns, cas16.min_ns, 8e3 / cas16.med_ns);
+        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: plain double +=", plain.med_ns, plain.min_ns,
+                    8e3 / plain.med_ns);
+        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: lock cmpxchg (dbl +)", cas.med_ns, cas.min_ns,
+                    8e3 / cas.med_ns);
+        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: cmpxchg16b (2 dbl +)", cas16.med_ns, cas16.min_ns,
+                    8e3 / cas16.med_ns);
         std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: lock add (8 B)", add.med_ns, add.min_ns, 8e3 / add.med_ns);
-        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: relaxed store (8 B)", store.med_ns, store.min_ns, 8e3 / store.med_ns);
+        std::printf("%-28s %7.2f (%7.2f) %8.0f\n", "floor: relaxed store (8 B)", store.med_ns, store.min_ns,
+                    8e3 / store.med_ns);
     }
     return 0;
 }

@@ -19,7 +19,10 @@
 static double kernel(int iters) {
     volatile double x = 1.0;
     double y = 0.0;
-    for (int i = 0; i < iters; ++i) { y += x * 1.0000001; x = y * 0.5 + 1e-9; }
+    for (int i = 0; i < iters; ++i) {
+        y += x * 1.0000001;
+        x = y * 0.5 + 1e-9;
+    }
     return y;
 }
 
@@ -59,11 +62,15 @@ int main(int argc, char** argv) {
                         FRMA_Win_flush(0, win);
                         served += 65;
                         if (gap_us > 0) {
-                            struct timespec gap{gap_us / 1000000, (gap_us % 1000000) * 1000};
+                            struct timespec gap {
+                                gap_us / 1000000, (gap_us % 1000000) * 1000
+                            };
                             nanosleep(&gap, nullptr);
                         }
                     } else {
-                        struct timespec ts{0, 200000};
+                        struct timespec ts {
+                            0, 200000
+                        };
                         nanosleep(&ts, nullptr);
                     }
                     MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
@@ -80,8 +87,9 @@ int main(int argc, char** argv) {
     MPI_Reduce(&served, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         const double pct = (med[1] / med[0] - 1.0) * 100.0;
-        std::printf("transport %s, %d ranks%s: compute %.1f ms quiet, %.1f ms while serving %ld requests: slowdown %.1f%%\n",
-                    tr ? tr : "auto(shm)", size, gap_us > 0 ? " (paced)" : "", med[0], med[1], total, pct);
+        std::printf(
+            "transport %s, %d ranks%s: compute %.1f ms quiet, %.1f ms while serving %ld requests: slowdown %.1f%%\n",
+            tr ? tr : "auto(shm)", size, gap_us > 0 ? " (paced)" : "", med[0], med[1], total, pct);
         std::printf("CSV,compute_slowdown,%s,%.2f,%.2f,%.2f,%ld\n", tr ? tr : "shm", med[0], med[1], pct, total);
     }
     FRMA_Win_free(&win);

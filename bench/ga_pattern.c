@@ -20,9 +20,9 @@
  * Output: a human table on stdout and, with --csv, rows
  *   label,ranks,phase,shape,bytes,calls,seconds,us_per_call
  * Exit status 1 if a result check fails. */
-#include <mpi.h>
 #include <ga.h>
 #include <macdecls.h>
+#include <mpi.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -57,12 +57,12 @@ static void report(const char* phase, const char* shape, long bytes, long calls,
     double tmax = 0;
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (me != 0) return;
-    printf("%-8s %-15s %-8s %8ld B %7ld calls %9.4f s %10.2f us/call\n", label, phase, shape,
-           bytes, calls, tmax, 1e6 * tmax / (double)calls);
+    printf("%-8s %-15s %-8s %8ld B %7ld calls %9.4f s %10.2f us/call\n", label, phase, shape, bytes, calls, tmax,
+           1e6 * tmax / (double)calls);
     fflush(stdout);
     if (csv)
-        fprintf(csv, "%s,%d,%s,%s,%ld,%ld,%.6f,%.3f\n", label, np, phase, shape, bytes, calls,
-                tmax, 1e6 * tmax / (double)calls);
+        fprintf(csv, "%s,%d,%s,%s,%ld,%ld,%.6f,%.3f\n", label, np, phase, shape, bytes, calls, tmax,
+                1e6 * tmax / (double)calls);
 }
 
 static void check(int ok, const char* what) {
@@ -101,9 +101,8 @@ static void phase_patches(int which) { /* 0 put, 1 get, 2 acc */
     int g = NGA_Create(C_DBL, 2, dims, "patches", chunk);
     GA_Zero(g);
     const struct Shape shapes[] = {
-        {"contig", 1, 1},    {"contig", 1, 64},   {"contig", 2, 512},
-        {"contig", 32, 512}, {"contig", 256, 512}, {"strided", 8, 8},
-        {"strided", 32, 32}, {"strided", 128, 128}, {"strided", 512, 256},
+        {"contig", 1, 1},  {"contig", 1, 64},   {"contig", 2, 512},    {"contig", 32, 512},   {"contig", 256, 512},
+        {"strided", 8, 8}, {"strided", 32, 32}, {"strided", 128, 128}, {"strided", 512, 256},
     };
     double* buf = malloc(sizeof(double) * kRows * kCols);
     for (int i = 0; i < kRows * kCols; ++i) buf[i] = 1.0;
@@ -125,9 +124,12 @@ static void phase_patches(int which) { /* 0 put, 1 get, 2 acc */
         GA_Sync();
         double t0 = MPI_Wtime();
         for (long i = 0; i < n; ++i) {
-            if (which == 0) NGA_Put(g, lo, hi, buf, ld);
-            else if (which == 1) NGA_Get(g, lo, hi, buf, ld);
-            else NGA_Acc(g, lo, hi, buf, ld, &one);
+            if (which == 0)
+                NGA_Put(g, lo, hi, buf, ld);
+            else if (which == 1)
+                NGA_Get(g, lo, hi, buf, ld);
+            else
+                NGA_Acc(g, lo, hi, buf, ld, &one);
         }
         double t = MPI_Wtime() - t0;
         report(phase, shape, bytes, n, t);
@@ -250,9 +252,12 @@ static void phase_task_pool(void) {
 
 int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--label") && i + 1 < argc) label = argv[++i];
-        else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--phases") && i + 1 < argc) phases = argv[++i];
+        if (!strcmp(argv[i], "--label") && i + 1 < argc)
+            label = argv[++i];
+        else if (!strcmp(argv[i], "--scale") && i + 1 < argc)
+            scale = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--phases") && i + 1 < argc)
+            phases = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
             csv = fopen(argv[++i], "a");
             if (!csv) {

@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
     const double p1 = eng->progress().thread_cpu_ns() / 1e6;
     const double t1 = process_cpu_ms();
     const double pct = (p1 - p0) / (seconds * 1e3) * 100.0;
-    std::printf("rank %d: idle %.1f s: progress thread %.3f ms CPU (%.4f%% of a core), whole process %.3f ms, thread on PU %d\n",
-                rank, seconds, p1 - p0, pct, t1 - t0, eng->progress().bound_pu());
+    std::printf(
+        "rank %d: idle %.1f s: progress thread %.3f ms CPU (%.4f%% of a core), whole process %.3f ms, thread on PU "
+        "%d\n",
+        rank, seconds, p1 - p0, pct, t1 - t0, eng->progress().bound_pu());
     std::printf("CSV,idle_cost,%d,%.1f,%.3f,%.3f,%.4f\n", rank, seconds, p1 - p0, t1 - t0, pct);
     std::fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);

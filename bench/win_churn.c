@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
     qsort(per, (size_t)n, sizeof(double), cmp);
     if (me == 0 && n > 0)
         printf("%s: median create+free %.1f us; mean create %.1f, lock_all %.1f, unlock_all %.1f, free %.1f us\n",
-               create ? "alloc_mem+create" : "allocate", 1e6 * per[n / 2], 1e6 * ta / n, 1e6 * tl / n,
-               1e6 * tu / n, 1e6 * tf / n);
+               create ? "alloc_mem+create" : "allocate", 1e6 * per[n / 2], 1e6 * ta / n, 1e6 * tl / n, 1e6 * tu / n,
+               1e6 * tf / n);
     free(per);
     MPI_Finalize();
     return 0;

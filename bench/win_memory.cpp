@@ -45,9 +45,12 @@ int main(int argc, char** argv) {
         double t = MPI_Wtime();
         for (int k = 0; k < K; ++k) {
             void* base;
-            if (!std::strcmp(fl, "allocate")) FRMA_Win_allocate(4096, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &wins[k]);
-            else if (!std::strcmp(fl, "shared")) FRMA_Win_allocate_shared(4096, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &wins[k]);
-            else if (!std::strcmp(fl, "dynamic")) FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &wins[k]);
+            if (!std::strcmp(fl, "allocate"))
+                FRMA_Win_allocate(4096, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &wins[k]);
+            else if (!std::strcmp(fl, "shared"))
+                FRMA_Win_allocate_shared(4096, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &wins[k]);
+            else if (!std::strcmp(fl, "dynamic"))
+                FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &wins[k]);
             else {
                 mem[k].assign(4096, 0);
                 FRMA_Win_create(mem[k].data(), 4096, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wins[k]);
@@ -61,9 +64,12 @@ int main(int argc, char** argv) {
         double maxrow[4];
         MPI_Reduce(row, maxrow, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) {
-            std::printf("%-8s ranks %2d: metadata %8.0f B/window, %5.1f mappings/window, RSS %+7.1f KiB/window, create %8.1f us\n",
-                        fl, size, maxrow[0], maxrow[1], maxrow[2], maxrow[3]);
-            std::printf("CSV,win_memory,%s,%d,%.0f,%.1f,%.1f,%.1f\n", fl, size, maxrow[0], maxrow[1], maxrow[2], maxrow[3]);
+            std::printf(
+                "%-8s ranks %2d: metadata %8.0f B/window, %5.1f mappings/window, RSS %+7.1f KiB/window, create %8.1f "
+                "us\n",
+                fl, size, maxrow[0], maxrow[1], maxrow[2], maxrow[3]);
+            std::printf("CSV,win_memory,%s,%d,%.0f,%.1f,%.1f,%.1f\n", fl, size, maxrow[0], maxrow[1], maxrow[2],
+                        maxrow[3]);
             std::fflush(stdout);
         }
         for (auto& w : wins) FRMA_Win_free(&w);

@@ -166,10 +166,14 @@ private:
         char* end = nullptr;
         long v = std::strtol(s.c_str(), &end, 0);
         std::string rest = end;
-        if (rest == "K" || rest == "k") v <<= 10;
-        else if (rest == "M" || rest == "m") v <<= 20;
-        else if (rest == "G" || rest == "g") v <<= 30;
-        else if (!rest.empty()) return false;
+        if (rest == "K" || rest == "k")
+            v <<= 10;
+        else if (rest == "M" || rest == "m")
+            v <<= 20;
+        else if (rest == "G" || rest == "g")
+            v <<= 30;
+        else if (!rest.empty())
+            return false;
         *out = v;
         return true;
     }

@@ -43,11 +43,11 @@ using examples::splitmix64;
 
 struct Config {
     std::string pattern = "random";  // random | neighbors
-    int peers = 3;                   // random: targets per rank and round
-    long max_words = 512;            // payload words of a message: 1..max_words, random
+    int peers = 3;  // random: targets per rank and round
+    long max_words = 512;  // payload words of a message: 1..max_words, random
     int rounds = 200;
     int threads = 1;
-    std::string term = "barrier";    // barrier | counter
+    std::string term = "barrier";  // barrier | counter
     std::string win = "allocate";
     long seed = 2010;
 };
@@ -89,7 +89,8 @@ std::vector<Message> plan_round(const Config& cfg, int me, int p, int round, con
     const int k = std::min<int>(cfg.peers, int(others.size()));
     for (int i = 0; i < k; ++i) {
         h = splitmix64(h);
-        std::swap(others[std::size_t(i)], others[std::size_t(i) + std::size_t(h % std::uint64_t(others.size() - std::size_t(i)))]);
+        std::swap(others[std::size_t(i)],
+                  others[std::size_t(i) + std::size_t(h % std::uint64_t(others.size() - std::size_t(i)))]);
         out.push_back({others[std::size_t(i)], i, size_of(i)});
     }
     return out;
@@ -218,8 +219,8 @@ private:
                 MPI_Put(msg, int(len), MPI_UINT64_T, m.target, half_base + offset, int(len), MPI_UINT64_T, win_);
             } else {
                 // Payload and round word first; the header word, atomically, once they are in.
-                MPI_Put(msg + 1, int(len - 1), MPI_UINT64_T, m.target, half_base + offset + 1, int(len - 1), MPI_UINT64_T,
-                        win_);
+                MPI_Put(msg + 1, int(len - 1), MPI_UINT64_T, m.target, half_base + offset + 1, int(len - 1),
+                        MPI_UINT64_T, win_);
                 MPI_Win_flush(m.target, win_);
                 MPI_Accumulate(msg, 1, MPI_UINT64_T, m.target, half_base + offset, 1, MPI_UINT64_T, MPI_REPLACE, win_);
             }
@@ -300,8 +301,9 @@ int main(int argc, char** argv) {
     flags.add("term", &cfg.term, "termination: barrier or counter");
     flags.add("win", &cfg.win, "inbox window flavor: allocate or create");
     flags.add("seed", &cfg.seed, "seed of peers and sizes");
-    flags.epilog("Output: a summary, then one line 'RESULT app=dsde ... time_s=T check=PASS|FAIL'.\n"
-                 "Exit status 0 only when every message arrived intact.");
+    flags.epilog(
+        "Output: a summary, then one line 'RESULT app=dsde ... time_s=T check=PASS|FAIL'.\n"
+        "Exit status 0 only when every message arrived intact.");
     if (int rc = flags.parse(argc, argv); rc >= 0) return rc;
     if (!examples::init_mpi(&argc, &argv, cfg.threads, "dsde")) {
         MPI_Finalize();
@@ -311,12 +313,16 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &p);
     std::string err;
-    if (cfg.pattern != "random" && cfg.pattern != "neighbors") err = "--pattern is random or neighbors";
-    else if (cfg.term != "barrier" && cfg.term != "counter") err = "--term is barrier or counter";
-    else if (cfg.win != "allocate" && cfg.win != "create") err = "--win is allocate or create";
+    if (cfg.pattern != "random" && cfg.pattern != "neighbors")
+        err = "--pattern is random or neighbors";
+    else if (cfg.term != "barrier" && cfg.term != "counter")
+        err = "--term is barrier or counter";
+    else if (cfg.win != "allocate" && cfg.win != "create")
+        err = "--win is allocate or create";
     else if (cfg.peers < 1 || cfg.max_words < 1 || cfg.max_words > (1L << 28) || cfg.rounds < 1 || cfg.threads < 1)
         err = "bad --peers/--words/--rounds/--threads";
-    else if (p > (1 << 23)) err = "too many ranks for the header format";
+    else if (p > (1 << 23))
+        err = "too many ranks for the header format";
     if (!err.empty()) {
         if (me == 0) std::fprintf(stderr, "dsde: %s\n", err.c_str());
         MPI_Finalize();
@@ -324,12 +330,13 @@ int main(int argc, char** argv) {
     }
     const std::string impl = examples::rma_implementation();
     if (me == 0)
-        std::printf("dsde: %s pattern%s, payload 1..%ld words, %d rounds, term=%s, %d ranks x %d threads, win=%s, rma=%s\n",
-                    cfg.pattern.c_str(), cfg.pattern == "random" ? (", " + std::to_string(cfg.peers) + " peers").c_str() : "",
-                    cfg.max_words, cfg.rounds, cfg.term.c_str(), p, cfg.threads, cfg.win.c_str(), impl.c_str());
+        std::printf(
+            "dsde: %s pattern%s, payload 1..%ld words, %d rounds, term=%s, %d ranks x %d threads, win=%s, rma=%s\n",
+            cfg.pattern.c_str(), cfg.pattern == "random" ? (", " + std::to_string(cfg.peers) + " peers").c_str() : "",
+            cfg.max_words, cfg.rounds, cfg.term.c_str(), p, cfg.threads, cfg.win.c_str(), impl.c_str());
 
     std::uint64_t sums[2] = {0, 0};  // sent, received
-    long counts[4] = {0, 0, 0, 0};   // sent msgs, received msgs, errors, bytes
+    long counts[4] = {0, 0, 0, 0};  // sent msgs, received msgs, errors, bytes
     double elapsed = 0;
     {
         Exchange ex(cfg, me, p);

@@ -66,8 +66,15 @@ struct Timing {
 class Fft3d {
 public:
     Fft3d(const Config& cfg, int rank, int nranks)
-        : cfg_(cfg), rank_(rank), p_(nranks), nx_(cfg.nx), ny_(cfg.ny), nz_(cfg.nz),
-          nxl_(nx_ / p_), nyl_(ny_ / p_), x0_(rank * nxl_) {
+        : cfg_(cfg),
+          rank_(rank),
+          p_(nranks),
+          nx_(cfg.nx),
+          ny_(cfg.ny),
+          nz_(cfg.nz),
+          nxl_(nx_ / p_),
+          nyl_(ny_ / p_),
+          x0_(rank * nxl_) {
         const std::size_t a_elems = std::size_t(nxl_ * ny_ * nz_);
         const std::size_t b_elems = std::size_t(nx_ * nyl_ * nz_);
         a_ = static_cast<cplx*>(fftw_malloc(a_elems * sizeof(cplx)));
@@ -104,8 +111,7 @@ public:
         if (cfg_.sync == "lock") MPI_Win_sync(win_);  // our stores, before the peers' puts
         for (long xl = 0; xl < nxl_; ++xl)
             for (long y = 0; y < ny_; ++y)
-                for (long z = 0; z < nz_; ++z)
-                    a_[(xl * ny_ + y) * nz_ + z] = input_value(cfg_, x0_ + xl, y, z);
+                for (long z = 0; z < nz_; ++z) a_[(xl * ny_ + y) * nz_ + z] = input_value(cfg_, x0_ + xl, y, z);
     }
 
     static cplx input_value(const Config& cfg, long x, long y, long z) {
@@ -187,9 +193,11 @@ public:
         std::vector<cplx> x(std::size_t(cfg.nx * cfg.ny * cfg.nz));
         for (long i = 0; i < cfg.nx; ++i)
             for (long j = 0; j < cfg.ny; ++j)
-                for (long k = 0; k < cfg.nz; ++k) x[std::size_t((i * cfg.ny + j) * cfg.nz + k)] = input_value(cfg, i, j, k);
+                for (long k = 0; k < cfg.nz; ++k)
+                    x[std::size_t((i * cfg.ny + j) * cfg.nz + k)] = input_value(cfg, i, j, k);
         auto* data = reinterpret_cast<fftw_complex*>(x.data());
-        fftw_plan plan = fftw_plan_dft_3d(int(cfg.nx), int(cfg.ny), int(cfg.nz), data, data, FFTW_FORWARD, FFTW_ESTIMATE);
+        fftw_plan plan =
+            fftw_plan_dft_3d(int(cfg.nx), int(cfg.ny), int(cfg.nz), data, data, FFTW_FORWARD, FFTW_ESTIMATE);
         fftw_execute(plan);
         fftw_destroy_plan(plan);
         return x;
@@ -205,7 +213,8 @@ private:
         const unsigned flags = cfg_.measure ? FFTW_MEASURE : FFTW_ESTIMATE;
         unsigned f2 = flags, f1 = flags;
         for (long xl = 0; xl < nxl_; ++xl)
-            if (fftw_alignment_of(reinterpret_cast<double*>(plane(xl))) != fftw_alignment_of(reinterpret_cast<double*>(plane(0))))
+            if (fftw_alignment_of(reinterpret_cast<double*>(plane(xl))) !=
+                fftw_alignment_of(reinterpret_cast<double*>(plane(0))))
                 f2 |= FFTW_UNALIGNED;
         for (long yl = 0; yl < nyl_; ++yl)
             if (fftw_alignment_of(reinterpret_cast<double*>(out_block(yl))) !=
@@ -257,9 +266,9 @@ private:
             MPI_Win_complete(win_);
             MPI_Win_wait(win_);
         } else {
-            MPI_Win_flush_all(win_);    // our puts are in place at every target
+            MPI_Win_flush_all(win_);  // our puts are in place at every target
             MPI_Barrier(MPI_COMM_WORLD);  // ... and everyone's are
-            MPI_Win_sync(win_);           // then our loads see them
+            MPI_Win_sync(win_);  // then our loads see them
         }
     }
 
@@ -284,7 +293,8 @@ private:
     static void recv_large(cplx* p, std::size_t n, int from) {
         const std::size_t chunk = std::size_t(1) << 26;
         for (std::size_t off = 0; off < n; off += chunk)
-            MPI_Recv(p + off, int(2 * std::min(chunk, n - off)), MPI_DOUBLE, from, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(p + off, int(2 * std::min(chunk, n - off)), MPI_DOUBLE, from, 7, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
     }
 
     const Config& cfg_;
@@ -342,8 +352,9 @@ int main(int argc, char** argv) {
     flags.add("tol", &cfg.tol, "largest accepted max|error| / max|X|");
     flags.add("measure", &cfg.measure, "plan with FFTW_MEASURE instead of FFTW_ESTIMATE");
     flags.add("seed", &cfg.seed, "seed of the input");
-    flags.epilog("Output: a summary, then one line 'RESULT app=fft3d ... time_s=T check=PASS|FAIL'.\n"
-                 "Exit status 0 only when the check passes.");
+    flags.epilog(
+        "Output: a summary, then one line 'RESULT app=fft3d ... time_s=T check=PASS|FAIL'.\n"
+        "Exit status 0 only when the check passes.");
     if (int rc = flags.parse(argc, argv); rc >= 0) return rc;
     if (cfg.nx == 0) cfg.nx = cfg.n;
     if (cfg.ny == 0) cfg.ny = cfg.n;
@@ -428,14 +439,16 @@ int main(int argc, char** argv) {
         for (int s = 0; s < 2; ++s) {
             if (series[s].runs.empty()) continue;
             const Series& ser = series[s];
-            std::printf("  overlap %-3s: %.4f s per transform (median of %zu; 2D FFT+put %.4f, in MPI_Put %.4f, "
-                        "complete %.4f, unpack+1D FFT %.4f), transpose %.2f GB/s\n",
-                        s == 0 ? "on" : "off", ser.median_total(), ser.runs.size(), ser.median_of(&Timing::fft2d_put),
-                        ser.median_of(&Timing::put), ser.median_of(&Timing::complete), ser.median_of(&Timing::fft1d),
-                        moved / (ser.median_of(&Timing::put) + ser.median_of(&Timing::complete)) / 1e9);
+            std::printf(
+                "  overlap %-3s: %.4f s per transform (median of %zu; 2D FFT+put %.4f, in MPI_Put %.4f, "
+                "complete %.4f, unpack+1D FFT %.4f), transpose %.2f GB/s\n",
+                s == 0 ? "on" : "off", ser.median_total(), ser.runs.size(), ser.median_of(&Timing::fft2d_put),
+                ser.median_of(&Timing::put), ser.median_of(&Timing::complete), ser.median_of(&Timing::fft1d),
+                moved / (ser.median_of(&Timing::put) + ser.median_of(&Timing::complete)) / 1e9);
         }
         if (!series[0].runs.empty() && !series[1].runs.empty())
-            std::printf("  overlap gain: %.1f %%\n", 100.0 * (1.0 - series[0].median_total() / series[1].median_total()));
+            std::printf("  overlap gain: %.1f %%\n",
+                        100.0 * (1.0 - series[0].median_total() / series[1].median_total()));
         examples::Result r("fft3d");
         r.add("size", std::to_string(cfg.nx) + "x" + std::to_string(cfg.ny) + "x" + std::to_string(cfg.nz))
             .add("ranks", p)

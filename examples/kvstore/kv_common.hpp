@@ -39,12 +39,12 @@
 namespace kv {
 
 struct Config {
-    long slots = 1L << 15;   // per rank
-    double load = 0.5;       // keys inserted / slots, over the whole table
-    int threads = 2;         // per rank
-    int value_words = 3;     // 64-bit words of value per slot (slot = 1 + value_words words)
-    double miss = 0.1;       // lookups of absent keys, as a fraction of the present ones
-    int iters = 3;           // clear / insert / lookup / count cycles
+    long slots = 1L << 15;  // per rank
+    double load = 0.5;  // keys inserted / slots, over the whole table
+    int threads = 2;  // per rank
+    int value_words = 3;  // 64-bit words of value per slot (slot = 1 + value_words words)
+    double miss = 0.1;  // lookups of absent keys, as a fraction of the present ones
+    int iters = 3;  // clear / insert / lookup / count cycles
     std::string win = "allocate";
     long seed = 7;
 
@@ -63,13 +63,15 @@ inline int parse_flags(Config& cfg, const char* app, const char* summary, int ar
     flags.add("iters", &cfg.iters, "clear/insert/lookup cycles (the median is reported)");
     if (with_win) flags.add("win", &cfg.win, "window flavor: allocate (MPI_Win_allocate) or create (MPI_Win_create)");
     flags.add("seed", &cfg.seed, "seed of the key placement");
-    flags.epilog("Output: a summary, then one line 'RESULT app=... inserts_per_s=... lookups_per_s=... check=PASS|FAIL'.\n"
-                 "Exit status 0 only when every lookup returned the right answer and no key was lost.");
+    flags.epilog(
+        "Output: a summary, then one line 'RESULT app=... inserts_per_s=... lookups_per_s=... check=PASS|FAIL'.\n"
+        "Exit status 0 only when every lookup returned the right answer and no key was lost.");
     return flags.parse(argc, argv);
 }
 
 inline std::string check_config(const Config& cfg, int nranks) {
-    if (cfg.slots < 1 || cfg.threads < 1 || cfg.value_words < 1 || cfg.iters < 1) return "bad --slots/--threads/--value-words/--iters";
+    if (cfg.slots < 1 || cfg.threads < 1 || cfg.value_words < 1 || cfg.iters < 1)
+        return "bad --slots/--threads/--value-words/--iters";
     if (!(cfg.load > 0 && cfg.load < 1)) return "--load must be in (0, 1)";
     if (cfg.keys_per_thread() < 1) return "no keys: raise --slots or --load";
     if (cfg.miss < 0) return "--miss must be >= 0";
@@ -110,8 +112,8 @@ inline Place place(const Config& cfg, int nranks, std::uint64_t key) {
 
 struct Report {
     std::vector<double> insert_s, lookup_s;  // per cycle, max over ranks
-    long inserted = 0, lookups = 0;          // per cycle, over all ranks
-    long errors = 0, probes = 0;             // summed over cycles and ranks
+    long inserted = 0, lookups = 0;  // per cycle, over all ranks
+    long errors = 0, probes = 0;  // summed over cycles and ranks
     long occupied_mismatch = 0;
 };
 
@@ -160,8 +162,10 @@ Report run(Table& table, const Config& cfg, int rank, int nranks, const char* ap
                 std::uint64_t* value = vals + i * cfg.value_words;
                 make_value(cfg, key, value);
                 const long p = table.insert(key, value);
-                if (p < 0) ++my_errors;  // home part full
-                else my_probes += p;
+                if (p < 0)
+                    ++my_errors;  // home part full
+                else
+                    my_probes += p;
             }
             table.flush_all();
             probes += my_probes;
@@ -202,13 +206,14 @@ Report run(Table& table, const Config& cfg, int rank, int nranks, const char* ap
 }
 
 // Summary and RESULT line (rank 0); returns whether the check passed (on every rank).
-inline bool report(const Report& rep, const Config& cfg, int rank, int nranks, const char* app, const std::string& impl) {
+inline bool report(const Report& rep, const Config& cfg, int rank, int nranks, const char* app,
+                   const std::string& impl) {
     const bool ok = rep.errors == 0 && rep.occupied_mismatch == 0;
     if (rank != 0) return ok;
     const double ti = examples::median(rep.insert_s), tl = examples::median(rep.lookup_s);
     const double ins = double(rep.inserted) / ti, lks = double(rep.lookups) / tl;
-    std::printf("  inserts: %ld in %.4f s (median of %d) = %.3g /s, %.2f probes per insert\n", rep.inserted, ti, cfg.iters,
-                ins, double(rep.probes) / double(rep.inserted * cfg.iters));
+    std::printf("  inserts: %ld in %.4f s (median of %d) = %.3g /s, %.2f probes per insert\n", rep.inserted, ti,
+                cfg.iters, ins, double(rep.probes) / double(rep.inserted * cfg.iters));
     std::printf("  lookups: %ld in %.4f s (median of %d) = %.3g /s\n", rep.lookups, tl, cfg.iters, lks);
     std::printf("  check: %ld wrong lookups or full parts, %ld cycles with a lost or doubled key\n", rep.errors,
                 rep.occupied_mismatch);
@@ -230,9 +235,10 @@ inline bool report(const Report& rep, const Config& cfg, int rank, int nranks, c
 }
 
 inline void print_header(const Config& cfg, int nranks, const char* app, const std::string& impl) {
-    std::printf("%s: %ld slots x %ld B per rank, load %.2f, %d ranks x %d threads, %ld keys per thread, win=%s, rma=%s\n",
-                app, cfg.slots, cfg.slot_words() * 8, cfg.load, nranks, cfg.threads, cfg.keys_per_thread(),
-                cfg.win.c_str(), impl.c_str());
+    std::printf(
+        "%s: %ld slots x %ld B per rank, load %.2f, %d ranks x %d threads, %ld keys per thread, win=%s, rma=%s\n", app,
+        cfg.slots, cfg.slot_words() * 8, cfg.load, nranks, cfg.threads, cfg.keys_per_thread(), cfg.win.c_str(),
+        impl.c_str());
 }
 
 }  // namespace kv

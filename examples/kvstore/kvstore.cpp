@@ -104,11 +104,12 @@ private:
 
 int main(int argc, char** argv) {
     kv::Config cfg;
-    if (int rc = kv::parse_flags(cfg, "kvstore",
-                                 "Distributed key/value store: open addressing over every rank's window; insert =\n"
-                                 "MPI_Compare_and_swap on the key word + MPI_Put of the value, lookup = MPI_Get;\n"
-                                 "several threads per rank in one MPI_Win_lock_all epoch. Every inserted key is read back.",
-                                 argc, argv, true);
+    if (int rc =
+            kv::parse_flags(cfg, "kvstore",
+                            "Distributed key/value store: open addressing over every rank's window; insert =\n"
+                            "MPI_Compare_and_swap on the key word + MPI_Put of the value, lookup = MPI_Get;\n"
+                            "several threads per rank in one MPI_Win_lock_all epoch. Every inserted key is read back.",
+                            argc, argv, true);
         rc >= 0)
         return rc;
     if (!examples::init_mpi(&argc, &argv, cfg.threads, "kvstore")) {

@@ -9,8 +9,8 @@
 //   - errors are exceptions (fastrma::Error with the MPI error class).
 // Linked with libfastrma itself, not through the drop-in: this program always runs on
 // fastrma. Threads share the window as a `const Window&`.
-#include <fastrma/fastrma.hpp>
 #include <mpi.h>
+#include <fastrma/fastrma.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -28,7 +28,8 @@ namespace {
 class CxxTable {
 public:
     CxxTable(const kv::Config& cfg, int nranks)
-        : cfg_(cfg), nranks_(nranks),
+        : cfg_(cfg),
+          nranks_(nranks),
           window_(fastrma::Window<std::uint64_t>::allocate(MPI_COMM_WORLD, std::size_t(cfg.slots * cfg.slot_words()))) {
         std::ranges::fill(window_.local(), 0);
         MPI_Barrier(MPI_COMM_WORLD);  // every part is empty before anyone inserts

@@ -33,7 +33,7 @@ typedef void FRMA_Win_errhandler_function(FRMA_Win* win, int* error_code, ...);
 #define FRMA_WIN_FLAVOR_DYNAMIC MPI_WIN_FLAVOR_DYNAMIC
 
 /* ---- engine ---- */
-int FRMA_Init(void);     /* optional: start the engine now (after MPI_Init) */
+int FRMA_Init(void); /* optional: start the engine now (after MPI_Init) */
 int FRMA_Finalize(void); /* optional: stop it now (every window must be freed) */
 int FRMA_Initialized(int* flag);
 /* The message of the last error raised on the calling thread ("" if none). */
@@ -52,14 +52,10 @@ int FRMA_Free_mem(void* base);
  * transport starts half a page in (page offset 2048), where the host MPI's copies between it
  * and page-aligned or malloc'ed buffers run at full speed (docs/transports.md). MPI promises
  * no alignment; both are 64-byte aligned. */
-int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                      void* baseptr, FRMA_Win* win);
-int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                    FRMA_Win* win);
-int FRMA_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                             void* baseptr, FRMA_Win* win);
-int FRMA_Win_shared_query(FRMA_Win win, int rank, MPI_Aint* size, int* disp_unit,
-                          void* baseptr);
+int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, FRMA_Win* win);
+int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, FRMA_Win* win);
+int FRMA_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, FRMA_Win* win);
+int FRMA_Win_shared_query(FRMA_Win win, int rank, MPI_Aint* size, int* disp_unit, void* baseptr);
 int FRMA_Win_create_dynamic(MPI_Info info, MPI_Comm comm, FRMA_Win* win);
 int FRMA_Win_attach(FRMA_Win win, void* base, MPI_Aint size);
 int FRMA_Win_detach(FRMA_Win win, const void* base);
@@ -70,14 +66,11 @@ int FRMA_Win_get_attr(FRMA_Win win, int win_keyval, void* attribute_val, int* fl
 int FRMA_Win_set_attr(FRMA_Win win, int win_keyval, void* attribute_val);
 int FRMA_Win_delete_attr(FRMA_Win win, int win_keyval);
 /* Keyvals for FRMA windows. The copy function is never called (windows are not copied). */
-typedef int FRMA_Win_copy_attr_function(FRMA_Win oldwin, int win_keyval, void* extra_state,
-                                        void* attribute_val_in, void* attribute_val_out,
-                                        int* flag);
-typedef int FRMA_Win_delete_attr_function(FRMA_Win win, int win_keyval, void* attribute_val,
-                                          void* extra_state);
-int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn,
-                           FRMA_Win_delete_attr_function* delete_fn, int* win_keyval,
-                           void* extra_state);
+typedef int FRMA_Win_copy_attr_function(FRMA_Win oldwin, int win_keyval, void* extra_state, void* attribute_val_in,
+                                        void* attribute_val_out, int* flag);
+typedef int FRMA_Win_delete_attr_function(FRMA_Win win, int win_keyval, void* attribute_val, void* extra_state);
+int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn, FRMA_Win_delete_attr_function* delete_fn,
+                           int* win_keyval, void* extra_state);
 int FRMA_Win_free_keyval(int* win_keyval);
 int FRMA_Win_get_group(FRMA_Win win, MPI_Group* group);
 int FRMA_Win_set_name(FRMA_Win win, const char* win_name);
@@ -105,45 +98,34 @@ int FRMA_Win_flush_local_all(FRMA_Win win);
 int FRMA_Win_sync(FRMA_Win win);
 
 /* ---- communication ---- */
-int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-             int target_rank, MPI_Aint target_disp, int target_count,
-             MPI_Datatype target_datatype, FRMA_Win win);
-int FRMA_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-             int target_rank, MPI_Aint target_disp, int target_count,
-             MPI_Datatype target_datatype, FRMA_Win win);
-int FRMA_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                    int target_rank, MPI_Aint target_disp, int target_count,
-                    MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win);
-int FRMA_Get_accumulate(const void* origin_addr, int origin_count,
-                        MPI_Datatype origin_datatype, void* result_addr, int result_count,
-                        MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
-                        int target_count, MPI_Datatype target_datatype, MPI_Op op,
-                        FRMA_Win win);
-int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
-                      int target_rank, MPI_Aint target_disp, MPI_Op op, FRMA_Win win);
-int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr,
-                          void* result_addr, MPI_Datatype datatype, int target_rank,
-                          MPI_Aint target_disp, FRMA_Win win);
+int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, FRMA_Win win);
+int FRMA_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+             int target_count, MPI_Datatype target_datatype, FRMA_Win win);
+int FRMA_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                    MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win);
+int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, void* result_addr,
+                        int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                        int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win);
+int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype, int target_rank,
+                      MPI_Aint target_disp, MPI_Op op, FRMA_Win win);
+int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr, MPI_Datatype datatype,
+                          int target_rank, MPI_Aint target_disp, FRMA_Win win);
 
 /* ---- request-based operations (passive-target epochs only) ----
  * The requests are ordinary MPI requests (generalized requests of the host MPI): complete
  * them with MPI_Wait / MPI_Test / MPI_Waitall. fastrma completes them itself (locally, as
  * MPI-3.1 specifies), also when the progress thread is off. */
-int FRMA_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-              int target_rank, MPI_Aint target_disp, int target_count,
-              MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request);
-int FRMA_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-              int target_rank, MPI_Aint target_disp, int target_count,
-              MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request);
-int FRMA_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                     int target_rank, MPI_Aint target_disp, int target_count,
-                     MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win,
+int FRMA_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+              MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request);
+int FRMA_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+              int target_count, MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request);
+int FRMA_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                     MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win,
                      MPI_Request* request);
-int FRMA_Rget_accumulate(const void* origin_addr, int origin_count,
-                         MPI_Datatype origin_datatype, void* result_addr, int result_count,
-                         MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
-                         int target_count, MPI_Datatype target_datatype, MPI_Op op,
-                         FRMA_Win win, MPI_Request* request);
+int FRMA_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, void* result_addr,
+                         int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                         int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win, MPI_Request* request);
 
 /* ---- error handling ---- */
 int FRMA_Win_create_errhandler(FRMA_Win_errhandler_function* fn, MPI_Errhandler* errhandler);

@@ -47,8 +47,7 @@ namespace fastrma {
 // A failed fastrma (or MPI) call: the MPI error class and a message naming the call.
 class Error : public std::runtime_error {
 public:
-    Error(int error_class, const std::string& message)
-        : std::runtime_error(message), class_(error_class) {}
+    Error(int error_class, const std::string& message) : std::runtime_error(message), class_(error_class) {}
     int error_class() const noexcept { return class_; }
 
 private:
@@ -106,7 +105,8 @@ inline void fatal_in_destructor(int rc, const char* call) noexcept {
     const bool finalized = mpi_finalized();
     int rank = -1;
     if (!finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const std::string msg = finalized ? std::string(call) + ": error class " + std::to_string(rc) : message_for(rc, call);
+    const std::string msg =
+        finalized ? std::string(call) + ": error class " + std::to_string(rc) : message_for(rc, call);
     std::fprintf(stderr, "fastrma: rank %d: in a destructor: %s\n", rank, msg.c_str());
     std::fflush(stderr);
     if (!finalized) MPI_Abort(MPI_COMM_WORLD, rc);
@@ -115,8 +115,8 @@ inline void fatal_in_destructor(int rc, const char* call) noexcept {
 
 inline int to_count(std::size_t n, const char* call) {
     if (n > std::size_t(INT_MAX))
-        throw Error(MPI_ERR_COUNT, std::string(call) + ": " + std::to_string(n) +
-                                       " elements do not fit MPI's int count");
+        throw Error(MPI_ERR_COUNT,
+                    std::string(call) + ": " + std::to_string(n) + " elements do not fit MPI's int count");
     return int(n);
 }
 
@@ -152,10 +152,10 @@ struct value_index {
 template <class T>
 struct datatype_of {};
 
-#define FASTRMA_DATATYPE(T, handle)                                  \
-    template <>                                                      \
-    struct datatype_of<T> {                                          \
-        static MPI_Datatype get() noexcept { return handle; }        \
+#define FASTRMA_DATATYPE(T, handle)                           \
+    template <>                                               \
+    struct datatype_of<T> {                                   \
+        static MPI_Datatype get() noexcept { return handle; } \
     }
 // Integers by their C name (std::int32_t is int, std::int64_t is long, ... on LP64).
 FASTRMA_DATATYPE(char, MPI_CHAR);  // a C integer for accumulates (docs/accumulate.md); int8_t is signed char
@@ -188,10 +188,9 @@ FASTRMA_DATATYPE(value_index<short>, MPI_SHORT_INT);
 
 // A type a window can hold: it has an MPI datatype (datatype_of) and is copied as bytes.
 template <class T>
-concept Element = std::is_same_v<T, std::remove_cv_t<T>> && std::is_trivially_copyable_v<T> &&
-                  requires {
-                      { datatype_of<T>::get() } -> std::same_as<MPI_Datatype>;
-                  };
+concept Element = std::is_same_v<T, std::remove_cv_t<T>> && std::is_trivially_copyable_v<T> && requires {
+    { datatype_of<T>::get() } -> std::same_as<MPI_Datatype>;
+};
 
 template <Element T>
 MPI_Datatype mpi_type() noexcept {
@@ -207,20 +206,34 @@ enum class op { sum, prod, min, max, land, lor, lxor, band, bor, bxor, maxloc, m
 
 inline MPI_Op to_mpi(op o) noexcept {
     switch (o) {
-        case op::sum: return MPI_SUM;
-        case op::prod: return MPI_PROD;
-        case op::min: return MPI_MIN;
-        case op::max: return MPI_MAX;
-        case op::land: return MPI_LAND;
-        case op::lor: return MPI_LOR;
-        case op::lxor: return MPI_LXOR;
-        case op::band: return MPI_BAND;
-        case op::bor: return MPI_BOR;
-        case op::bxor: return MPI_BXOR;
-        case op::maxloc: return MPI_MAXLOC;
-        case op::minloc: return MPI_MINLOC;
-        case op::replace: return MPI_REPLACE;
-        case op::no_op: return MPI_NO_OP;
+    case op::sum:
+        return MPI_SUM;
+    case op::prod:
+        return MPI_PROD;
+    case op::min:
+        return MPI_MIN;
+    case op::max:
+        return MPI_MAX;
+    case op::land:
+        return MPI_LAND;
+    case op::lor:
+        return MPI_LOR;
+    case op::lxor:
+        return MPI_LXOR;
+    case op::band:
+        return MPI_BAND;
+    case op::bor:
+        return MPI_BOR;
+    case op::bxor:
+        return MPI_BXOR;
+    case op::maxloc:
+        return MPI_MAXLOC;
+    case op::minloc:
+        return MPI_MINLOC;
+    case op::replace:
+        return MPI_REPLACE;
+    case op::no_op:
+        return MPI_NO_OP;
     }
     return MPI_OP_NULL;
 }
@@ -257,15 +270,17 @@ public:
     }
     Group(Group&& o) noexcept : g_(std::exchange(o.g_, MPI_GROUP_NULL)) {}
     Group& operator=(Group&& o) noexcept {
-        if (this != &o) { reset(); g_ = std::exchange(o.g_, MPI_GROUP_NULL); }
+        if (this != &o) {
+            reset();
+            g_ = std::exchange(o.g_, MPI_GROUP_NULL);
+        }
         return *this;
     }
     ~Group() { reset(); }
 
     Group incl(std::span<const int> ranks) const {
         MPI_Group g = MPI_GROUP_NULL;
-        detail::check_mpi(MPI_Group_incl(g_, detail::to_count(ranks.size(), "MPI_Group_incl"),
-                                         ranks.data(), &g),
+        detail::check_mpi(MPI_Group_incl(g_, detail::to_count(ranks.size(), "MPI_Group_incl"), ranks.data(), &g),
                           "MPI_Group_incl");
         return Group(g);
     }
@@ -293,7 +308,10 @@ public:
     explicit Info(MPI_Info i) noexcept : i_(i) {}  // takes ownership
     Info(Info&& o) noexcept : i_(std::exchange(o.i_, MPI_INFO_NULL)) {}
     Info& operator=(Info&& o) noexcept {
-        if (this != &o) { reset(); i_ = std::exchange(o.i_, MPI_INFO_NULL); }
+        if (this != &o) {
+            reset();
+            i_ = std::exchange(o.i_, MPI_INFO_NULL);
+        }
         return *this;
     }
     ~Info() { reset(); }
@@ -332,7 +350,10 @@ public:
     }
     Errhandler(Errhandler&& o) noexcept : h_(std::exchange(o.h_, MPI_ERRHANDLER_NULL)) {}
     Errhandler& operator=(Errhandler&& o) noexcept {
-        if (this != &o) { reset(); h_ = std::exchange(o.h_, MPI_ERRHANDLER_NULL); }
+        if (this != &o) {
+            reset();
+            h_ = std::exchange(o.h_, MPI_ERRHANDLER_NULL);
+        }
         return *this;
     }
     ~Errhandler() { reset(); }
@@ -356,7 +377,10 @@ public:
     }
     Keyval(Keyval&& o) noexcept : k_(std::exchange(o.k_, MPI_KEYVAL_INVALID)) {}
     Keyval& operator=(Keyval&& o) noexcept {
-        if (this != &o) { reset(); k_ = std::exchange(o.k_, MPI_KEYVAL_INVALID); }
+        if (this != &o) {
+            reset();
+            k_ = std::exchange(o.k_, MPI_KEYVAL_INVALID);
+        }
         return *this;
     }
     ~Keyval() { reset(); }
@@ -400,7 +424,10 @@ public:
     explicit Request(MPI_Request r) noexcept : r_(r) {}
     Request(Request&& o) noexcept : r_(std::exchange(o.r_, MPI_REQUEST_NULL)) {}
     Request& operator=(Request&& o) noexcept {
-        if (this != &o) { finish_in_destructor(); r_ = std::exchange(o.r_, MPI_REQUEST_NULL); }
+        if (this != &o) {
+            finish_in_destructor();
+            r_ = std::exchange(o.r_, MPI_REQUEST_NULL);
+        }
         return *this;
     }
     ~Request() { finish_in_destructor(); }
@@ -466,7 +493,11 @@ class [[nodiscard]] LockEpoch : public detail::EpochBase {
 public:
     LockEpoch(LockEpoch&& o) noexcept : EpochBase(std::move(o)), rank_(o.rank_) {}
     LockEpoch& operator=(LockEpoch&& o) noexcept {
-        if (this != &o) { end_in_destructor(); win_ = o.take(); rank_ = o.rank_; }
+        if (this != &o) {
+            end_in_destructor();
+            win_ = o.take();
+            rank_ = o.rank_;
+        }
         return *this;
     }
     ~LockEpoch() { end_in_destructor(); }
@@ -492,7 +523,10 @@ class [[nodiscard]] LockAllEpoch : public detail::EpochBase {
 public:
     LockAllEpoch(LockAllEpoch&&) noexcept = default;
     LockAllEpoch& operator=(LockAllEpoch&& o) noexcept {
-        if (this != &o) { end_in_destructor(); win_ = o.take(); }
+        if (this != &o) {
+            end_in_destructor();
+            win_ = o.take();
+        }
         return *this;
     }
     ~LockAllEpoch() { end_in_destructor(); }
@@ -519,7 +553,10 @@ class [[nodiscard]] AccessEpoch : public detail::EpochBase {
 public:
     AccessEpoch(AccessEpoch&&) noexcept = default;
     AccessEpoch& operator=(AccessEpoch&& o) noexcept {
-        if (this != &o) { end_in_destructor(); win_ = o.take(); }
+        if (this != &o) {
+            end_in_destructor();
+            win_ = o.take();
+        }
         return *this;
     }
     ~AccessEpoch() { end_in_destructor(); }
@@ -541,7 +578,10 @@ class [[nodiscard]] ExposureEpoch : public detail::EpochBase {
 public:
     ExposureEpoch(ExposureEpoch&&) noexcept = default;
     ExposureEpoch& operator=(ExposureEpoch&& o) noexcept {
-        if (this != &o) { end_in_destructor(); win_ = o.take(); }
+        if (this != &o) {
+            end_in_destructor();
+            win_ = o.take();
+        }
         return *this;
     }
     ~ExposureEpoch() { end_in_destructor(); }
@@ -572,9 +612,7 @@ private:
 template <class T>
 struct remote_address {
     MPI_Aint value = 0;
-    remote_address operator+(std::ptrdiff_t n) const noexcept {
-        return {MPI_Aint(value + n * MPI_Aint(sizeof(T)))};
-    }
+    remote_address operator+(std::ptrdiff_t n) const noexcept { return {MPI_Aint(value + n * MPI_Aint(sizeof(T)))}; }
     friend bool operator==(const remote_address&, const remote_address&) = default;
 };
 
@@ -620,17 +658,17 @@ public:
     static Window allocate(MPI_Comm comm, std::size_t count, MPI_Info info = MPI_INFO_NULL) {
         Window w;
         T* base = nullptr;
-        detail::check(FRMA_Win_allocate(bytes_of(count, "FRMA_Win_allocate"), int(sizeof(T)), info, comm,
-                                        &base, &w.win_),
-                      "FRMA_Win_allocate");
+        detail::check(
+            FRMA_Win_allocate(bytes_of(count, "FRMA_Win_allocate"), int(sizeof(T)), info, comm, &base, &w.win_),
+            "FRMA_Win_allocate");
         w.init(comm, MPI_WIN_FLAVOR_ALLOCATE, base, count);
         return w;
     }
     // FRMA_Win_create: expose memory the caller owns (it must outlive the window).
     static Window create(MPI_Comm comm, std::span<T> memory, MPI_Info info = MPI_INFO_NULL) {
         Window w;
-        detail::check(FRMA_Win_create(memory.data(), bytes_of(memory.size(), "FRMA_Win_create"),
-                                      int(sizeof(T)), info, comm, &w.win_),
+        detail::check(FRMA_Win_create(memory.data(), bytes_of(memory.size(), "FRMA_Win_create"), int(sizeof(T)), info,
+                                      comm, &w.win_),
                       "FRMA_Win_create");
         w.init(comm, MPI_WIN_FLAVOR_CREATE, memory.data(), memory.size());
         return w;
@@ -640,8 +678,8 @@ public:
     static Window allocate_shared(MPI_Comm comm, std::size_t count, MPI_Info info = MPI_INFO_NULL) {
         Window w;
         T* base = nullptr;
-        detail::check(FRMA_Win_allocate_shared(bytes_of(count, "FRMA_Win_allocate_shared"), int(sizeof(T)),
-                                               info, comm, &base, &w.win_),
+        detail::check(FRMA_Win_allocate_shared(bytes_of(count, "FRMA_Win_allocate_shared"), int(sizeof(T)), info, comm,
+                                               &base, &w.win_),
                       "FRMA_Win_allocate_shared");
         w.init(comm, MPI_WIN_FLAVOR_SHARED, base, count);
         return w;
@@ -656,8 +694,12 @@ public:
     }
 
     Window(Window&& o) noexcept
-        : win_(std::exchange(o.win_, nullptr)), base_(std::exchange(o.base_, nullptr)),
-          count_(std::exchange(o.count_, 0)), rank_(o.rank_), size_(o.size_), flavor_(o.flavor_) {}
+        : win_(std::exchange(o.win_, nullptr)),
+          base_(std::exchange(o.base_, nullptr)),
+          count_(std::exchange(o.count_, 0)),
+          rank_(o.rank_),
+          size_(o.size_),
+          flavor_(o.flavor_) {}
     // Frees the window this one held (collective, fatal on failure) and takes o's.
     Window& operator=(Window&& o) noexcept {
         if (this != &o) {
@@ -810,26 +852,26 @@ public:
     }
     Completion accumulate(int rank, target_disp<T> at, std::span<const T> src, op o) const {
         const int n = detail::to_count(src.size(), "FRMA_Accumulate");
-        detail::check(FRMA_Accumulate(src.data(), n, mpi_type<T>(), rank, disp(at, "FRMA_Accumulate"), n,
-                                      mpi_type<T>(), to_mpi(o), win_),
+        detail::check(FRMA_Accumulate(src.data(), n, mpi_type<T>(), rank, disp(at, "FRMA_Accumulate"), n, mpi_type<T>(),
+                                      to_mpi(o), win_),
                       "FRMA_Accumulate");
         return {win_, rank};
     }
     // result receives the target's previous values; src is ignored for op::no_op (any size).
     Completion get_accumulate(int rank, target_disp<T> at, std::span<const T> src, std::span<T> result, op o) const {
         const int n = get_acc_count(src, result, o, "FRMA_Get_accumulate");
-        detail::check(FRMA_Get_accumulate(src.data(), o == op::no_op ? 0 : n, mpi_type<T>(), result.data(), n,
-                                          mpi_type<T>(), rank, disp(at, "FRMA_Get_accumulate"), n, mpi_type<T>(),
-                                          to_mpi(o), win_),
-                      "FRMA_Get_accumulate");
+        detail::check(
+            FRMA_Get_accumulate(src.data(), o == op::no_op ? 0 : n, mpi_type<T>(), result.data(), n, mpi_type<T>(),
+                                rank, disp(at, "FRMA_Get_accumulate"), n, mpi_type<T>(), to_mpi(o), win_),
+            "FRMA_Get_accumulate");
         return {win_, rank};
     }
     // One element, result left in `result` (valid after completion): for fence / PSCW
     // epochs, or to batch several before one flush.
     Completion fetch_and_op(int rank, target_disp<T> at, const T& value, op o, T& result) const {
-        detail::check(FRMA_Fetch_and_op(&value, &result, mpi_type<T>(), rank, disp(at, "FRMA_Fetch_and_op"),
-                                        to_mpi(o), win_),
-                      "FRMA_Fetch_and_op");
+        detail::check(
+            FRMA_Fetch_and_op(&value, &result, mpi_type<T>(), rank, disp(at, "FRMA_Fetch_and_op"), to_mpi(o), win_),
+            "FRMA_Fetch_and_op");
         return {win_, rank};
     }
     Completion compare_and_swap(int rank, target_disp<T> at, const T& expected, const T& desired, T& result) const {
@@ -860,9 +902,9 @@ public:
     }
     T atomic_load(int rank, target_disp<T> at) const {
         T result{};
-        detail::check(FRMA_Fetch_and_op(nullptr, &result, mpi_type<T>(), rank, disp(at, "FRMA_Fetch_and_op"),
-                                        MPI_NO_OP, win_),
-                      "FRMA_Fetch_and_op");
+        detail::check(
+            FRMA_Fetch_and_op(nullptr, &result, mpi_type<T>(), rank, disp(at, "FRMA_Fetch_and_op"), MPI_NO_OP, win_),
+            "FRMA_Fetch_and_op");
         flush(rank);
         return result;
     }
@@ -898,10 +940,10 @@ public:
     Request rget_accumulate(int rank, target_disp<T> at, std::span<const T> src, std::span<T> result, op o) const {
         const int n = get_acc_count(src, result, o, "FRMA_Rget_accumulate");
         MPI_Request r = MPI_REQUEST_NULL;
-        detail::check(FRMA_Rget_accumulate(src.data(), o == op::no_op ? 0 : n, mpi_type<T>(), result.data(), n,
-                                           mpi_type<T>(), rank, disp(at, "FRMA_Rget_accumulate"), n, mpi_type<T>(),
-                                           to_mpi(o), win_, &r),
-                      "FRMA_Rget_accumulate");
+        detail::check(
+            FRMA_Rget_accumulate(src.data(), o == op::no_op ? 0 : n, mpi_type<T>(), result.data(), n, mpi_type<T>(),
+                                 rank, disp(at, "FRMA_Rget_accumulate"), n, mpi_type<T>(), to_mpi(o), win_, &r),
+            "FRMA_Rget_accumulate");
         return Request(r);
     }
 

@@ -49,10 +49,10 @@ struct Leftover {
 
 // Which ranks of the group share this process's node (by node_key), in rank order.
 struct NodeTopology {
-    std::vector<int> node_of;      // node index of each rank
+    std::vector<int> node_of;  // node index of each rank
     std::vector<int> local_ranks;  // ranks on my node, ascending
-    int my_local_index = 0;        // my position in local_ranks
-    bool known = false;            // filled in (topology caches)
+    int my_local_index = 0;  // my position in local_ranks
+    bool known = false;  // filled in (topology caches)
     bool all_local() const { return local_ranks.size() == node_of.size(); }
 };
 NodeTopology discover_topology(Bootstrap& bs);

@@ -25,7 +25,10 @@ NodeTopology discover_topology(Bootstrap& bs) {
     if (cache && cache->known) return *cache;
     // Fixed-size keys so that one allgather suffices; a 64-bit hash plus the first bytes
     // of the key makes accidental collisions practically impossible.
-    struct Key { std::uint64_t hash; char prefix[56]; };
+    struct Key {
+        std::uint64_t hash;
+        char prefix[56];
+    };
     std::string k = bs.node_key();
     Key mine{};
     mine.hash = std::hash<std::string>{}(k);
@@ -38,9 +41,12 @@ NodeTopology discover_topology(Bootstrap& bs) {
     for (int r = 0; r < bs.size(); ++r) {
         int idx = -1;
         for (std::size_t n = 0; n < nodes.size(); ++n)
-            if (nodes[n].hash == all[r].hash &&
-                std::string(nodes[n].prefix) == std::string(all[r].prefix)) idx = int(n);
-        if (idx < 0) { idx = int(nodes.size()); nodes.push_back(all[r]); }
+            if (nodes[n].hash == all[r].hash && std::string(nodes[n].prefix) == std::string(all[r].prefix))
+                idx = int(n);
+        if (idx < 0) {
+            idx = int(nodes.size());
+            nodes.push_back(all[r]);
+        }
         t.node_of[r] = idx;
     }
     for (int r = 0; r < bs.size(); ++r)
@@ -90,9 +96,8 @@ int delete_pool(MPI_Comm parent, int, void* value, void*) {
 }
 
 std::shared_ptr<DupPool> pool_of(MPI_Comm parent) {
-    std::call_once(g_pool_once, [] {
-        PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_pool, &g_pool_keyval, nullptr);
-    });
+    std::call_once(g_pool_once,
+                   [] { PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_pool, &g_pool_keyval, nullptr); });
     if (g_pool_keyval == MPI_KEYVAL_INVALID) return nullptr;
     void* value = nullptr;
     int flag = 0;
@@ -128,7 +133,10 @@ MpiBootstrap::MpiBootstrap(MPI_Comm comm) {
     }
     if (comm_ == MPI_COMM_NULL) {
         err_ = PMPI_Comm_dup(comm, &comm_);
-        if (err_ != MPI_SUCCESS) { comm_ = MPI_COMM_NULL; return; }
+        if (err_ != MPI_SUCCESS) {
+            comm_ = MPI_COMM_NULL;
+            return;
+        }
         PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     }
     PMPI_Comm_rank(comm_, &rank_);

@@ -38,8 +38,8 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0, size_ = 0, err_ = MPI_SUCCESS;
     std::shared_ptr<DupPool> pool_;  // the parent's pool (nullptr: intercommunicator)
-    NodeTopology topo_;              // travels with the duplicate
-    Leftover leftover_;              // so does this
+    NodeTopology topo_;  // travels with the duplicate
+    Leftover leftover_;  // so does this
 };
 
 }  // namespace fastrma::detail

@@ -20,14 +20,12 @@ void ThreadGroup::barrier() {
 void ThreadGroup::allgather(int rank, const void* in, std::size_t bytes, void* out) {
     {
         std::lock_guard lk(mu_);
-        slots_[rank].assign(static_cast<const unsigned char*>(in),
-                            static_cast<const unsigned char*>(in) + bytes);
+        slots_[rank].assign(static_cast<const unsigned char*>(in), static_cast<const unsigned char*>(in) + bytes);
     }
     barrier();
     {
         std::lock_guard lk(mu_);
-        for (int r = 0; r < n_; ++r)
-            std::memcpy(static_cast<unsigned char*>(out) + r * bytes, slots_[r].data(), bytes);
+        for (int r = 0; r < n_; ++r) std::memcpy(static_cast<unsigned char*>(out) + r * bytes, slots_[r].data(), bytes);
     }
     barrier();  // nobody overwrites a slot before everyone has read it
 }

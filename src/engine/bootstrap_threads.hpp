@@ -33,9 +33,7 @@ public:
     ThreadBootstrap(std::shared_ptr<ThreadGroup> g, int rank) : g_(std::move(g)), rank_(rank) {}
     int rank() const override { return rank_; }
     int size() const override { return g_->size(); }
-    void allgather(const void* in, std::size_t bytes, void* out) override {
-        g_->allgather(rank_, in, bytes, out);
-    }
+    void allgather(const void* in, std::size_t bytes, void* out) override { g_->allgather(rank_, in, bytes, out); }
     void barrier() override { g_->barrier(); }
     const char* kind() const override { return "threads"; }
 

@@ -17,11 +17,11 @@
 #include <mutex>
 
 #include "engine/bootstrap_mpi.hpp"
+#include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
 #include "engine/window.hpp"
 #include "transport/shm_arena.hpp"
-#include "engine/c_api_internal.hpp"
 
 using namespace fastrma::detail;
 
@@ -95,8 +95,7 @@ int finalize_locked() {
     if (e->live_windows().load() > 0) {
         // Windows the application never freed still point at the engine: stop its thread
         // (drained) but keep the memory, rather than leave them dangling.
-        std::fprintf(stderr, "fastrma: %d window(s) not freed before finalize\n",
-                     e->live_windows().load());
+        std::fprintf(stderr, "fastrma: %d window(s) not freed before finalize\n", e->live_windows().load());
         e->progress().stop();
         return MPI_SUCCESS;
     }
@@ -110,7 +109,6 @@ Engine* engine(int* rc) {
     *rc = init_locked();
     return g_engine.load();
 }
-
 
 // Info keys MPI defines for windows; unknown keys are ignored, as MPI allows.
 void parse_info(MPI_Info info, Window::Info* out) {
@@ -144,7 +142,8 @@ int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
         return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is not a valid communicator", call));
     if (inter)
-        return comm_error(comm, raise(MPI_ERR_COMM, "%s: comm is an intercommunicator; windows need an intracommunicator", call));
+        return comm_error(
+            comm, raise(MPI_ERR_COMM, "%s: comm is an intercommunicator; windows need an intracommunicator", call));
     auto bs = std::make_unique<MpiBootstrap>(comm);
     if (bs->error()) return comm_error(comm, raise(MPI_ERR_COMM, "%s: cannot duplicate the communicator", call));
     MPI_Group group = MPI_GROUP_NULL;
@@ -252,7 +251,8 @@ int FRMA_Print_stats(void) {
 
 int FRMA_Alloc_mem(MPI_Aint size, MPI_Info, void* baseptr) {
     if (!baseptr) return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Alloc_mem: baseptr is NULL"));
-    if (size < 0) return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_SIZE, "FRMA_Alloc_mem: size %ld is negative", long(size)));
+    if (size < 0)
+        return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_SIZE, "FRMA_Alloc_mem: size %ld is negative", long(size)));
     int rc = MPI_SUCCESS;
     void* p = arena_alloc(std::size_t(size), &rc);
     if (!p) return comm_error(MPI_COMM_WORLD, rc);
@@ -265,32 +265,27 @@ int FRMA_Free_mem(void* base) {
     return comm_error(MPI_COMM_WORLD, arena_free(base));
 }
 
-int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
-                      FRMA_Win* win) {
+int FRMA_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, FRMA_Win* win) {
     if (!baseptr) return comm_error(comm, raise(MPI_ERR_ARG, "FRMA_Win_allocate: baseptr is NULL"));
     return create_window("FRMA_Win_allocate", comm, info, win, [&](Engine& e, auto bs, auto* w) {
         return Window::allocate(e, std::move(bs), size, disp_unit, static_cast<void**>(baseptr), w);
     });
 }
 
-int FRMA_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                             void* baseptr, FRMA_Win* win) {
+int FRMA_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, FRMA_Win* win) {
     if (!baseptr) return comm_error(comm, raise(MPI_ERR_ARG, "FRMA_Win_allocate_shared: baseptr is NULL"));
     const bool noncontig = info_flag(info, "alloc_shared_noncontig");
     return create_window("FRMA_Win_allocate_shared", comm, info, win, [&](Engine& e, auto bs, auto* w) {
-        return Window::allocate_shared(e, std::move(bs), size, disp_unit, noncontig,
-                                       static_cast<void**>(baseptr), w);
+        return Window::allocate_shared(e, std::move(bs), size, disp_unit, noncontig, static_cast<void**>(baseptr), w);
     });
 }
 
 int FRMA_Win_create_dynamic(MPI_Info info, MPI_Comm comm, FRMA_Win* win) {
-    return create_window("FRMA_Win_create_dynamic", comm, info, win, [&](Engine& e, auto bs, auto* w) {
-        return Window::create_dynamic(e, std::move(bs), w);
-    });
+    return create_window("FRMA_Win_create_dynamic", comm, info, win,
+                         [&](Engine& e, auto bs, auto* w) { return Window::create_dynamic(e, std::move(bs), w); });
 }
 
-int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                    FRMA_Win* win) {
+int FRMA_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, FRMA_Win* win) {
     return create_window("FRMA_Win_create", comm, info, win, [&](Engine& e, auto bs, auto* w) {
         return Window::create(e, std::move(bs), base, size, disp_unit, w);
     });
@@ -312,18 +307,24 @@ int FRMA_Win_free(FRMA_Win* win) {
 
 int FRMA_Win_get_attr(FRMA_Win win, int keyval, void* attribute_val, int* flag) {
     FRMA_CHECK_WIN(win, "FRMA_Win_get_attr");
-    if (!attribute_val || !flag)
-        return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_attr: NULL argument"));
+    if (!attribute_val || !flag) return win_error(win, raise(MPI_ERR_ARG, "FRMA_Win_get_attr: NULL argument"));
     Window& w = *win->w;
     void** out = static_cast<void**>(attribute_val);
     *flag = 1;
-    if (keyval == MPI_WIN_BASE) *out = w.base();
-    else if (keyval == MPI_WIN_SIZE) *out = &w.attr_size_;
-    else if (keyval == MPI_WIN_DISP_UNIT) *out = &w.attr_disp_unit_;
-    else if (keyval == MPI_WIN_CREATE_FLAVOR) *out = &w.attr_flavor_;
-    else if (keyval == MPI_WIN_MODEL) *out = &w.attr_model_;
+    if (keyval == MPI_WIN_BASE)
+        *out = w.base();
+    else if (keyval == MPI_WIN_SIZE)
+        *out = &w.attr_size_;
+    else if (keyval == MPI_WIN_DISP_UNIT)
+        *out = &w.attr_disp_unit_;
+    else if (keyval == MPI_WIN_CREATE_FLAVOR)
+        *out = &w.attr_flavor_;
+    else if (keyval == MPI_WIN_MODEL)
+        *out = &w.attr_model_;
     else if (!user_attribute(win, keyval, out, flag))
-        return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_get_attr: keyval %d was not created with FRMA_Win_create_keyval", keyval));
+        return win_error(
+            win,
+            raise(MPI_ERR_KEYVAL, "FRMA_Win_get_attr: keyval %d was not created with FRMA_Win_create_keyval", keyval));
     return MPI_SUCCESS;
 }
 
@@ -374,88 +375,83 @@ int FRMA_Win_sync(FRMA_Win win) {
     return win_error(win, win->w->sync());
 }
 
-int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-             int target_rank, MPI_Aint target_disp, int target_count,
-             MPI_Datatype target_datatype, FRMA_Win win) {
-    FRMA_CHECK_WIN(win, "FRMA_Put");
-    if (int rc = win->w->fast_put(origin_addr, origin_count, origin_datatype, target_rank,
-                                  target_disp, target_count, target_datatype);
-        rc != Window::kSlowPath)
-        return rc;
-    return win_error(win, win->w->post(OpRequest::make(
-        RmaKind::put, "FRMA_Put", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype)));
-}
-
-int FRMA_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+int FRMA_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
              MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, FRMA_Win win) {
+    FRMA_CHECK_WIN(win, "FRMA_Put");
+    if (int rc = win->w->fast_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                                  target_datatype);
+        rc != Window::kSlowPath)
+        return rc;
+    return win_error(win, win->w->post(OpRequest::make(RmaKind::put, "FRMA_Put", origin_addr, origin_count,
+                                                       origin_datatype, nullptr, 0, MPI_DATATYPE_NULL, target_rank,
+                                                       target_disp, target_count, target_datatype)));
+}
+
+int FRMA_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+             int target_count, MPI_Datatype target_datatype, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Get");
-    if (int rc = win->w->fast_get(origin_addr, origin_count, origin_datatype, target_rank,
-                                  target_disp, target_count, target_datatype);
+    if (int rc = win->w->fast_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                                  target_datatype);
         rc != Window::kSlowPath)
         return rc;
-    return win_error(win, win->w->post(OpRequest::make(
-        RmaKind::get, "FRMA_Get", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype)));
+    return win_error(win, win->w->post(OpRequest::make(RmaKind::get, "FRMA_Get", origin_addr, origin_count,
+                                                       origin_datatype, nullptr, 0, MPI_DATATYPE_NULL, target_rank,
+                                                       target_disp, target_count, target_datatype)));
 }
 
-int FRMA_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                    int target_rank, MPI_Aint target_disp, int target_count,
-                    MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
+int FRMA_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                    MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Accumulate");
-    if (int rc = win->w->fast_accumulate(origin_addr, origin_count, origin_datatype, target_rank,
-                                         target_disp, target_count, target_datatype, op);
+    if (int rc = win->w->fast_accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+                                         target_count, target_datatype, op);
         rc != Window::kSlowPath)
         return rc;
-    return win_error(win, win->w->post(OpRequest::make(
-        RmaKind::acc, "FRMA_Accumulate", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype, op)));
+    return win_error(win, win->w->post(OpRequest::make(RmaKind::acc, "FRMA_Accumulate", origin_addr, origin_count,
+                                                       origin_datatype, nullptr, 0, MPI_DATATYPE_NULL, target_rank,
+                                                       target_disp, target_count, target_datatype, op)));
 }
 
-int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        void* result_addr, int result_count, MPI_Datatype result_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
+int FRMA_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, void* result_addr,
+                        int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                        int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Get_accumulate");
-    if (int rc = win->w->fast_get_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
-                                             result_count, result_datatype, target_rank, target_disp,
-                                             target_count, target_datatype, op);
+    if (int rc =
+            win->w->fast_get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count,
+                                        result_datatype, target_rank, target_disp, target_count, target_datatype, op);
         rc != Window::kSlowPath)
         return rc;
-    return win_error(win, win->w->post(OpRequest::make(
-        RmaKind::get_acc, "FRMA_Get_accumulate", origin_addr, origin_count, origin_datatype,
-        result_addr, result_count, result_datatype, target_rank, target_disp, target_count,
-        target_datatype, op)));
+    return win_error(
+        win, win->w->post(OpRequest::make(RmaKind::get_acc, "FRMA_Get_accumulate", origin_addr, origin_count,
+                                          origin_datatype, result_addr, result_count, result_datatype, target_rank,
+                                          target_disp, target_count, target_datatype, op)));
 }
 
-int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
-                      int target_rank, MPI_Aint target_disp, MPI_Op op, FRMA_Win win) {
+int FRMA_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype, int target_rank,
+                      MPI_Aint target_disp, MPI_Op op, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Fetch_and_op");
-    if (int rc = win->w->fast_fetch_and_op(origin_addr, result_addr, datatype, target_rank,
-                                           target_disp, op);
+    if (int rc = win->w->fast_fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op);
         rc != Window::kSlowPath)
         return rc;
-    return win_error(win, win->w->post(OpRequest::make(
-        RmaKind::fop, "FRMA_Fetch_and_op", origin_addr, 1, datatype, result_addr, 1, datatype,
-        target_rank, target_disp, 1, datatype, op)));
+    return win_error(
+        win, win->w->post(OpRequest::make(RmaKind::fop, "FRMA_Fetch_and_op", origin_addr, 1, datatype, result_addr, 1,
+                                          datatype, target_rank, target_disp, 1, datatype, op)));
 }
 
-int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr,
-                          MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
-                          FRMA_Win win) {
+int FRMA_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr, MPI_Datatype datatype,
+                          int target_rank, MPI_Aint target_disp, FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Compare_and_swap");
-    if (int rc = win->w->fast_compare_and_swap(origin_addr, compare_addr, result_addr, datatype,
-                                               target_rank, target_disp);
+    if (int rc =
+            win->w->fast_compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp);
         rc != Window::kSlowPath)
         return rc;
-    return win_error(win, win->w->post(OpRequest::make(
-        RmaKind::cas, "FRMA_Compare_and_swap", origin_addr, 1, datatype, result_addr, 1,
-        datatype, target_rank, target_disp, 1, datatype, MPI_OP_NULL, compare_addr)));
+    return win_error(win, win->w->post(OpRequest::make(RmaKind::cas, "FRMA_Compare_and_swap", origin_addr, 1, datatype,
+                                                       result_addr, 1, datatype, target_rank, target_disp, 1, datatype,
+                                                       MPI_OP_NULL, compare_addr)));
 }
 
 namespace {
 void placeholder_handler(MPI_Win*, int*, ...) {}
-}
+}  // namespace
 
 int FRMA_Win_create_errhandler(FRMA_Win_errhandler_function* fn, MPI_Errhandler* errhandler) {
     if (!fn || !errhandler)
@@ -490,7 +486,9 @@ int FRMA_Win_set_errhandler(FRMA_Win win, MPI_Errhandler errhandler) {
         if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
             auto it = g_handlers.find(errhandler);
             if (it == g_handlers.end()) {
-                raise(MPI_ERR_ARG, "FRMA_Win_set_errhandler: not a window error handler (create it with FRMA_Win_create_errhandler)");
+                raise(
+                    MPI_ERR_ARG,
+                    "FRMA_Win_set_errhandler: not a window error handler (create it with FRMA_Win_create_errhandler)");
                 return MPI_ERR_ARG;
             }
             ++it->second.refs;  // the window's reference

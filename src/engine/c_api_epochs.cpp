@@ -90,8 +90,8 @@ int post_request(FRMA_Win win, const OpRequest& op, MPI_Request* request) {
 }
 
 #define FRMA_CHECK_REQUEST(win, request, call)                                                  \
-    do {                                                                                    \
-        FRMA_CHECK_WIN(win, call);                                                          \
+    do {                                                                                        \
+        FRMA_CHECK_WIN(win, call);                                                              \
         if (!(request)) return win_error(win, raise(MPI_ERR_ARG, "%s: request is NULL", call)); \
     } while (0)
 
@@ -154,44 +154,46 @@ int FRMA_Win_detach(FRMA_Win win, const void* base) {
     return win_error(win, win->w->detach(base));
 }
 
-int FRMA_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-              int target_rank, MPI_Aint target_disp, int target_count,
-              MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request) {
+int FRMA_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+              MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, FRMA_Win win,
+              MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Rput");
-    return post_request(win, OpRequest::make(
-        RmaKind::put, "FRMA_Rput", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype), request);
+    return post_request(win,
+                        OpRequest::make(RmaKind::put, "FRMA_Rput", origin_addr, origin_count, origin_datatype, nullptr,
+                                        0, MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype),
+                        request);
 }
 
-int FRMA_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-              int target_rank, MPI_Aint target_disp, int target_count,
-              MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request) {
+int FRMA_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+              int target_count, MPI_Datatype target_datatype, FRMA_Win win, MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Rget");
-    return post_request(win, OpRequest::make(
-        RmaKind::get, "FRMA_Rget", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype), request);
+    return post_request(win,
+                        OpRequest::make(RmaKind::get, "FRMA_Rget", origin_addr, origin_count, origin_datatype, nullptr,
+                                        0, MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype),
+                        request);
 }
 
-int FRMA_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                     int target_rank, MPI_Aint target_disp, int target_count,
-                     MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win,
+int FRMA_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                     MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win,
                      MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Raccumulate");
-    return post_request(win, OpRequest::make(
-        RmaKind::acc, "FRMA_Raccumulate", origin_addr, origin_count, origin_datatype, nullptr, 0,
-        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype, op), request);
+    return post_request(
+        win,
+        OpRequest::make(RmaKind::acc, "FRMA_Raccumulate", origin_addr, origin_count, origin_datatype, nullptr, 0,
+                        MPI_DATATYPE_NULL, target_rank, target_disp, target_count, target_datatype, op),
+        request);
 }
 
-int FRMA_Rget_accumulate(const void* origin_addr, int origin_count,
-                         MPI_Datatype origin_datatype, void* result_addr, int result_count,
-                         MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
-                         int target_count, MPI_Datatype target_datatype, MPI_Op op,
-                         FRMA_Win win, MPI_Request* request) {
+int FRMA_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, void* result_addr,
+                         int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                         int target_count, MPI_Datatype target_datatype, MPI_Op op, FRMA_Win win,
+                         MPI_Request* request) {
     FRMA_CHECK_REQUEST(win, request, "FRMA_Rget_accumulate");
-    return post_request(win, OpRequest::make(
-        RmaKind::get_acc, "FRMA_Rget_accumulate", origin_addr, origin_count, origin_datatype,
-        result_addr, result_count, result_datatype, target_rank, target_disp, target_count,
-        target_datatype, op), request);
+    return post_request(win,
+                        OpRequest::make(RmaKind::get_acc, "FRMA_Rget_accumulate", origin_addr, origin_count,
+                                        origin_datatype, result_addr, result_count, result_datatype, target_rank,
+                                        target_disp, target_count, target_datatype, op),
+                        request);
 }
 
 }  // extern "C"

@@ -20,8 +20,8 @@ struct fastrma_window {
     std::uint64_t magic = kMagic;
     std::unique_ptr<fastrma::detail::Window> w;
     MPI_Group group = MPI_GROUP_NULL;  // the window's group, for translating PSCW groups
-    std::map<int, void*> attrs;        // user attributes by keyval (meta_mu)
-    std::mutex meta_mu;                // attributes, name and info: MPI_THREAD_MULTIPLE callers
+    std::map<int, void*> attrs;  // user attributes by keyval (meta_mu)
+    std::mutex meta_mu;  // attributes, name and info: MPI_THREAD_MULTIPLE callers
 };
 
 namespace fastrma::detail {
@@ -43,10 +43,10 @@ Engine* current_engine();
 
 }  // namespace fastrma::detail
 
-#define FRMA_CHECK_WIN(win, call)                                                          \
-    do {                                                                                   \
-        if (!::fastrma::detail::valid(win))                                                \
-            return ::fastrma::detail::comm_error(                                          \
-                MPI_COMM_WORLD, ::fastrma::detail::raise(MPI_ERR_WIN, "%s: invalid window handle %p", \
-                                                         call, static_cast<void*>(win)));  \
+#define FRMA_CHECK_WIN(win, call)                                                                                      \
+    do {                                                                                                               \
+        if (!::fastrma::detail::valid(win))                                                                            \
+            return ::fastrma::detail::comm_error(                                                                      \
+                MPI_COMM_WORLD,                                                                                        \
+                ::fastrma::detail::raise(MPI_ERR_WIN, "%s: invalid window handle %p", call, static_cast<void*>(win))); \
     } while (0)

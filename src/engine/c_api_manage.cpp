@@ -23,8 +23,8 @@ struct Keyval {
     FRMA_Win_copy_attr_function* copy_fn;
     FRMA_Win_delete_attr_function* delete_fn;
     void* extra;
-    bool freed = false;      // FRMA_Win_free_keyval was called
-    std::size_t attrs = 0;   // attributes set with it on live windows
+    bool freed = false;  // FRMA_Win_free_keyval was called
+    std::size_t attrs = 0;  // attributes set with it on live windows
 };
 std::mutex g_kv_mu;
 std::map<int, Keyval>& keyvals() {
@@ -102,9 +102,8 @@ bool user_attribute(FRMA_Win win, int keyval, void** value, int* flag) {
 
 extern "C" {
 
-int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn,
-                           FRMA_Win_delete_attr_function* delete_fn, int* win_keyval,
-                           void* extra_state) {
+int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn, FRMA_Win_delete_attr_function* delete_fn,
+                           int* win_keyval, void* extra_state) {
     if (!win_keyval)
         return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_create_keyval: win_keyval is NULL"));
     int rc = PMPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, MPI_WIN_NULL_DELETE_FN, win_keyval, nullptr);
@@ -115,19 +114,23 @@ int FRMA_Win_create_keyval(FRMA_Win_copy_attr_function* copy_fn,
 }
 
 int FRMA_Win_free_keyval(int* win_keyval) {
-    if (!win_keyval)
-        return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_free_keyval: win_keyval is NULL"));
+    if (!win_keyval) return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_ARG, "FRMA_Win_free_keyval: win_keyval is NULL"));
     int number = *win_keyval;
     {
         std::lock_guard lk(g_kv_mu);
         auto it = keyvals().find(number);
         if (it == keyvals().end() || it->second.freed)
-            return comm_error(MPI_COMM_WORLD, raise(MPI_ERR_KEYVAL, "FRMA_Win_free_keyval: keyval %d was not created with FRMA_Win_create_keyval", number));
+            return comm_error(
+                MPI_COMM_WORLD,
+                raise(MPI_ERR_KEYVAL, "FRMA_Win_free_keyval: keyval %d was not created with FRMA_Win_create_keyval",
+                      number));
         // Attributes still set with it keep their values and their delete callback until
         // deleted or their window is freed (MPI-3.1 §6.7.2); the last one releases it.
         it->second.freed = true;
-        if (it->second.attrs == 0) keyvals().erase(it);
-        else number = MPI_KEYVAL_INVALID;
+        if (it->second.attrs == 0)
+            keyvals().erase(it);
+        else
+            number = MPI_KEYVAL_INVALID;
     }
     if (number != MPI_KEYVAL_INVALID) PMPI_Win_free_keyval(&number);
     *win_keyval = MPI_KEYVAL_INVALID;
@@ -137,11 +140,15 @@ int FRMA_Win_free_keyval(int* win_keyval) {
 int FRMA_Win_set_attr(FRMA_Win win, int keyval, void* attribute_val) {
     FRMA_CHECK_WIN(win, "FRMA_Win_set_attr");
     if (predefined(keyval))
-        return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_set_attr: keyval %d is a predefined, read-only attribute", keyval));
+        return win_error(
+            win, raise(MPI_ERR_KEYVAL, "FRMA_Win_set_attr: keyval %d is a predefined, read-only attribute", keyval));
     {
         std::lock_guard lk(g_kv_mu);
         if (!live_keyval(keyval))
-            return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_set_attr: keyval %d was not created with FRMA_Win_create_keyval (or was freed)", keyval));
+            return win_error(
+                win, raise(MPI_ERR_KEYVAL,
+                           "FRMA_Win_set_attr: keyval %d was not created with FRMA_Win_create_keyval (or was freed)",
+                           keyval));
     }
     // A value already set is deleted first (its callback runs outside every lock of ours:
     // it may call back into the window).
@@ -174,7 +181,8 @@ int FRMA_Win_delete_attr(FRMA_Win win, int keyval) {
         std::lock_guard lk(win->meta_mu);
         auto it = win->attrs.find(keyval);
         if (it == win->attrs.end())
-            return win_error(win, raise(MPI_ERR_KEYVAL, "FRMA_Win_delete_attr: no attribute is set for keyval %d", keyval));
+            return win_error(win,
+                             raise(MPI_ERR_KEYVAL, "FRMA_Win_delete_attr: no attribute is set for keyval %d", keyval));
         v = it->second;
     }
     if (int rc = run_delete(win, keyval, v))

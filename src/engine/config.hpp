@@ -11,36 +11,36 @@ namespace fastrma::detail {
 enum class ShmMethod { automatic, pidfd, shm_open };
 
 struct Config {
-    bool progress_thread = true;     // FASTRMA_PROGRESS
-    int progress_core = -1;          // FASTRMA_PROGRESS_CORE (-1: auto, -2: none, -3: follow)
-    int spin_us = -1;                // FASTRMA_SPIN_US (-1: auto, ProgressEngine::spin_us())
-    int wait_spin_us = -1;           // FASTRMA_WAIT_SPIN_US (-1: auto, see spin_wait.hpp)
-    int progress_nice = 0;           // FASTRMA_PROGRESS_NICE (0: as the process)
-    int stand_down_us = 1000;        // FASTRMA_STAND_DOWN_US: longest doze (0: never stands down)
-    int poll_min_us = 1;             // FASTRMA_POLL_MIN_US
-    bool poll_predict = true;        // FASTRMA_POLL_PREDICT
-    int poll_max_us = 100;           // FASTRMA_POLL_MAX_US
-    int poll_idle_us = 10000;        // FASTRMA_POLL_IDLE_US
-    int poll_quiet_ms = 20;          // FASTRMA_POLL_QUIET_MS
-    bool host_progress = true;       // FASTRMA_HOST_PROGRESS
-    std::string offload = "auto";    // FASTRMA_OFFLOAD: auto | on | off
-    std::size_t offload_min = 65536; // FASTRMA_OFFLOAD_MIN (0: never offload copies)
+    bool progress_thread = true;  // FASTRMA_PROGRESS
+    int progress_core = -1;  // FASTRMA_PROGRESS_CORE (-1: auto, -2: none, -3: follow)
+    int spin_us = -1;  // FASTRMA_SPIN_US (-1: auto, ProgressEngine::spin_us())
+    int wait_spin_us = -1;  // FASTRMA_WAIT_SPIN_US (-1: auto, see spin_wait.hpp)
+    int progress_nice = 0;  // FASTRMA_PROGRESS_NICE (0: as the process)
+    int stand_down_us = 1000;  // FASTRMA_STAND_DOWN_US: longest doze (0: never stands down)
+    int poll_min_us = 1;  // FASTRMA_POLL_MIN_US
+    bool poll_predict = true;  // FASTRMA_POLL_PREDICT
+    int poll_max_us = 100;  // FASTRMA_POLL_MAX_US
+    int poll_idle_us = 10000;  // FASTRMA_POLL_IDLE_US
+    int poll_quiet_ms = 20;  // FASTRMA_POLL_QUIET_MS
+    bool host_progress = true;  // FASTRMA_HOST_PROGRESS
+    std::string offload = "auto";  // FASTRMA_OFFLOAD: auto | on | off
+    std::size_t offload_min = 65536;  // FASTRMA_OFFLOAD_MIN (0: never offload copies)
     std::size_t offload_piece = 65536;  // FASTRMA_OFFLOAD_PIECE
     std::size_t offload_wake_min = 262144;  // FASTRMA_OFFLOAD_WAKE_MIN
-    std::size_t cma_batch = 1024;    // FASTRMA_CMA_BATCH (0: no batching)
-    std::size_t op_pool = 4096;      // FASTRMA_OP_POOL (process-global)
-    std::size_t win_op_pool = 256;   // FASTRMA_WIN_OP_POOL (per window)
+    std::size_t cma_batch = 1024;  // FASTRMA_CMA_BATCH (0: no batching)
+    std::size_t op_pool = 4096;  // FASTRMA_OP_POOL (process-global)
+    std::size_t win_op_pool = 256;  // FASTRMA_WIN_OP_POOL (per window)
     std::size_t target_pool = 1024;  // FASTRMA_TARGET_POOL (process-global)
-    std::size_t win_target_pool = 64;// FASTRMA_WIN_TARGET_POOL (per window)
-    std::size_t slots = 64;          // FASTRMA_SLOTS
-    int acc_stripes = 16;            // FASTRMA_ACC_STRIPES
+    std::size_t win_target_pool = 64;  // FASTRMA_WIN_TARGET_POOL (per window)
+    std::size_t slots = 64;  // FASTRMA_SLOTS
+    int acc_stripes = 16;  // FASTRMA_ACC_STRIPES
     std::size_t dyn_regions = 4096;  // FASTRMA_DYN_REGIONS
     ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD
     std::string transport = "auto";  // FASTRMA_TRANSPORT
     std::string ofi_provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
-    bool ofi_mr_local = false;       // FASTRMA_OFI_MR_LOCAL
-    bool stats = false;              // FASTRMA_STATS
-    std::string fault;               // FASTRMA_FAULT (fault injection for tests)
+    bool ofi_mr_local = false;  // FASTRMA_OFI_MR_LOCAL
+    bool stats = false;  // FASTRMA_STATS
+    std::string fault;  // FASTRMA_FAULT (fault injection for tests)
 
     static Config from_env();
 };

@@ -27,8 +27,7 @@ const void* fortran_bottom() { return mpipriv1_; }
 MPI_Fint fortran_win_null() { return static_cast<MPI_Fint>(MPI_WIN_NULL); }
 
 int keyval_f2c(MPI_Fint keyval) {
-    static_assert(MPI_WIN_BASE == 0x66000001 && MPI_WIN_MODEL == 0x66000009,
-                  "MPICH's predefined window keyvals moved");
+    static_assert(MPI_WIN_BASE == 0x66000001 && MPI_WIN_MODEL == 0x66000009, "MPICH's predefined window keyvals moved");
     // Fortran twins: the C keyval + 1 (MPICH's attribute kind bit).
     if (keyval >= MPI_WIN_BASE + 1 && keyval <= MPI_WIN_MODEL + 1 && (keyval - MPI_WIN_BASE) % 2 == 1)
         return keyval - 1;

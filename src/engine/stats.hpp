@@ -11,12 +11,22 @@
 namespace fastrma::detail {
 
 enum class Stat : int {
-    puts, gets, accs, fops, cases, direct, queued, gc_runs, lock_retries, windows_created, bells_rung,
+    puts,
+    gets,
+    accs,
+    fops,
+    cases,
+    direct,
+    queued,
+    gc_runs,
+    lock_retries,
+    windows_created,
+    bells_rung,
     locks_parked,  // am: origins' lock requests that waited at this target (taken)
-    cma_batched,   // small puts/gets to unmapped peers that joined a CmaBatch
-    cma_drains,    // process_vm_writev/readv calls that moved batches (a batch, a side)
-    windows_am,    // windows whose remote peers went over am (the rest of windows_created: shm)
-    windows_ofi,   // ... over ofi
+    cma_batched,  // small puts/gets to unmapped peers that joined a CmaBatch
+    cma_drains,  // process_vm_writev/readv calls that moved batches (a batch, a side)
+    windows_am,  // windows whose remote peers went over am (the rest of windows_created: shm)
+    windows_ofi,  // ... over ofi
     count_
 };
 
@@ -34,7 +44,8 @@ StatShard* register_stat_shard();
 
 inline void bump(Stat s, std::uint64_t n = 1) {
     StatShard* shard = t_stat_shard;
-    if (!shard) [[unlikely]] shard = t_stat_shard = register_stat_shard();
+    if (!shard) [[unlikely]]
+        shard = t_stat_shard = register_stat_shard();
     auto& a = shard->v[int(s)];
     a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }

@@ -30,21 +30,36 @@ constexpr std::size_t kAmDataOffset = 2048;  // build_remote(): an allocate wind
 
 ElemKind elem_kind(Repr r) {
     switch (r) {
-    case Repr::i8: return ElemKind::i8;
-    case Repr::i16: return ElemKind::i16;
-    case Repr::i32: return ElemKind::i32;
-    case Repr::i64: return ElemKind::i64;
-    case Repr::u8: return ElemKind::u8;
-    case Repr::u16: return ElemKind::u16;
-    case Repr::u32: return ElemKind::u32;
-    case Repr::u64: return ElemKind::u64;
-    case Repr::f32: return ElemKind::f32;
-    case Repr::f64: return ElemKind::f64;
-    case Repr::f_long: return ElemKind::f_long;
-    case Repr::c32: return ElemKind::c32;
-    case Repr::c64: return ElemKind::c64;
-    case Repr::c_long: return ElemKind::c_long;
-    default: return ElemKind::none;  // pair and opaque types: the accumulate lock
+    case Repr::i8:
+        return ElemKind::i8;
+    case Repr::i16:
+        return ElemKind::i16;
+    case Repr::i32:
+        return ElemKind::i32;
+    case Repr::i64:
+        return ElemKind::i64;
+    case Repr::u8:
+        return ElemKind::u8;
+    case Repr::u16:
+        return ElemKind::u16;
+    case Repr::u32:
+        return ElemKind::u32;
+    case Repr::u64:
+        return ElemKind::u64;
+    case Repr::f32:
+        return ElemKind::f32;
+    case Repr::f64:
+        return ElemKind::f64;
+    case Repr::f_long:
+        return ElemKind::f_long;
+    case Repr::c32:
+        return ElemKind::c32;
+    case Repr::c64:
+        return ElemKind::c64;
+    case Repr::c_long:
+        return ElemKind::c_long;
+    default:
+        return ElemKind::none;  // pair and opaque types: the accumulate lock
     }
 }
 
@@ -122,8 +137,8 @@ CmaBatch* Window::cma_batch(int r) const {
         const PeerRegion p = peer(r);
         b = kNoBatch;
         if (!p.mapped && p.pid > 0) {
-            cma_owned_.push_back(std::make_unique<CmaBatch>(p.pid, p.remote_addr, p.state, eng_.config().acc_stripes,
-                                                            &cma_pending_));
+            cma_owned_.push_back(
+                std::make_unique<CmaBatch>(p.pid, p.remote_addr, p.state, eng_.config().acc_stripes, &cma_pending_));
             b = cma_owned_.back().get();
         }
         slot.store(b, std::memory_order_release);
@@ -160,7 +175,8 @@ std::size_t Window::offload_threshold(Engine& eng, const NodeTopology& topo) {
 // window has more ranks on this node than we have processing units.
 void Window::set_wait_spin(Engine& eng, const NodeTopology& topo) {
     const int us = eng.config().wait_spin_us;
-    if (us >= 0) g_wait_spin_ns.store(std::uint64_t(us) * 1000, std::memory_order_relaxed);
+    if (us >= 0)
+        g_wait_spin_ns.store(std::uint64_t(us) * 1000, std::memory_order_relaxed);
     else if (int(topo.local_ranks.size()) > cpuset_pus())
         g_wait_spin_ns.store(kWaitSpinOversubscribedNs, std::memory_order_relaxed);
 }
@@ -200,21 +216,20 @@ void Window::leave_node() {
     slot->what = std::move(lo);
 }
 
-int Window::allocate(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit,
-                     void** baseptr, std::unique_ptr<Window>* out) {
+int Window::allocate(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit, void** baseptr,
+                     std::unique_ptr<Window>* out) {
     int rc = build(eng, std::move(bs), MPI_WIN_FLAVOR_ALLOCATE, nullptr, size, disp_unit, false, out);
     if (rc == MPI_SUCCESS && baseptr) *baseptr = (*out)->base_;
     return rc;
 }
 
-int Window::create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_Aint size,
-                   int disp_unit, std::unique_ptr<Window>* out) {
+int Window::create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_Aint size, int disp_unit,
+                   std::unique_ptr<Window>* out) {
     return build(eng, std::move(bs), MPI_WIN_FLAVOR_CREATE, base, size, disp_unit, false, out);
 }
 
-int Window::allocate_shared(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size,
-                            int disp_unit, bool noncontig, void** baseptr,
-                            std::unique_ptr<Window>* out) {
+int Window::allocate_shared(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit, bool noncontig,
+                            void** baseptr, std::unique_ptr<Window>* out) {
     int rc = build(eng, std::move(bs), MPI_WIN_FLAVOR_SHARED, nullptr, size, disp_unit, noncontig, out);
     if (rc == MPI_SUCCESS && baseptr) *baseptr = (*out)->base_;
     return rc;
@@ -227,10 +242,14 @@ int Window::create_dynamic(Engine& eng, std::unique_ptr<Bootstrap> bs, std::uniq
 namespace {
 const char* create_call(int flavor) {
     switch (flavor) {
-    case MPI_WIN_FLAVOR_ALLOCATE: return "FRMA_Win_allocate";
-    case MPI_WIN_FLAVOR_SHARED: return "FRMA_Win_allocate_shared";
-    case MPI_WIN_FLAVOR_DYNAMIC: return "FRMA_Win_create_dynamic";
-    default: return "FRMA_Win_create";
+    case MPI_WIN_FLAVOR_ALLOCATE:
+        return "FRMA_Win_allocate";
+    case MPI_WIN_FLAVOR_SHARED:
+        return "FRMA_Win_allocate_shared";
+    case MPI_WIN_FLAVOR_DYNAMIC:
+        return "FRMA_Win_create_dynamic";
+    default:
+        return "FRMA_Win_create";
     }
 }
 std::size_t page_round(std::size_t n) {
@@ -245,14 +264,13 @@ int agree(Bootstrap& b, int err, const std::string& msg, const char* call) {
     b.allgather(&err, sizeof err, errs.data());
     if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
     for (int r = 0; r < b.size(); ++r)
-        if (errs[std::size_t(r)])
-            return raise(errs[std::size_t(r)], "%s: window creation failed at rank %d", call, r);
+        if (errs[std::size_t(r)]) return raise(errs[std::size_t(r)], "%s: window creation failed at rank %d", call, r);
     return MPI_SUCCESS;
 }
 }  // namespace
 
-int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
-                  MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out) {
+int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base, MPI_Aint size, int disp_unit,
+                  bool noncontig, std::unique_ptr<Window>* out) {
     out->reset();
     const char* call = create_call(flavor);
     std::unique_ptr<Window> w(new Window(eng, std::move(bs)));
@@ -274,7 +292,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     NodeTopology topo = discover_topology(b);
     w->off_min_ = offload_threshold(eng, topo);
     set_wait_spin(eng, topo);
-    if (size < 0) err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(size));
+    if (size < 0)
+        err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(size));
     else if (disp_unit <= 0)
         err = raise(MPI_ERR_DISP, "%s: disp_unit %d must be positive", call, disp_unit);
     else if (is_create && size > 0 && !user_base)
@@ -289,8 +308,19 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     std::string msg = err ? last_error_message() : std::string();
     // The settings that shape the shared state layout travel too: every process must agree.
-    struct Sizes { int err; int disp_unit; std::uint64_t size; int am; int acc_stripes; std::uint64_t dyn_regions; };
-    Sizes mine_sz{err, disp_unit, std::uint64_t(size < 0 ? 0 : size), wants_am, eng.config().acc_stripes,
+    struct Sizes {
+        int err;
+        int disp_unit;
+        std::uint64_t size;
+        int am;
+        int acc_stripes;
+        std::uint64_t dyn_regions;
+    };
+    Sizes mine_sz{err,
+                  disp_unit,
+                  std::uint64_t(size < 0 ? 0 : size),
+                  wants_am,
+                  eng.config().acc_stripes,
                   is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0};
     std::vector<Sizes> sizes(static_cast<std::size_t>(n));
     b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
@@ -302,10 +332,14 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     for (int r = 0; r < n; ++r) {
         const Sizes& z = sizes[std::size_t(r)];
         if (z.acc_stripes != mine_sz.acc_stripes)
-            return raise(MPI_ERR_OTHER, "%s: FASTRMA_ACC_STRIPES is %d here (rank %d) and %d at rank %d; every process of a window needs the same value",
+            return raise(MPI_ERR_OTHER,
+                         "%s: FASTRMA_ACC_STRIPES is %d here (rank %d) and %d at rank %d; every process of a window "
+                         "needs the same value",
                          call, mine_sz.acc_stripes, me, z.acc_stripes, r);
         if (z.dyn_regions != mine_sz.dyn_regions)
-            return raise(MPI_ERR_OTHER, "%s: FASTRMA_DYN_REGIONS is %llu here (rank %d) and %llu at rank %d; every process of a window needs the same value",
+            return raise(MPI_ERR_OTHER,
+                         "%s: FASTRMA_DYN_REGIONS is %llu here (rank %d) and %llu at rank %d; every process of a "
+                         "window needs the same value",
                          call, static_cast<unsigned long long>(mine_sz.dyn_regions), me,
                          static_cast<unsigned long long>(z.dyn_regions), r);
     }
@@ -349,7 +383,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     total = page_round(total);
     const std::uint64_t my_off = std::uint64_t(me) * w->state_bytes_;
-    const std::uint64_t my_data_len = has_data ? (padded ? page_round(sizes[std::size_t(me)].size) : sizes[std::size_t(me)].size) : 0;
+    const std::uint64_t my_data_len =
+        has_data ? (padded ? page_round(sizes[std::size_t(me)].size) : sizes[std::size_t(me)].size) : 0;
     // Allocate windows take the segment of the last window freed on this group when its
     // layout is the same (GA creates and frees arrays of one shape again and again): its
     // pages are reserved and mapped everywhere, its owners cleared their sync words before
@@ -372,7 +407,10 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         if (!err && my_data_len) err = w->node_.reserve_range(doff[0], my_data_len);
     }
     if (err) msg = last_error_message();
-    struct Hello { int err; SegmentExport seg; };
+    struct Hello {
+        int err;
+        SegmentExport seg;
+    };
     Hello hello{err, me == 0 && !err ? w->node_.export_info() : SegmentExport{}};
     std::vector<Hello> hellos(static_cast<std::size_t>(n));
     if (!reused) b.allgather(&hello, sizeof hello, hellos.data());
@@ -382,7 +420,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     if (!reused && me != 0) {
         err = w->node_.map_peer(hellos[0].seg, my_off, w->state_bytes_);
-        if (!err && my_data_len) err = w->node_.map_peer(hellos[0].seg, std::size_t(doff[std::size_t(me)]), my_data_len);
+        if (!err && my_data_len)
+            err = w->node_.map_peer(hellos[0].seg, std::size_t(doff[std::size_t(me)]), my_data_len);
     }
     if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
@@ -476,8 +515,10 @@ PeerRegion Window::peer(int r) const {
         p.size = remote_size_[std::size_t(r)];
         if (r != rank_) return p;
         if (!net_) p.state = my_state_;  // (network: my words too only by its atomics)
-        if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) p.pid = getpid();  // my attached memory, by address
-        else p.mapped = static_cast<unsigned char*>(base_);
+        if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC)
+            p.pid = getpid();  // my attached memory, by address
+        else
+            p.mapped = static_cast<unsigned char*>(base_);
         return p;
     }
     p.state = state_of(r);
@@ -533,7 +574,9 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
     w->node_.seal();  // no peer maps it: the name (shm_open method) goes at once
     w->node_base_ = w->node_.data();
     w->my_state_ = reinterpret_cast<std::uint64_t*>(w->node_base_);
-    w->base_ = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->node_base_ + w->state_bytes_ + kAmDataOffset : nullptr;
+    w->base_ = flavor == MPI_WIN_FLAVOR_CREATE ? user_base
+               : data                          ? w->node_base_ + w->state_bytes_ + kAmDataOffset
+                                               : nullptr;
     w->remote_size_.resize(std::size_t(n));
     w->remote_du_.resize(std::size_t(n));
     for (int r = 0; r < n; ++r) {
@@ -641,7 +684,8 @@ int Window::free_collective() {
     complete_deferred();
     if (group_tp().close_sync(*bs_) != MPI_SUCCESS)
         return raise(MPI_ERR_INTERN, "FRMA_Win_free: the closing synchronization of the window's group failed");
-    leave_node_ = !remote_ && !node_key_.empty();    eng_.progress().remove_poller(poller_id_);
+    leave_node_ = !remote_ && !node_key_.empty();
+    eng_.progress().remove_poller(poller_id_);
     poller_id_ = 0;
     if (host_hooked_) host_progress_remove(remote_.get());
     host_hooked_ = false;
@@ -700,18 +744,6 @@ void Window::ring_lock_waiters(int rank) {
 void Window::flush_every_target() {
     for (Transport* t : tps_) t->flush_all();
 }
-
-
-
-
-
-
-
-
-
-
-
-
 
 int Window::sync() {
     // Over am, requests from remote origins are applied by the progress thread (or any

@@ -14,24 +14,24 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <algorithm>
 #include <memory>
-#include <unordered_map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/bootstrap.hpp"
 #include "engine/engine.hpp"
 #include "engine/stats.hpp"
+#include "epochs/epochs.hpp"
 #include "ops/cma_batch.hpp"
 #include "ops/completion.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
-#include "epochs/epochs.hpp"
 #include "progress/progress.hpp"
 #include "transport/select.hpp"
 #include "transport/shm_arena.hpp"
@@ -58,13 +58,11 @@ struct OpRequest {
 
     // Every operation is this form with some fields unused (MPI_DATATYPE_NULL, 0, null).
     static OpRequest make(RmaKind kind, const char* call, const void* origin, int origin_count,
-                          MPI_Datatype origin_type, void* result, int result_count,
-                          MPI_Datatype result_type, int target_rank, MPI_Aint target_disp,
-                          int target_count, MPI_Datatype target_type, MPI_Op op = MPI_OP_NULL,
-                          const void* compare = nullptr) {
-        return OpRequest{kind, call, origin, origin_count, origin_type, result, result_count,
-                         result_type, compare, target_rank, target_disp, target_count,
-                         target_type, op};
+                          MPI_Datatype origin_type, void* result, int result_count, MPI_Datatype result_type,
+                          int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_type,
+                          MPI_Op op = MPI_OP_NULL, const void* compare = nullptr) {
+        return OpRequest{kind,        call,    origin,      origin_count, origin_type,  result,      result_count,
+                         result_type, compare, target_rank, target_disp,  target_count, target_type, op};
     }
 };
 
@@ -73,17 +71,15 @@ public:
     ~Window();
 
     // Collective over bs. On failure every member returns the same error and *out is null.
-    static int allocate(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit,
-                        void** baseptr, std::unique_ptr<Window>* out);
-    static int create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_Aint size,
-                      int disp_unit, std::unique_ptr<Window>* out);
+    static int allocate(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit, void** baseptr,
+                        std::unique_ptr<Window>* out);
+    static int create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_Aint size, int disp_unit,
+                      std::unique_ptr<Window>* out);
     // noncontig: alloc_shared_noncontig (each part its own segment); otherwise the parts
     // are consecutive in one segment of the node.
-    static int allocate_shared(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size,
-                               int disp_unit, bool noncontig, void** baseptr,
-                               std::unique_ptr<Window>* out);
-    static int create_dynamic(Engine& eng, std::unique_ptr<Bootstrap> bs,
-                              std::unique_ptr<Window>* out);
+    static int allocate_shared(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit, bool noncontig,
+                               void** baseptr, std::unique_ptr<Window>* out);
+    static int create_dynamic(Engine& eng, std::unique_ptr<Bootstrap> bs, std::unique_ptr<Window>* out);
     int free_collective();  // MPI_Win_free: checks no epoch is open, barrier, release
 
     int shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) const;
@@ -130,28 +126,28 @@ public:
     // They return kSlowPath whenever anything is unusual; post() then decides (and
     // raises the error, if there is one). They never fail on their own.
     static constexpr int kSlowPath = -1;
-    inline int fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
-                        MPI_Aint disp, int tcount, MPI_Datatype ttype);
-    inline int fast_get(void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
-                        int tcount, MPI_Datatype ttype);
-    inline int fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type, int rank,
-                                 MPI_Aint disp, MPI_Op op);
-    inline int fast_compare_and_swap(const void* origin, const void* compare, void* result,
-                                     MPI_Datatype type, int rank, MPI_Aint disp);
-    inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
-                               MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op);
+    inline int fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
+                        MPI_Datatype ttype);
+    inline int fast_get(void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
+                        MPI_Datatype ttype);
+    inline int fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type, int rank, MPI_Aint disp,
+                                 MPI_Op op);
+    inline int fast_compare_and_swap(const void* origin, const void* compare, void* result, MPI_Datatype type, int rank,
+                                     MPI_Aint disp);
+    inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
+                               MPI_Datatype ttype, MPI_Op op);
     inline int fast_flush(int rank);
-    inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result,
-                                   int rcount, MPI_Datatype rtype, int rank, MPI_Aint disp,
-                                   int tcount, MPI_Datatype ttype, MPI_Op op);
+    inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result, int rcount,
+                                   MPI_Datatype rtype, int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype,
+                                   MPI_Op op);
     // Peers reached by messages: the target offset of a small contiguous op that the fast
     // paths may take (not self, in range, within the transport's inline_max), else false.
     inline bool remote_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
     inline int fast_remote_transfer(bool is_put, void* origin, int rank, MPI_Aint disp, std::uint64_t bytes);
-    inline int fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
-                                      std::size_t n, MPI_Op op, MPI_Datatype type);
-    inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank,
-                             MPI_Aint disp, int tcount, MPI_Datatype ttype);
+    inline int fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp, std::size_t n,
+                                      MPI_Op op, MPI_Datatype type);
+    inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
+                             int tcount, MPI_Datatype ttype);
 
     // Attributes.
     int rank() const { return rank_; }
@@ -178,7 +174,7 @@ public:
     unsigned char* peer_address(int r) const { return peer(r).mapped; }  // nullptr: not mapped here
     bool cpu_atomics() const { return cpu_atomics_; }
     bool uses_am() const { return remote_ != nullptr; }  // a remote transport: am or ofi
-    bool uses_network() const { return net_; }           // ... ofi
+    bool uses_network() const { return net_; }  // ... ofi
     // The transport serving this window's remote peers ("shm" when all are on the node):
     // the info key fastrma_transport.
     const char* transport_name() const { return remote_ ? remote_->name() : "shm"; }
@@ -191,13 +187,13 @@ public:
 
 private:
     Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
-    static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base,
-                     MPI_Aint size, int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
+    static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base, MPI_Aint size,
+                     int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
     static int build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, void* user_base, MPI_Aint size,
                             int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
                             std::unique_ptr<Window>* out);
-    int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
-                    const void* src, const void* cmp, void* res);
+    int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
+                    const void* cmp, void* res);
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
     // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
     bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);
@@ -232,7 +228,7 @@ private:
     // MPI_ERR_RMA_RANGE naming the first such rank, or MPI_SUCCESS.
     int refused_by_targets(const char* call, int lo, int hi) override;
     void register_lock_wait(int rank) override;  // my bit in rank's lock-waiter bitmap
-    void ring_lock_waiters(int rank) override;   // after releasing a lock word of rank's
+    void ring_lock_waiters(int rank) override;  // after releasing a lock word of rank's
 
     void leave_node();  // ~Window: node_ to the next window (node_key_)
     Poll poll();
@@ -261,10 +257,10 @@ private:
     bool uniform_ = false;
     std::uint64_t uni_size_ = 0, dstride_ = 0, data0_ = 0;
     std::uint64_t uni_du_ = 1;
-    Transport* tp_all_ = nullptr;    // the transport of every peer, when they agree
-    std::vector<Transport*> tp_;     // else one per peer
-    std::vector<Transport*> tps_;    // each transport in use once (window-wide operations;
-                                     // the last one synchronizes the group)
+    Transport* tp_all_ = nullptr;  // the transport of every peer, when they agree
+    std::vector<Transport*> tp_;  // else one per peer
+    std::vector<Transport*> tps_;  // each transport in use once (window-wide operations;
+        // the last one synchronizes the group)
     std::unordered_map<int, ArenaPeerMap> arena_maps_;  // peers' FRMA_Alloc_mem (create)
     std::uint64_t* my_state_ = nullptr;
     // The message transport serving every peer but this process (null: all on the node),
@@ -315,12 +311,12 @@ private:
     // when the first batch is: a window that never batches keeps nothing per peer.
     mutable std::atomic<std::atomic<CmaBatch*>*> cma_{nullptr};  // slots: null = not yet looked at
     mutable std::unique_ptr<std::atomic<CmaBatch*>[]> cma_slots_;  // (cma_mu_)
-    mutable std::vector<std::unique_ptr<CmaBatch>> cma_owned_;   // (cma_mu_)
+    mutable std::vector<std::unique_ptr<CmaBatch>> cma_owned_;  // (cma_mu_)
     mutable SpinLock cma_mu_;
     mutable std::atomic<int> cma_pending_{0};  // batches with something to drain
-    std::size_t cma_max_ = 0;                  // largest batched transfer (0: this window never batches)
-    CmaBatch* cma_batch(int r) const;          // r's batch, made on first use (null: r is mapped)
-    CmaBatch* cma_batch_if_any(int r) const;   // ... without making one
+    std::size_t cma_max_ = 0;  // largest batched transfer (0: this window never batches)
+    CmaBatch* cma_batch(int r) const;  // r's batch, made on first use (null: r is mapped)
+    CmaBatch* cma_batch_if_any(int r) const;  // ... without making one
     int drain_cma();
     int wait_offloads();
     int complete_request(int r);  // a request-based op to r: complete before it is handed out
@@ -338,8 +334,8 @@ private:
 public:
     // Signals the tracked requests whose operations completed; true if any. Never blocks.
     bool poll_requests();
-private:
 
+private:
     inline void acc_order();
     static inline void offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
                                             std::size_t bytes);
@@ -350,7 +346,10 @@ private:
     struct Region {
         std::uint64_t base, size;
     };
-    struct RegionCache { std::uint64_t version = ~0ull; std::vector<Region> regions; };
+    struct RegionCache {
+        std::uint64_t version = ~0ull;
+        std::vector<Region> regions;
+    };
     SpinLock dyn_mu_;  // am peers' cached tables (a node peer's is read in place, unlocked)
     std::unordered_map<int, RegionCache> dyn_cache_;  // only peers actually accessed
     std::size_t dyn_capacity_ = 0;

@@ -18,7 +18,8 @@ namespace fastrma::detail {
 // on the progress thread must have finished. One load when nothing was ever offloaded.
 inline void Window::acc_order() {
     const std::uint64_t seq = off_seq_.load(std::memory_order_acquire);
-    if (seq && !eng_.offload()->done(seq)) [[unlikely]] eng_.offload()->wait(seq);
+    if (seq && !eng_.offload()->done(seq)) [[unlikely]]
+        eng_.offload()->wait(seq);
 }
 
 inline void Window::offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
@@ -48,8 +49,7 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
 // piece, into the peer's batch when it is small, else (create) in one syscall, or queued for
 // the progress thread when it is large. Anything partial or failed goes to the slow path,
 // which resumes or raises.
-inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes,
-                             bool write) {
+inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) {
     if (remote_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
         // The displacement is the address; small transfers inside a region the peer has
@@ -70,8 +70,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     }
     if (CmaBatch* b = cma_batch_if_any(rank); b && b->due()) return false;  // the slow path moves it first
     if (offload_now(bytes)) {
-        if (queued(eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_)))
-            return true;
+        if (queued(eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_))) return true;
     }
     if (bytes > (1u << 20)) return false;
     const PeerRegion p = peer(rank);
@@ -79,10 +78,9 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     return accepted(write ? tp(rank).put(p, &c, 1) : tp(rank).get(p, &c, 1));
 }
 
-inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype,
-                                 int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype) {
-    if (otype != ttype || ocount != tcount || ocount <= 0 || !origin)
-        return kSlowPath;
+inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
+                                 int tcount, MPI_Datatype ttype) {
+    if (otype != ttype || ocount != tcount || ocount <= 0 || !origin) return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
@@ -98,8 +96,10 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
                          : eng_.offload()->submit(origin, remote, bytes, &off_err_);
         }
         if (!queued(seq)) {
-            if (is_put) copy_bytes(remote, origin, bytes);
-            else copy_bytes(origin, remote, bytes);
+            if (is_put)
+                copy_bytes(remote, origin, bytes);
+            else
+                copy_bytes(origin, remote, bytes);
         }
     } else if (!fast_cma(rank, disp, origin, bytes, is_put)) {
         return kSlowPath;
@@ -125,8 +125,7 @@ inline bool Window::remote_fast_offset(int rank, MPI_Aint disp, std::uint64_t by
     return *off + bytes <= remote_size_[std::size_t(rank)];
 }
 
-inline int Window::fast_remote_transfer(bool is_put, void* origin, int rank, MPI_Aint disp,
-                                        std::uint64_t bytes) {
+inline int Window::fast_remote_transfer(bool is_put, void* origin, int rank, MPI_Aint disp, std::uint64_t bytes) {
     std::uint64_t off;
     if (!remote_fast_offset(rank, disp, bytes, &off) || !epochs_.direct(rank)) return kSlowPath;
     const Chunk c{origin, off, std::size_t(bytes)};
@@ -152,20 +151,19 @@ inline int Window::fast_remote_accumulate(const void* origin, const TypeInfo& ti
     return MPI_SUCCESS;
 }
 
-inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank,
-                            MPI_Aint disp, int tcount, MPI_Datatype ttype) {
+inline int Window::fast_put(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
+                            MPI_Datatype ttype) {
     return fast_transfer(true, const_cast<void*>(origin), ocount, otype, rank, disp, tcount, ttype);
 }
 
-inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int rank,
-                            MPI_Aint disp, int tcount, MPI_Datatype ttype) {
+inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
+                            MPI_Datatype ttype) {
     return fast_transfer(false, origin, ocount, otype, rank, disp, tcount, ttype);
 }
 
-inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type,
-                                     int rank, MPI_Aint disp, MPI_Op op) {
-    if (!result || (!origin && op != MPI_NO_OP))
-        return kSlowPath;
+inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type, int rank, MPI_Aint disp,
+                                     MPI_Op op) {
+    if (!result || (!origin && op != MPI_NO_OP)) return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
     if (!ti) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
@@ -173,10 +171,10 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
     if (!cpu_atomics_ || !ti->cpu_domain)
         return fast_locked(rank, dst, *ti, op, type, origin, 1, result) ? MPI_SUCCESS : kSlowPath;
     // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
-    const bool int_add = op == MPI_SUM && ti->extent == 8 && (ti->cls == TypeClass::c_integer ||
-        ti->cls == TypeClass::fortran_integer) && !(reinterpret_cast<std::uintptr_t>(dst) & 7);
-    if ((!int_add && check_accumulate(op, type, nullptr) != MPI_SUCCESS) || !epochs_.direct(rank))
-        return kSlowPath;
+    const bool int_add = op == MPI_SUM && ti->extent == 8 &&
+                         (ti->cls == TypeClass::c_integer || ti->cls == TypeClass::fortran_integer) &&
+                         !(reinterpret_cast<std::uintptr_t>(dst) & 7);
+    if ((!int_add && check_accumulate(op, type, nullptr) != MPI_SUCCESS) || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
     if (int_add) {
         std::uint64_t v;
@@ -191,10 +189,9 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
     return MPI_SUCCESS;
 }
 
-inline int Window::fast_compare_and_swap(const void* origin, const void* compare, void* result,
-                                         MPI_Datatype type, int rank, MPI_Aint disp) {
-    if (!cpu_atomics_ || !origin || !compare || !result)
-        return kSlowPath;
+inline int Window::fast_compare_and_swap(const void* origin, const void* compare, void* result, MPI_Datatype type,
+                                         int rank, MPI_Aint disp) {
+    if (!cpu_atomics_ || !origin || !compare || !result) return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
     if (!ti || !ti->cpu_domain) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
@@ -205,10 +202,9 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
     return MPI_SUCCESS;
 }
 
-inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank,
-                                   MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
-    if (otype != ttype || ocount != tcount || ocount <= 0 || !origin)
-        return kSlowPath;
+inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
+                                   int tcount, MPI_Datatype ttype, MPI_Op op) {
+    if (otype != ttype || ocount != tcount || ocount <= 0 || !origin) return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti) return kSlowPath;
     if (remote_) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op, ttype);
@@ -223,8 +219,8 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
         // Large: the progress thread accumulates while the caller goes on (one accumulate
         // in flight at a time: acc_order() above waited for any earlier one).
         const void* opk = reinterpret_cast<const void*>(std::uintptr_t(op_kind(op)));
-        if (queued(eng_.offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin, bytes,
-                                                 ti->extent, &off_err_))) {
+        if (queued(eng_.offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin, bytes, ti->extent,
+                                                 &off_err_))) {
             bump(Stat::accs);
             return MPI_SUCCESS;
         }
@@ -234,11 +230,10 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     return MPI_SUCCESS;
 }
 
-inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype,
-                                       void* result, int rcount, MPI_Datatype rtype, int rank,
-                                       MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op) {
-    if (!result || rtype != ttype || rcount != tcount || tcount <= 0)
-        return kSlowPath;
+inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result, int rcount,
+                                       MPI_Datatype rtype, int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype,
+                                       MPI_Op op) {
+    if (!result || rtype != ttype || rcount != tcount || tcount <= 0) return kSlowPath;
     if (op != MPI_NO_OP && (otype != ttype || ocount != tcount || !origin)) return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti) return kSlowPath;
@@ -246,11 +241,11 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
     if (!dst) return kSlowPath;
     if (!cpu_atomics_ || !ti->cpu_domain)
         return fast_locked(rank, dst, *ti, op, ttype, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result)
-                   ? MPI_SUCCESS : kSlowPath;
+                   ? MPI_SUCCESS
+                   : kSlowPath;
     if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
-    if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result))
-        return kSlowPath;
+    if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
 }

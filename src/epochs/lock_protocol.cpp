@@ -81,9 +81,12 @@ bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const
 
 bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what) {
     switch (what) {
-    case Transport::LockRequest::shared: return take_shared(tp, me);
-    case Transport::LockRequest::exclusive: return take_exclusive_target(tp, me);
-    case Transport::LockRequest::exclusive_with_master: return take_exclusive(tp, me, tp, me);
+    case Transport::LockRequest::shared:
+        return take_shared(tp, me);
+    case Transport::LockRequest::exclusive:
+        return take_exclusive_target(tp, me);
+    case Transport::LockRequest::exclusive_with_master:
+        return take_exclusive(tp, me, tp, me);
     }
     return false;
 }

@@ -29,16 +29,13 @@ int MPI_Query_thread(int* provided) { return query_thread(provided); }
 
 int MPI_Finalize(void) { return finalize(); }
 
-int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
-    return FRMA_Alloc_mem(size, info, baseptr);
-}
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) { return FRMA_Alloc_mem(size, info, baseptr); }
 
 int MPI_Free_mem(void* base) { return FRMA_Free_mem(base); }
 
 // ---- window creation and destruction ----
 
-int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                   MPI_Win* win) {
+int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win* win) {
     FRMA_Win w = FRMA_WIN_NULL;
     int rc = FRMA_Win_create(base, size, disp_unit, info, comm, &w);
     if (rc == MPI_SUCCESS) window_created(w);
@@ -46,8 +43,7 @@ int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_
     return rc;
 }
 
-int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
-                     MPI_Win* win) {
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, MPI_Win* win) {
     FRMA_Win w = FRMA_WIN_NULL;
     int rc = FRMA_Win_allocate(size, disp_unit, info, comm, baseptr, &w);
     if (rc == MPI_SUCCESS) window_created(w);
@@ -55,8 +51,7 @@ int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
     return rc;
 }
 
-int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
-                            void* baseptr, MPI_Win* win) {
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr, MPI_Win* win) {
     FRMA_Win w = FRMA_WIN_NULL;
     int rc = FRMA_Win_allocate_shared(size, disp_unit, info, comm, baseptr, &w);
     if (rc == MPI_SUCCESS) window_created(w);
@@ -76,9 +71,7 @@ int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint* size, int* disp_unit, 
     return FRMA_Win_shared_query(to_frma(win), rank, size, disp_unit, baseptr);
 }
 
-int MPI_Win_attach(MPI_Win win, void* base, MPI_Aint size) {
-    return FRMA_Win_attach(to_frma(win), base, size);
-}
+int MPI_Win_attach(MPI_Win win, void* base, MPI_Aint size) { return FRMA_Win_attach(to_frma(win), base, size); }
 
 int MPI_Win_detach(MPI_Win win, const void* base) { return FRMA_Win_detach(to_frma(win), base); }
 
@@ -114,25 +107,18 @@ int MPI_Win_set_attr(MPI_Win win, int win_keyval, void* attribute_val) {
     return FRMA_Win_set_attr(to_frma(win), win_keyval, attribute_val);
 }
 
-int MPI_Win_delete_attr(MPI_Win win, int win_keyval) {
-    return FRMA_Win_delete_attr(to_frma(win), win_keyval);
-}
+int MPI_Win_delete_attr(MPI_Win win, int win_keyval) { return FRMA_Win_delete_attr(to_frma(win), win_keyval); }
 
 int MPI_Win_create_keyval(MPI_Win_copy_attr_function* win_copy_attr_fn,
-                          MPI_Win_delete_attr_function* win_delete_attr_fn, int* win_keyval,
-                          void* extra_state) {
+                          MPI_Win_delete_attr_function* win_delete_attr_fn, int* win_keyval, void* extra_state) {
     return create_keyval_c(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
 }
 
 int MPI_Win_free_keyval(int* win_keyval) { return free_keyval(win_keyval); }
 
-int MPI_Win_get_group(MPI_Win win, MPI_Group* group) {
-    return FRMA_Win_get_group(to_frma(win), group);
-}
+int MPI_Win_get_group(MPI_Win win, MPI_Group* group) { return FRMA_Win_get_group(to_frma(win), group); }
 
-int MPI_Win_set_name(MPI_Win win, const char* win_name) {
-    return FRMA_Win_set_name(to_frma(win), win_name);
-}
+int MPI_Win_set_name(MPI_Win win, const char* win_name) { return FRMA_Win_set_name(to_frma(win), win_name); }
 
 int MPI_Win_get_name(MPI_Win win, char* win_name, int* resultlen) {
     return FRMA_Win_get_name(to_frma(win), win_name, resultlen);
@@ -140,9 +126,7 @@ int MPI_Win_get_name(MPI_Win win, char* win_name, int* resultlen) {
 
 int MPI_Win_set_info(MPI_Win win, MPI_Info info) { return FRMA_Win_set_info(to_frma(win), info); }
 
-int MPI_Win_get_info(MPI_Win win, MPI_Info* info_used) {
-    return FRMA_Win_get_info(to_frma(win), info_used);
-}
+int MPI_Win_get_info(MPI_Win win, MPI_Info* info_used) { return FRMA_Win_get_info(to_frma(win), info_used); }
 
 // ---- error handlers ----
 
@@ -167,23 +151,16 @@ int MPI_Win_create_errhandler(MPI_Win_errhandler_function* function, MPI_Errhand
     // fastrma's takes FRMA_Win*: the same pointer-to-pointer ABI, and the MPI_Win value of
     // a fastrma window *is* its FRMA_Win (never MPI_WIN_NULL: handlers are only called on
     // valid windows).
-    int rc = FRMA_Win_create_errhandler(reinterpret_cast<FRMA_Win_errhandler_function*>(function),
-                                        errhandler);
+    int rc = FRMA_Win_create_errhandler(reinterpret_cast<FRMA_Win_errhandler_function*>(function), errhandler);
     if (rc == MPI_SUCCESS) errhandler_created(*errhandler, nullptr);
     return rc;
 }
 
-int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler) {
-    return set_errhandler(to_frma(win), errhandler);
-}
+int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler) { return set_errhandler(to_frma(win), errhandler); }
 
-int MPI_Win_get_errhandler(MPI_Win win, MPI_Errhandler* errhandler) {
-    return get_errhandler(to_frma(win), errhandler);
-}
+int MPI_Win_get_errhandler(MPI_Win win, MPI_Errhandler* errhandler) { return get_errhandler(to_frma(win), errhandler); }
 
-int MPI_Win_call_errhandler(MPI_Win win, int errorcode) {
-    return FRMA_Win_call_errhandler(to_frma(win), errorcode);
-}
+int MPI_Win_call_errhandler(MPI_Win win, int errorcode) { return FRMA_Win_call_errhandler(to_frma(win), errorcode); }
 
 int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
     if (errhandler && errhandler_free(errhandler)) return MPI_SUCCESS;
@@ -194,13 +171,9 @@ int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
 
 int MPI_Win_fence(int assert_, MPI_Win win) { return FRMA_Win_fence(assert_, to_frma(win)); }
 
-int MPI_Win_post(MPI_Group group, int assert_, MPI_Win win) {
-    return FRMA_Win_post(group, assert_, to_frma(win));
-}
+int MPI_Win_post(MPI_Group group, int assert_, MPI_Win win) { return FRMA_Win_post(group, assert_, to_frma(win)); }
 
-int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win) {
-    return FRMA_Win_start(group, assert_, to_frma(win));
-}
+int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win) { return FRMA_Win_start(group, assert_, to_frma(win)); }
 
 int MPI_Win_complete(MPI_Win win) { return FRMA_Win_complete(to_frma(win)); }
 int MPI_Win_wait(MPI_Win win) { return FRMA_Win_wait(to_frma(win)); }
@@ -222,80 +195,69 @@ int MPI_Win_sync(MPI_Win win) { return FRMA_Win_sync(to_frma(win)); }
 
 // ---- communication ----
 
-int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-            int target_rank, MPI_Aint target_disp, int target_count,
-            MPI_Datatype target_datatype, MPI_Win win) {
-    return FRMA_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                    target_count, target_datatype, to_frma(win));
-}
-
-int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
-    return FRMA_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                    target_count, target_datatype, to_frma(win));
+    return FRMA_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype,
+                    to_frma(win));
 }
 
-int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                   int target_rank, MPI_Aint target_disp, int target_count,
-                   MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
-    return FRMA_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                           target_count, target_datatype, op, to_frma(win));
+int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+            int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+    return FRMA_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype,
+                    to_frma(win));
 }
 
-int MPI_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                       void* result_addr, int result_count, MPI_Datatype result_datatype,
-                       int target_rank, MPI_Aint target_disp, int target_count,
-                       MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
-    return FRMA_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
-                               result_count, result_datatype, target_rank, target_disp,
-                               target_count, target_datatype, op, to_frma(win));
+int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                   MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+    return FRMA_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                           target_datatype, op, to_frma(win));
 }
 
-int MPI_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
-                     int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
-    return FRMA_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op,
-                             to_frma(win));
+int MPI_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, void* result_addr,
+                       int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                       int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+    return FRMA_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype,
+                               target_rank, target_disp, target_count, target_datatype, op, to_frma(win));
 }
 
-int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr,
-                         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
-                         MPI_Win win) {
-    return FRMA_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank,
-                                 target_disp, to_frma(win));
+int MPI_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype, int target_rank,
+                     MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
+    return FRMA_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, to_frma(win));
+}
+
+int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr, MPI_Datatype datatype,
+                         int target_rank, MPI_Aint target_disp, MPI_Win win) {
+    return FRMA_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp,
+                                 to_frma(win));
 }
 
 // Request-based operations: fastrma's requests are host generalized requests, so the host's
 // MPI_Wait / MPI_Test / MPI_Waitall ... complete them unchanged.
 
-int MPI_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-             int target_rank, MPI_Aint target_disp, int target_count,
-             MPI_Datatype target_datatype, MPI_Win win, MPI_Request* request) {
-    return FRMA_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                     target_count, target_datatype, to_frma(win), request);
+int MPI_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request* request) {
+    return FRMA_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                     target_datatype, to_frma(win), request);
 }
 
-int MPI_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
-             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win,
-             MPI_Request* request) {
-    return FRMA_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                     target_count, target_datatype, to_frma(win), request);
+int MPI_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+             int target_count, MPI_Datatype target_datatype, MPI_Win win, MPI_Request* request) {
+    return FRMA_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                     target_datatype, to_frma(win), request);
 }
 
-int MPI_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                    int target_rank, MPI_Aint target_disp, int target_count,
-                    MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request* request) {
-    return FRMA_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
-                            target_count, target_datatype, op, to_frma(win), request);
+int MPI_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+                    MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
+                    MPI_Request* request) {
+    return FRMA_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count,
+                            target_datatype, op, to_frma(win), request);
 }
 
-int MPI_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                        void* result_addr, int result_count, MPI_Datatype result_datatype,
-                        int target_rank, MPI_Aint target_disp, int target_count,
-                        MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
-                        MPI_Request* request) {
-    return FRMA_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
-                                result_count, result_datatype, target_rank, target_disp,
-                                target_count, target_datatype, op, to_frma(win), request);
+int MPI_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype, void* result_addr,
+                        int result_count, MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+                        int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request* request) {
+    return FRMA_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype,
+                                target_rank, target_disp, target_count, target_datatype, op, to_frma(win), request);
 }
 
 }  // extern "C"

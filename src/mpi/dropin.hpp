@@ -88,15 +88,14 @@ void window_freed(FRMA_Win w);
 
 // ---- keyvals ----
 // Fortran attribute callbacks (MPI-3.1 §6.7.3, Fortran binding).
-typedef void FortranWinCopyAttr(MPI_Fint* oldwin, MPI_Fint* keyval, MPI_Aint* extra_state,
-                                MPI_Aint* attribute_val_in, MPI_Aint* attribute_val_out,
-                                MPI_Fint* flag, MPI_Fint* ierror);
-typedef void FortranWinDeleteAttr(MPI_Fint* win, MPI_Fint* keyval, MPI_Aint* attribute_val,
-                                  MPI_Aint* extra_state, MPI_Fint* ierror);
-int create_keyval_c(MPI_Win_copy_attr_function* copy_fn, MPI_Win_delete_attr_function* delete_fn,
-                    int* keyval, void* extra_state);
-int create_keyval_fortran(FortranWinCopyAttr* copy_fn, FortranWinDeleteAttr* delete_fn,
-                          int* keyval, MPI_Aint extra_state);
+typedef void FortranWinCopyAttr(MPI_Fint* oldwin, MPI_Fint* keyval, MPI_Aint* extra_state, MPI_Aint* attribute_val_in,
+                                MPI_Aint* attribute_val_out, MPI_Fint* flag, MPI_Fint* ierror);
+typedef void FortranWinDeleteAttr(MPI_Fint* win, MPI_Fint* keyval, MPI_Aint* attribute_val, MPI_Aint* extra_state,
+                                  MPI_Fint* ierror);
+int create_keyval_c(MPI_Win_copy_attr_function* copy_fn, MPI_Win_delete_attr_function* delete_fn, int* keyval,
+                    void* extra_state);
+int create_keyval_fortran(FortranWinCopyAttr* copy_fn, FortranWinDeleteAttr* delete_fn, int* keyval,
+                          MPI_Aint extra_state);
 int free_keyval(int* keyval);
 
 // ---- initialisation ----

@@ -26,7 +26,7 @@ constexpr int kMaxChunks = 1 << 14;  // 16 M live Fortran handles
 
 struct WinTable {
     std::array<std::atomic<std::atomic<FRMA_Win>*>, kMaxChunks> chunks{};
-    std::mutex mu;                                // the rest
+    std::mutex mu;  // the rest
     std::unordered_map<FRMA_Win, MPI_Fint> index;  // window -> handle
     std::vector<MPI_Fint> free_list;
     MPI_Fint next = 1;  // 0 is MPI_WIN_NULL
@@ -108,8 +108,8 @@ struct Handler {
 };
 struct Handlers {
     std::mutex mu;
-    std::map<MPI_Errhandler, Handler> user;                 // from MPI_Win_create_errhandler
-    std::map<MPI_Errhandler, int> predefined_gets;          // MPI_ERRORS_* handed out by get
+    std::map<MPI_Errhandler, Handler> user;  // from MPI_Win_create_errhandler
+    std::map<MPI_Errhandler, int> predefined_gets;  // MPI_ERRORS_* handed out by get
     std::unordered_map<FRMA_Win, MPI_Errhandler> of_window;  // windows with a user handler
 };
 Handlers& handlers() {
@@ -138,8 +138,7 @@ void release(MPI_Errhandler eh) {
 
 }  // namespace
 
-void errhandler_created(MPI_Errhandler eh, FortranWinErrhandler* fortran_fn,
-                        MPI_Win_errhandler_function* c_fn) {
+void errhandler_created(MPI_Errhandler eh, FortranWinErrhandler* fortran_fn, MPI_Win_errhandler_function* c_fn) {
     Handlers& h = handlers();
     std::lock_guard lk(h.mu);
     h.user[eh] = Handler{1, fortran_fn, c_fn};
@@ -209,8 +208,10 @@ int get_errhandler(FRMA_Win w, MPI_Errhandler* eh) {
     if (rc != MPI_SUCCESS) return rc;
     Handlers& h = handlers();
     std::lock_guard lk(h.mu);
-    if (auto it = h.user.find(*eh); it != h.user.end()) ++it->second.refs;
-    else ++h.predefined_gets[*eh];
+    if (auto it = h.user.find(*eh); it != h.user.end())
+        ++it->second.refs;
+    else
+        ++h.predefined_gets[*eh];
     return MPI_SUCCESS;
 }
 
@@ -302,8 +303,8 @@ int create_keyval(std::unique_ptr<KeyvalRecord> r, int* keyval) {
 
 }  // namespace
 
-int create_keyval_c(MPI_Win_copy_attr_function* copy_fn, MPI_Win_delete_attr_function* delete_fn,
-                    int* keyval, void* extra_state) {
+int create_keyval_c(MPI_Win_copy_attr_function* copy_fn, MPI_Win_delete_attr_function* delete_fn, int* keyval,
+                    void* extra_state) {
     auto r = std::make_unique<KeyvalRecord>();
     r->c_copy = copy_fn;
     r->c_delete = delete_fn;
@@ -311,8 +312,8 @@ int create_keyval_c(MPI_Win_copy_attr_function* copy_fn, MPI_Win_delete_attr_fun
     return create_keyval(std::move(r), keyval);
 }
 
-int create_keyval_fortran(FortranWinCopyAttr* copy_fn, FortranWinDeleteAttr* delete_fn,
-                          int* keyval, MPI_Aint extra_state) {
+int create_keyval_fortran(FortranWinCopyAttr* copy_fn, FortranWinDeleteAttr* delete_fn, int* keyval,
+                          MPI_Aint extra_state) {
     auto r = std::make_unique<KeyvalRecord>();
     r->fortran = true;
     r->f_copy = copy_fn;

@@ -1,8 +1,8 @@
 // cma_batch.cpp — see cma_batch.hpp.
 #include "ops/cma_batch.hpp"
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
@@ -112,8 +112,7 @@ void CmaBatch::get(std::uint64_t off, void* dst, std::size_t len) {
     l.mu.unlock();
 }
 
-void CmaBatch::acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t n, const void* origin,
-                   void* result) {
+void CmaBatch::acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t n, const void* origin, void* result) {
     const std::size_t len = n * ti.size;
     Lane& l = my_lane();
     // Accumulates other threads queued before this one apply first: their lanes drain now
@@ -137,7 +136,8 @@ void CmaBatch::acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t
         // An accumulate after a get of the same bytes must not change what the get reads
         // (gets move last).
         for (std::uint32_t i = 0; i < b.nget && !drain_first; ++i)
-            drain_first = overlap(reinterpret_cast<std::uint64_t>(b.get_r[i].iov_base) - base_, b.get_r[i].iov_len, off, len);
+            drain_first =
+                overlap(reinterpret_cast<std::uint64_t>(b.get_r[i].iov_base) - base_, b.get_r[i].iov_len, off, len);
         if (!drain_first) break;
         l.mu.unlock();
         Lane* one = &l;
@@ -172,8 +172,7 @@ void CmaBatch::acc(std::uint64_t off, MPI_Op op, const TypeInfo& ti, std::size_t
     l.mu.unlock();
 }
 
-void CmaBatch::add(iovec* l, iovec* r, std::uint32_t& k, std::uint64_t off, unsigned char* local,
-                   std::size_t len) {
+void CmaBatch::add(iovec* l, iovec* r, std::uint32_t& k, std::uint64_t off, unsigned char* local, std::size_t len) {
     bump(Stat::cma_batched);
     const std::uint64_t remote = base_ + off;
     if (k && reinterpret_cast<std::uint64_t>(r[k - 1].iov_base) + r[k - 1].iov_len == remote &&
@@ -194,8 +193,10 @@ void CmaBatch::relist(Lane& l) {
     const bool accs = !l.cur->accs.empty() || (l.moving && l.moving_accs);
     if (accs != l.acc_listed) {
         l.acc_listed = accs;
-        if (accs) acc_lanes_.fetch_or(bit, std::memory_order_release);
-        else acc_lanes_.fetch_and(~bit, std::memory_order_release);
+        if (accs)
+            acc_lanes_.fetch_or(bit, std::memory_order_release);
+        else
+            acc_lanes_.fetch_and(~bit, std::memory_order_release);
     }
     const bool want = l.cur->count() || l.moving || l.err;
     if (want == l.listed) return;
@@ -281,7 +282,10 @@ void CmaBatch::drain_lanes(Lane* const* ls, unsigned n) {
             l.mu.lock();
             if (!l.moving) break;
             l.mu.unlock();
-            if (spins > 64) sched_yield(); else __builtin_ia32_pause();
+            if (spins > 64)
+                sched_yield();
+            else
+                __builtin_ia32_pause();
         }
     }
     // 2. Swap the filled buffers out; the owners queue into the other ones meanwhile.

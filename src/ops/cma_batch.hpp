@@ -47,16 +47,15 @@ struct TypeInfo;
 
 class CmaBatch {
 public:
-    static constexpr std::size_t kMaxItems = 128;        // operations per lane drain (< IOV_MAX)
-    static constexpr std::size_t kStageBytes = 16384;    // origin bytes of queued puts/accumulates
-    static constexpr unsigned kLanes = 8;                // threads beyond this share lanes
+    static constexpr std::size_t kMaxItems = 128;  // operations per lane drain (< IOV_MAX)
+    static constexpr std::size_t kStageBytes = 16384;  // origin bytes of queued puts/accumulates
+    static constexpr unsigned kLanes = 8;  // threads beyond this share lanes
 
     // remote_base: the peer's address of offset 0 (create: its window base; dynamic: 0).
     // state: the peer's state words, mapped here (its accumulate-lock stripes);
     // acc_stripes: how many it has. pending: the owner's count of lanes that hold
     // something (one load tells a completion point whether any drain is due).
-    CmaBatch(pid_t pid, std::uint64_t remote_base, std::uint64_t* state, int acc_stripes,
-             std::atomic<int>* pending);
+    CmaBatch(pid_t pid, std::uint64_t remote_base, std::uint64_t* state, int acc_stripes, std::atomic<int>* pending);
     CmaBatch(const CmaBatch&) = delete;
     CmaBatch& operator=(const CmaBatch&) = delete;
     ~CmaBatch();
@@ -66,8 +65,10 @@ public:
     void put(std::uint64_t off, const void* src, std::size_t len);
     void get(std::uint64_t off, void* dst, std::size_t len);
     void transfer(bool write, std::uint64_t off, void* local, std::size_t len) {
-        if (write) put(off, local, len);
-        else get(off, local, len);
+        if (write)
+            put(off, local, len);
+        else
+            get(off, local, len);
     }
     // An accumulate-class op on n contiguous elements of ti (size == extent) at off: origin
     // null for MPI_NO_OP; old values to result (may be null) at the drain.
@@ -85,7 +86,7 @@ private:
         std::uint64_t off;
         std::uint32_t len;
         std::uint32_t scratch;  // offset of its target bytes' copy in scratch_
-        std::uint32_t src;      // offset of its origin bytes in stage_, or kNoSrc
+        std::uint32_t src;  // offset of its origin bytes in stage_, or kNoSrc
         MPI_Op op;
         const TypeInfo* ti;
         std::size_t n;
@@ -116,7 +117,7 @@ private:
         Buf* cur = &bufs[0];  // where operations are queued (mu)
         bool moving = false;  // the other buffer is being moved (mu)
         bool moving_accs = false;  // ... and holds accumulates (mu)
-        int err = 0;          // of a move since the last drain() (mu)
+        int err = 0;  // of a move since the last drain() (mu)
         bool listed = false;  // counted in *pending_ and due_ (mu)
         bool acc_listed = false;  // its bit set in acc_lanes_ (mu)
     };
@@ -142,9 +143,9 @@ private:
     std::uint64_t* const state_;
     const int stripes_;
     std::atomic<int>* const pending_;
-    std::atomic<std::uint32_t> due_{0};       // bit i: lane i holds something (relist)
+    std::atomic<std::uint32_t> due_{0};  // bit i: lane i holds something (relist)
     std::atomic<std::uint32_t> acc_lanes_{0};  // bit i: lane i holds an accumulate (relist)
-    std::atomic<Lane*> lanes_[kLanes] = {};   // made on first use (make_mu_)
+    std::atomic<Lane*> lanes_[kLanes] = {};  // made on first use (make_mu_)
     SpinLock make_mu_;
 };
 

@@ -21,20 +21,20 @@ namespace {
 int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     void* local = is_put ? const_cast<void*>(op.origin) : op.result;
     int rc = MPI_SUCCESS;
-    bool ok = zip_chunks(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
-                         [&](const Chunk* c, std::size_t n) {
-                             if (ctx.batch) {
-                                 bool small = true;
-                                 for (std::size_t i = 0; i < n && small; ++i) small = c[i].len <= ctx.batch_max;
-                                 if (small) {
-                                     for (std::size_t i = 0; i < n; ++i) ctx.batch->transfer(is_put, c[i].offset, c[i].local, c[i].len);
-                                     return true;
-                                 }
-                                 if ((rc = drain_batch(ctx.batch, ctx.peer.rank))) return false;  // in order behind them
-                             }
-                             Post p = is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n);
-                             return accepted(p);
-                         });
+    bool ok =
+        zip_chunks(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset, [&](const Chunk* c, std::size_t n) {
+            if (ctx.batch) {
+                bool small = true;
+                for (std::size_t i = 0; i < n && small; ++i) small = c[i].len <= ctx.batch_max;
+                if (small) {
+                    for (std::size_t i = 0; i < n; ++i) ctx.batch->transfer(is_put, c[i].offset, c[i].local, c[i].len);
+                    return true;
+                }
+                if ((rc = drain_batch(ctx.batch, ctx.peer.rank))) return false;  // in order behind them
+            }
+            Post p = is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n);
+            return accepted(p);
+        });
     if (rc) return rc;
     return ok ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
@@ -48,7 +48,8 @@ bool batch_accumulate(const IssueContext& ctx, const Op& op) {
     if (ti.size != ti.extent || !plain(op.tlay) || op.lo != 0) return false;
     const bool reads = op.op != MPI_NO_OP, fetches = op.kind != RmaKind::acc;
     if ((reads && !plain(op.olay)) || (fetches && !plain(op.rlay))) return false;
-    ctx.batch->acc(op.offset, op.op, ti, op.bytes / ti.size, reads ? op.origin : nullptr, fetches ? op.result : nullptr);
+    ctx.batch->acc(op.offset, op.op, ti, op.bytes / ti.size, reads ? op.origin : nullptr,
+                   fetches ? op.result : nullptr);
     return true;
 }
 
@@ -68,7 +69,10 @@ template <class TryTake>
 void take_stripe(TryTake try_take) {
     for (unsigned spins = 0;; ++spins) {
         if (try_take()) return;
-        if (spins > 64) sched_yield(); else __builtin_ia32_pause();
+        if (spins > 64)
+            sched_yield();
+        else
+            __builtin_ia32_pause();
     }
 }
 
@@ -93,7 +97,8 @@ public:
         // What was written under the stripes is complete at the target before they go (a
         // transport whose puts complete at a flush: ofi).
         ctx_.tp.flush(ctx_.peer);
-        for (std::uint64_t m = mask_; m; m &= m - 1) ctx_.tp.atomic8(ctx_.peer, stripe_word(__builtin_ctzll(m)), AtomicOp::swap, 0);
+        for (std::uint64_t m = mask_; m; m &= m - 1)
+            ctx_.tp.atomic8(ctx_.peer, stripe_word(__builtin_ctzll(m)), AtomicOp::swap, 0);
     }
 
 private:
@@ -103,8 +108,8 @@ private:
 
 // One run of n basic elements at target offset toff: origin elements at src (null for
 // MPI_NO_OP), old values to res (may be null). Caller holds the stripes covering it.
-int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti, const void* src,
-                      void* res, std::uint64_t toff, std::uint64_t n, std::vector<unsigned char>& tmp) {
+int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti, const void* src, void* res,
+                      std::uint64_t toff, std::uint64_t n, std::vector<unsigned char>& tmp) {
     if (ctx.peer.mapped) {  // in place
         reduce(op.op, ti, ctx.peer.mapped + toff, src, n, res);
         return MPI_SUCCESS;
@@ -149,18 +154,20 @@ int accumulate(const IssueContext& ctx, const Op& op) {
             return !failed;
         };
         if (op.op == MPI_NO_OP) {
-            zip_elements(*op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
-                         [&](const void* res, std::uint64_t toff, std::uint64_t n) {
-                             return send(nullptr, const_cast<void*>(res), toff, n);
-                         }, max_run);
+            zip_elements(
+                *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+                [&](const void* res, std::uint64_t toff, std::uint64_t n) {
+                    return send(nullptr, const_cast<void*>(res), toff, n);
+                },
+                max_run);
         } else if (op.kind != RmaKind::acc) {
-            zip_elements(*op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result, *op.tlay,
-                         op.tcount, op.offset, send, max_run);
+            zip_elements(*op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+                         send, max_run);
         } else {
-            zip_elements(*op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
-                         [&](const void* src, std::uint64_t toff, std::uint64_t n) {
-                             return send(src, nullptr, toff, n);
-                         }, max_run);
+            zip_elements(
+                *op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
+                [&](const void* src, std::uint64_t toff, std::uint64_t n) { return send(src, nullptr, toff, n); },
+                max_run);
         }
         return failed ? raise(MPI_ERR_OTHER, "accumulate: the target did not take the request") : MPI_SUCCESS;
     }
@@ -186,21 +193,21 @@ int accumulate(const IssueContext& ctx, const Op& op) {
     const bool has_result = op.kind != RmaKind::acc;
     bool ok;
     if (op.op == MPI_NO_OP) {  // read only: (result, target)
-        ok = zip_elements(*op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
-                          [&](const void* res, std::uint64_t toff, std::uint64_t n) {
-                              return run(nullptr, const_cast<void*>(res), toff, n);
-                          }, max_run);
+        ok = zip_elements(
+            *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+            [&](const void* res, std::uint64_t toff, std::uint64_t n) {
+                return run(nullptr, const_cast<void*>(res), toff, n);
+            },
+            max_run);
     } else if (has_result) {
-        ok = zip_elements(*op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result,
-                          *op.tlay, op.tcount, op.offset,
-                          [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
-                              return run(src, res, toff, n);
-                          }, max_run);
+        ok = zip_elements(
+            *op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+            [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) { return run(src, res, toff, n); },
+            max_run);
     } else {
-        ok = zip_elements(*op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
-                          [&](const void* src, std::uint64_t toff, std::uint64_t n) {
-                              return run(src, nullptr, toff, n);
-                          }, max_run);
+        ok = zip_elements(
+            *op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
+            [&](const void* src, std::uint64_t toff, std::uint64_t n) { return run(src, nullptr, toff, n); }, max_run);
     }
     if (rc) return rc;
     return ok ? MPI_SUCCESS : raise(MPI_ERR_INTERN, "accumulate: layouts do not share a basic type");
@@ -211,10 +218,10 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id))
         return accepted(ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
                                           ti.extent, op.origin, op.compare, op.result))
-                   ? MPI_SUCCESS : MPI_ERR_OTHER;
+                   ? MPI_SUCCESS
+                   : MPI_ERR_OTHER;
     unsigned char* dst = ctx.peer.mapped ? ctx.peer.mapped + op.offset : nullptr;
-    if (ctx.cpu_atomics && dst && ti.cpu_domain &&
-        compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))
+    if (ctx.cpu_atomics && dst && ti.cpu_domain && compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))
         return MPI_SUCCESS;
     if (dst) {
         compare_and_swap_locked_in_place(ctx, ti, op.offset, op.origin, op.compare, op.result);
@@ -229,8 +236,7 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     unsigned char before[kMaxTypeExtent];
     std::memcpy(before, tmp, ti.size);
     compare_and_swap(ti, tmp, op.origin, op.compare, op.result);
-    if (std::memcmp(before, tmp, ti.size) != 0 && !accepted(ctx.tp.put(ctx.peer, &c, 1)))
-        return MPI_ERR_OTHER;
+    if (std::memcmp(before, tmp, ti.size) != 0 && !accepted(ctx.tp.put(ctx.peer, &c, 1))) return MPI_ERR_OTHER;
     return MPI_SUCCESS;
 }
 
@@ -257,7 +263,8 @@ void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask) {
 
 void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask) {
     // A release store (no locked instruction) frees a stripe.
-    for (std::uint64_t m = mask; m; m &= m - 1) __atomic_store_n(&state[stripe_word(__builtin_ctzll(m))], 0, __ATOMIC_RELEASE);
+    for (std::uint64_t m = mask; m; m &= m - 1)
+        __atomic_store_n(&state[stripe_word(__builtin_ctzll(m))], 0, __ATOMIC_RELEASE);
 }
 
 void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
@@ -282,9 +289,12 @@ int drain_batch(CmaBatch* batch, int rank) {
 
 int issue_op(const IssueContext& ctx, const Op& op) {
     switch (op.kind) {
-    case RmaKind::put: return transfer(ctx, op, true);
-    case RmaKind::get: return transfer(ctx, op, false);
-    default: break;
+    case RmaKind::put:
+        return transfer(ctx, op, true);
+    case RmaKind::get:
+        return transfer(ctx, op, false);
+    default:
+        break;
     }
     if (op.kind != RmaKind::cas && batch_accumulate(ctx, op)) return MPI_SUCCESS;
     // An accumulate that reads and writes the target now: what this origin batched goes first.

@@ -16,8 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/op.hpp"
 #include "ops/cma_batch.hpp"
+#include "ops/op.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -27,8 +27,8 @@ struct IssueContext {
     PeerRegion peer;
     bool cpu_atomics;  // the window's atomicity domain is the CPU (all peers mapped)
     int acc_stripes;
-    CmaBatch* batch = nullptr;   // the peer's batch of small transfers (unmapped peers)
-    std::size_t batch_max = 0;   // largest chunk that joins it
+    CmaBatch* batch = nullptr;  // the peer's batch of small transfers (unmapped peers)
+    std::size_t batch_max = 0;  // largest chunk that joins it
 };
 
 // Performs op at its target. Returns an MPI error class; on shared memory the op has

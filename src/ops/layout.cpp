@@ -38,161 +38,160 @@ bool has_holes(const TypeInfo* ti) { return ti != nullptr && ti->size != ti->ext
 // disp + k * stride with two's-complement wrap instead of signed-overflow UB; types whose
 // offsets really wrap are rejected by MPI long before they reach us.
 std::int64_t at(std::int64_t disp, std::uint64_t k, std::int64_t stride) {
-  return static_cast<std::int64_t>(static_cast<std::uint64_t>(disp) +
-                                   k * static_cast<std::uint64_t>(stride));
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(disp) + k * static_cast<std::uint64_t>(stride));
 }
 
 }  // namespace
 
 class LayoutBuilder {
- public:
-  // n copies of child, the k-th at disp + k * stride. False (with *why) past kMaxLayoutBlocks.
-  bool add(const Layout& child, std::int64_t disp, std::uint64_t n, std::int64_t stride,
-           std::string* why) {
-    if (n == 0 || child.size_ == 0) return true;  // no data: no say in basic() either
-    if (state_ == State::none) {
-      state_ = child.basic_ != nullptr ? State::one : State::mixed;
-      basic_ = child.basic_;
-    } else if (state_ == State::one && child.basic_ != basic_) {
-      state_ = State::mixed;
-      basic_ = nullptr;
-      std::vector<Block>().swap(runs_);
-    }
-    std::uint64_t bytes = 0;
-    if (__builtin_mul_overflow(n, child.size_, &bytes) || __builtin_add_overflow(data_, bytes, &data_))
-      return fail(why, "more data bytes than 64 bits count");
-    if (!repeat(blocks_, child.blocks_, 1, disp, n, stride, why)) return false;
-    if (state_ == State::one && has_holes(basic_))
-      return repeat(runs_, child.runs_, basic_->extent, disp, n, stride, why);
-    return true;
-  }
-
-  // MPI's view of the node: its size (must equal the bytes added), lb and extent.
-  int finish(std::uint64_t mpi_size, std::int64_t lb, std::int64_t extent, const char* description,
-             std::shared_ptr<const Layout>* out, std::string* why) {
-    if (data_ != mpi_size) {
-      if (why != nullptr)
-        *why = std::string(description) + ": flattened " + std::to_string(data_) +
-               " data bytes but MPI_Type_size says " + std::to_string(mpi_size);
-      return MPI_ERR_TYPE;
-    }
-    std::shared_ptr<Layout> l(new Layout);
-    l->blocks_ = std::move(blocks_);
-    l->blocks_.shrink_to_fit();
-    if (state_ == State::one && has_holes(basic_)) {
-      l->runs_ = std::move(runs_);
-      l->runs_.shrink_to_fit();
-    }
-    l->size_ = mpi_size;
-    l->lb_ = lb;
-    l->extent_ = extent;
-    l->basic_ = state_ == State::one ? basic_ : nullptr;
-    l->description_ = description;
-    seal(*l);
-    *out = std::move(l);
-    return MPI_SUCCESS;
-  }
-
-  // A predefined type: value (and index) pieces straight from the table; no MPI calls.
-  static std::shared_ptr<const Layout> predefined(const TypeInfo& ti) {
-    std::shared_ptr<Layout> l(new Layout);
-    if (ti.cls == TypeClass::pair && ti.index_size != 0) {
-      l->blocks_.push_back({0, ti.value_size});
-      std::int64_t io = static_cast<std::int64_t>(ti.index_offset);
-      if (ti.index_offset == ti.value_size) l->blocks_[0].len += ti.index_size;
-      else l->blocks_.push_back({io, ti.index_size});
-    } else if (ti.size != 0) {
-      l->blocks_.push_back({0, ti.size});
-    }
-    if (has_holes(&ti)) l->runs_.push_back({0, 1});
-    l->size_ = ti.size;
-    l->extent_ = static_cast<std::int64_t>(ti.extent);
-    l->basic_ = &ti;
-    l->description_ = ti.name;
-    seal(*l);
-    return l;
-  }
-
-  // A predefined type RMA has no table entry for: its bytes, no basic type.
-  static std::shared_ptr<const Layout> opaque(std::int64_t true_lb, std::uint64_t size, std::int64_t lb,
-                                              std::int64_t extent, const char* description) {
-    std::shared_ptr<Layout> l(new Layout);
-    if (size != 0) l->blocks_.push_back({true_lb, size});
-    l->size_ = size;
-    l->lb_ = lb;
-    l->extent_ = extent;
-    l->description_ = description;
-    seal(*l);
-    return l;
-  }
-
- private:
-  enum class State { none, one, mixed };
-
-  static bool fail(std::string* why, const char* what) {
-    if (why != nullptr) *why = what;
-    return false;
-  }
-
-  // Appends n copies of src (offsets + disp + k * stride) to dst, merging a piece into the
-  // previous one when it starts where that one ends. unit: bytes per len unit (1 for blocks,
-  // the element extent for runs).
-  bool repeat(std::vector<Block>& dst, const std::vector<Block>& src, std::uint64_t unit,
-              std::int64_t disp, std::uint64_t n, std::int64_t stride, std::string* why) {
-    std::uint64_t total = 0;
-    // Dense: one piece that exactly fills the stride. The n copies are one piece; this keeps
-    // PMPI_Type_contiguous(1 << 30, MPI_BYTE) from taking a billion steps.
-    if (src.size() == 1 && stride > 0 && src[0].len * unit == static_cast<std::uint64_t>(stride) &&
-        !__builtin_mul_overflow(src[0].len, n, &total))
-      return push(dst, {at(disp, 1, src[0].offset), total}, unit, why);
-    for (std::uint64_t k = 0; k < n; ++k) {
-      const std::int64_t base = at(disp, k, stride);
-      for (const Block& b : src)
-        if (!push(dst, {at(base, 1, b.offset), b.len}, unit, why)) return false;
-    }
-    return true;
-  }
-
-  bool push(std::vector<Block>& dst, Block b, std::uint64_t unit, std::string* why) {
-    if (!dst.empty()) {
-      Block& last = dst.back();
-      if (at(last.offset, last.len, static_cast<std::int64_t>(unit)) == b.offset) {
-        last.len += b.len;
+public:
+    // n copies of child, the k-th at disp + k * stride. False (with *why) past kMaxLayoutBlocks.
+    bool add(const Layout& child, std::int64_t disp, std::uint64_t n, std::int64_t stride, std::string* why) {
+        if (n == 0 || child.size_ == 0) return true;  // no data: no say in basic() either
+        if (state_ == State::none) {
+            state_ = child.basic_ != nullptr ? State::one : State::mixed;
+            basic_ = child.basic_;
+        } else if (state_ == State::one && child.basic_ != basic_) {
+            state_ = State::mixed;
+            basic_ = nullptr;
+            std::vector<Block>().swap(runs_);
+        }
+        std::uint64_t bytes = 0;
+        if (__builtin_mul_overflow(n, child.size_, &bytes) || __builtin_add_overflow(data_, bytes, &data_))
+            return fail(why, "more data bytes than 64 bits count");
+        if (!repeat(blocks_, child.blocks_, 1, disp, n, stride, why)) return false;
+        if (state_ == State::one && has_holes(basic_))
+            return repeat(runs_, child.runs_, basic_->extent, disp, n, stride, why);
         return true;
-      }
     }
-    if (blocks_.size() + runs_.size() >= kMaxLayoutBlocks) {
-      if (why != nullptr)
-        *why = "datatype has more than " + std::to_string(kMaxLayoutBlocks) +
-               " non-contiguous blocks; fastrma does not flatten types that large";
-      return false;
-    }
-    dst.push_back(b);
-    return true;
-  }
 
-  // Everything derived from blocks_ and the MPI values.
-  static void seal(Layout& l) {
-    if (l.blocks_.empty()) {
-      l.true_lb_ = l.true_ub_ = 0;
-    } else {
-      std::int64_t lo = INT64_MAX, hi = INT64_MIN;
-      for (const Block& b : l.blocks_) {
-        lo = std::min(lo, b.offset);
-        hi = std::max(hi, at(b.offset, 1, static_cast<std::int64_t>(b.len)));
-      }
-      l.true_lb_ = lo;
-      l.true_ub_ = hi;
+    // MPI's view of the node: its size (must equal the bytes added), lb and extent.
+    int finish(std::uint64_t mpi_size, std::int64_t lb, std::int64_t extent, const char* description,
+               std::shared_ptr<const Layout>* out, std::string* why) {
+        if (data_ != mpi_size) {
+            if (why != nullptr)
+                *why = std::string(description) + ": flattened " + std::to_string(data_) +
+                       " data bytes but MPI_Type_size says " + std::to_string(mpi_size);
+            return MPI_ERR_TYPE;
+        }
+        std::shared_ptr<Layout> l(new Layout);
+        l->blocks_ = std::move(blocks_);
+        l->blocks_.shrink_to_fit();
+        if (state_ == State::one && has_holes(basic_)) {
+            l->runs_ = std::move(runs_);
+            l->runs_.shrink_to_fit();
+        }
+        l->size_ = mpi_size;
+        l->lb_ = lb;
+        l->extent_ = extent;
+        l->basic_ = state_ == State::one ? basic_ : nullptr;
+        l->description_ = description;
+        seal(*l);
+        *out = std::move(l);
+        return MPI_SUCCESS;
     }
-    l.contiguous_ = l.blocks_.size() == 1 && l.blocks_[0].offset == 0 &&
-                    l.blocks_[0].len == l.size_ && l.extent_ >= 0 &&
-                    static_cast<std::uint64_t>(l.extent_) == l.size_;
-  }
 
-  std::vector<Block> blocks_, runs_;
-  State state_ = State::none;
-  const TypeInfo* basic_ = nullptr;
-  std::uint64_t data_ = 0;
+    // A predefined type: value (and index) pieces straight from the table; no MPI calls.
+    static std::shared_ptr<const Layout> predefined(const TypeInfo& ti) {
+        std::shared_ptr<Layout> l(new Layout);
+        if (ti.cls == TypeClass::pair && ti.index_size != 0) {
+            l->blocks_.push_back({0, ti.value_size});
+            std::int64_t io = static_cast<std::int64_t>(ti.index_offset);
+            if (ti.index_offset == ti.value_size)
+                l->blocks_[0].len += ti.index_size;
+            else
+                l->blocks_.push_back({io, ti.index_size});
+        } else if (ti.size != 0) {
+            l->blocks_.push_back({0, ti.size});
+        }
+        if (has_holes(&ti)) l->runs_.push_back({0, 1});
+        l->size_ = ti.size;
+        l->extent_ = static_cast<std::int64_t>(ti.extent);
+        l->basic_ = &ti;
+        l->description_ = ti.name;
+        seal(*l);
+        return l;
+    }
+
+    // A predefined type RMA has no table entry for: its bytes, no basic type.
+    static std::shared_ptr<const Layout> opaque(std::int64_t true_lb, std::uint64_t size, std::int64_t lb,
+                                                std::int64_t extent, const char* description) {
+        std::shared_ptr<Layout> l(new Layout);
+        if (size != 0) l->blocks_.push_back({true_lb, size});
+        l->size_ = size;
+        l->lb_ = lb;
+        l->extent_ = extent;
+        l->description_ = description;
+        seal(*l);
+        return l;
+    }
+
+private:
+    enum class State { none, one, mixed };
+
+    static bool fail(std::string* why, const char* what) {
+        if (why != nullptr) *why = what;
+        return false;
+    }
+
+    // Appends n copies of src (offsets + disp + k * stride) to dst, merging a piece into the
+    // previous one when it starts where that one ends. unit: bytes per len unit (1 for blocks,
+    // the element extent for runs).
+    bool repeat(std::vector<Block>& dst, const std::vector<Block>& src, std::uint64_t unit, std::int64_t disp,
+                std::uint64_t n, std::int64_t stride, std::string* why) {
+        std::uint64_t total = 0;
+        // Dense: one piece that exactly fills the stride. The n copies are one piece; this keeps
+        // PMPI_Type_contiguous(1 << 30, MPI_BYTE) from taking a billion steps.
+        if (src.size() == 1 && stride > 0 && src[0].len * unit == static_cast<std::uint64_t>(stride) &&
+            !__builtin_mul_overflow(src[0].len, n, &total))
+            return push(dst, {at(disp, 1, src[0].offset), total}, unit, why);
+        for (std::uint64_t k = 0; k < n; ++k) {
+            const std::int64_t base = at(disp, k, stride);
+            for (const Block& b : src)
+                if (!push(dst, {at(base, 1, b.offset), b.len}, unit, why)) return false;
+        }
+        return true;
+    }
+
+    bool push(std::vector<Block>& dst, Block b, std::uint64_t unit, std::string* why) {
+        if (!dst.empty()) {
+            Block& last = dst.back();
+            if (at(last.offset, last.len, static_cast<std::int64_t>(unit)) == b.offset) {
+                last.len += b.len;
+                return true;
+            }
+        }
+        if (blocks_.size() + runs_.size() >= kMaxLayoutBlocks) {
+            if (why != nullptr)
+                *why = "datatype has more than " + std::to_string(kMaxLayoutBlocks) +
+                       " non-contiguous blocks; fastrma does not flatten types that large";
+            return false;
+        }
+        dst.push_back(b);
+        return true;
+    }
+
+    // Everything derived from blocks_ and the MPI values.
+    static void seal(Layout& l) {
+        if (l.blocks_.empty()) {
+            l.true_lb_ = l.true_ub_ = 0;
+        } else {
+            std::int64_t lo = INT64_MAX, hi = INT64_MIN;
+            for (const Block& b : l.blocks_) {
+                lo = std::min(lo, b.offset);
+                hi = std::max(hi, at(b.offset, 1, static_cast<std::int64_t>(b.len)));
+            }
+            l.true_lb_ = lo;
+            l.true_ub_ = hi;
+        }
+        l.contiguous_ = l.blocks_.size() == 1 && l.blocks_[0].offset == 0 && l.blocks_[0].len == l.size_ &&
+                        l.extent_ >= 0 && static_cast<std::uint64_t>(l.extent_) == l.size_;
+    }
+
+    std::vector<Block> blocks_, runs_;
+    State state_ = State::none;
+    const TypeInfo* basic_ = nullptr;
+    std::uint64_t data_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -203,130 +202,147 @@ namespace {
 using LayoutPtr = std::shared_ptr<const Layout>;
 
 const std::vector<LayoutPtr>& predefined_layouts() {
-  static const std::vector<LayoutPtr> table = [] {
-    std::vector<LayoutPtr> v(type_count());
-    for (std::size_t i = 0; i < v.size(); ++i)
-      v[i] = LayoutBuilder::predefined(*type_by_id(static_cast<std::uint8_t>(i)));
-    return v;
-  }();
-  return table;
+    static const std::vector<LayoutPtr> table = [] {
+        std::vector<LayoutPtr> v(type_count());
+        for (std::size_t i = 0; i < v.size(); ++i)
+            v[i] = LayoutBuilder::predefined(*type_by_id(static_cast<std::uint8_t>(i)));
+        return v;
+    }();
+    return table;
 }
 
 // ---------------------------------------------------------------------------------------------
 // (3) flatten().
 
 const char* combiner_name(int c) {
-  switch (c) {
-    case MPI_COMBINER_NAMED: return "predefined";
-    case MPI_COMBINER_DUP: return "derived (dup)";
-    case MPI_COMBINER_CONTIGUOUS: return "derived (contiguous)";
-    case MPI_COMBINER_VECTOR: return "derived (vector)";
-    case MPI_COMBINER_HVECTOR: return "derived (hvector)";
-    case MPI_COMBINER_INDEXED: return "derived (indexed)";
-    case MPI_COMBINER_HINDEXED: return "derived (hindexed)";
-    case MPI_COMBINER_INDEXED_BLOCK: return "derived (indexed_block)";
-    case MPI_COMBINER_HINDEXED_BLOCK: return "derived (hindexed_block)";
-    case MPI_COMBINER_STRUCT: return "derived (struct)";
-    case MPI_COMBINER_SUBARRAY: return "derived (subarray)";
-    case MPI_COMBINER_DARRAY: return "derived (darray)";
-    case MPI_COMBINER_F90_REAL: return "derived (f90 real)";
-    case MPI_COMBINER_F90_COMPLEX: return "derived (f90 complex)";
-    case MPI_COMBINER_F90_INTEGER: return "derived (f90 integer)";
-    case MPI_COMBINER_RESIZED: return "derived (resized)";
-    default: return "derived (unknown combiner)";
-  }
+    switch (c) {
+    case MPI_COMBINER_NAMED:
+        return "predefined";
+    case MPI_COMBINER_DUP:
+        return "derived (dup)";
+    case MPI_COMBINER_CONTIGUOUS:
+        return "derived (contiguous)";
+    case MPI_COMBINER_VECTOR:
+        return "derived (vector)";
+    case MPI_COMBINER_HVECTOR:
+        return "derived (hvector)";
+    case MPI_COMBINER_INDEXED:
+        return "derived (indexed)";
+    case MPI_COMBINER_HINDEXED:
+        return "derived (hindexed)";
+    case MPI_COMBINER_INDEXED_BLOCK:
+        return "derived (indexed_block)";
+    case MPI_COMBINER_HINDEXED_BLOCK:
+        return "derived (hindexed_block)";
+    case MPI_COMBINER_STRUCT:
+        return "derived (struct)";
+    case MPI_COMBINER_SUBARRAY:
+        return "derived (subarray)";
+    case MPI_COMBINER_DARRAY:
+        return "derived (darray)";
+    case MPI_COMBINER_F90_REAL:
+        return "derived (f90 real)";
+    case MPI_COMBINER_F90_COMPLEX:
+        return "derived (f90 complex)";
+    case MPI_COMBINER_F90_INTEGER:
+        return "derived (f90 integer)";
+    case MPI_COMBINER_RESIZED:
+        return "derived (resized)";
+    default:
+        return "derived (unknown combiner)";
+    }
 }
 
 int type_error(std::string* why, std::string text) {
-  if (why != nullptr) *why = std::move(text);
-  return MPI_ERR_TYPE;
+    if (why != nullptr) *why = std::move(text);
+    return MPI_ERR_TYPE;
 }
 
 int combiner_of(MPI_Datatype t) {
-  int ni = 0, na = 0, nd = 0, combiner = MPI_COMBINER_NAMED;
-  PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
-  return combiner;
+    int ni = 0, na = 0, nd = 0, combiner = MPI_COMBINER_NAMED;
+    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+    return combiner;
 }
 
 // MPI_Type_get_contents' arrays. The derived datatypes it returns are new references that
 // we must free; predefined ones must not be freed.
 struct Contents {
-  int combiner = MPI_COMBINER_NAMED;
-  std::vector<int> ints;
-  std::vector<MPI_Aint> addrs;
-  std::vector<MPI_Datatype> types;
+    int combiner = MPI_COMBINER_NAMED;
+    std::vector<int> ints;
+    std::vector<MPI_Aint> addrs;
+    std::vector<MPI_Datatype> types;
 
-  explicit Contents(MPI_Datatype t) {
-    int ni = 0, na = 0, nd = 0;
-    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
-    if (combiner == MPI_COMBINER_NAMED) return;  // get_contents is erroneous on these
-    ints.resize(static_cast<std::size_t>(ni));
-    addrs.resize(static_cast<std::size_t>(na));
-    types.resize(static_cast<std::size_t>(nd), MPI_DATATYPE_NULL);
-    PMPI_Type_get_contents(t, ni, na, nd, ints.data(), addrs.data(), types.data());
-  }
-  ~Contents() {
-    for (MPI_Datatype& t : types)
-      if (t != MPI_DATATYPE_NULL && combiner_of(t) != MPI_COMBINER_NAMED) PMPI_Type_free(&t);
-  }
-  Contents(const Contents&) = delete;
-  Contents& operator=(const Contents&) = delete;
+    explicit Contents(MPI_Datatype t) {
+        int ni = 0, na = 0, nd = 0;
+        PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+        if (combiner == MPI_COMBINER_NAMED) return;  // get_contents is erroneous on these
+        ints.resize(static_cast<std::size_t>(ni));
+        addrs.resize(static_cast<std::size_t>(na));
+        types.resize(static_cast<std::size_t>(nd), MPI_DATATYPE_NULL);
+        PMPI_Type_get_contents(t, ni, na, nd, ints.data(), addrs.data(), types.data());
+    }
+    ~Contents() {
+        for (MPI_Datatype& t : types)
+            if (t != MPI_DATATYPE_NULL && combiner_of(t) != MPI_COMBINER_NAMED) PMPI_Type_free(&t);
+    }
+    Contents(const Contents&) = delete;
+    Contents& operator=(const Contents&) = delete;
 };
 
 // F90 parameterised types are plain predefined numbers of the size MPI chose: borrow the
 // table's layout of that size and class, so their accumulates work like the named types.
 const TypeInfo* f90_equivalent(int combiner, std::uint64_t size) {
-  std::vector<MPI_Datatype> candidates;
-  switch (combiner) {
+    std::vector<MPI_Datatype> candidates;
+    switch (combiner) {
     case MPI_COMBINER_F90_REAL:
 #ifdef MPI_REAL4
-      candidates.push_back(MPI_REAL4);
+        candidates.push_back(MPI_REAL4);
 #endif
 #ifdef MPI_REAL8
-      candidates.push_back(MPI_REAL8);
+        candidates.push_back(MPI_REAL8);
 #endif
 #ifdef MPI_REAL16
-      candidates.push_back(MPI_REAL16);
+        candidates.push_back(MPI_REAL16);
 #endif
-      candidates.insert(candidates.end(), {MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE});
-      break;
+        candidates.insert(candidates.end(), {MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE});
+        break;
     case MPI_COMBINER_F90_COMPLEX:
 #ifdef MPI_COMPLEX8
-      candidates.push_back(MPI_COMPLEX8);
+        candidates.push_back(MPI_COMPLEX8);
 #endif
 #ifdef MPI_COMPLEX16
-      candidates.push_back(MPI_COMPLEX16);
+        candidates.push_back(MPI_COMPLEX16);
 #endif
 #ifdef MPI_COMPLEX32
-      candidates.push_back(MPI_COMPLEX32);
+        candidates.push_back(MPI_COMPLEX32);
 #endif
-      candidates.insert(candidates.end(), {MPI_COMPLEX, MPI_DOUBLE_COMPLEX});
-      break;
+        candidates.insert(candidates.end(), {MPI_COMPLEX, MPI_DOUBLE_COMPLEX});
+        break;
     default:  // MPI_COMBINER_F90_INTEGER
 #ifdef MPI_INTEGER1
-      candidates.push_back(MPI_INTEGER1);
+        candidates.push_back(MPI_INTEGER1);
 #endif
 #ifdef MPI_INTEGER2
-      candidates.push_back(MPI_INTEGER2);
+        candidates.push_back(MPI_INTEGER2);
 #endif
 #ifdef MPI_INTEGER4
-      candidates.push_back(MPI_INTEGER4);
+        candidates.push_back(MPI_INTEGER4);
 #endif
 #ifdef MPI_INTEGER8
-      candidates.push_back(MPI_INTEGER8);
+        candidates.push_back(MPI_INTEGER8);
 #endif
-      candidates.push_back(MPI_INTEGER);
-      break;
-  }
-  for (MPI_Datatype c : candidates) {
-    const TypeInfo* ti = lookup_type(c);
-    if (ti != nullptr && ti->size == size && ti->extent == size) return ti;
-  }
-  return nullptr;
+        candidates.push_back(MPI_INTEGER);
+        break;
+    }
+    for (MPI_Datatype c : candidates) {
+        const TypeInfo* ti = lookup_type(c);
+        if (ti != nullptr && ti->size == size && ti->extent == size) return ti;
+    }
+    return nullptr;
 }
 
 struct IndexRun {
-  std::int64_t start, len;
+    std::int64_t start, len;
 };
 
 // The elements of an n-dimensional piece of an array (subarray, darray): dims[level..] from
@@ -335,219 +351,220 @@ struct IndexRun {
 bool emit_grid(LayoutBuilder& b, const Layout& child, const std::vector<int>& dims,
                const std::vector<std::vector<IndexRun>>& runs, const std::vector<std::int64_t>& stride,
                std::size_t level, std::int64_t base, std::string* why) {
-  if (dims.empty()) return b.add(child, base, 1, child.extent(), why);
-  const int d = dims[level];
-  const std::int64_t s = stride[static_cast<std::size_t>(d)];
-  for (const IndexRun& r : runs[static_cast<std::size_t>(d)]) {
-    if (level + 1 == dims.size()) {
-      if (!b.add(child, at(base, static_cast<std::uint64_t>(r.start), s), static_cast<std::uint64_t>(r.len), s, why))
-        return false;
-      continue;
+    if (dims.empty()) return b.add(child, base, 1, child.extent(), why);
+    const int d = dims[level];
+    const std::int64_t s = stride[static_cast<std::size_t>(d)];
+    for (const IndexRun& r : runs[static_cast<std::size_t>(d)]) {
+        if (level + 1 == dims.size()) {
+            if (!b.add(child, at(base, static_cast<std::uint64_t>(r.start), s), static_cast<std::uint64_t>(r.len), s,
+                       why))
+                return false;
+            continue;
+        }
+        for (std::int64_t i = r.start; i < r.start + r.len; ++i)
+            if (!emit_grid(b, child, dims, runs, stride, level + 1, at(base, static_cast<std::uint64_t>(i), s), why))
+                return false;
     }
-    for (std::int64_t i = r.start; i < r.start + r.len; ++i)
-      if (!emit_grid(b, child, dims, runs, stride, level + 1, at(base, static_cast<std::uint64_t>(i), s), why))
-        return false;
-  }
-  return true;
+    return true;
 }
 
 // Slowest-to-fastest dims and byte strides of an array of `sizes` elements of `ext` bytes.
-void array_geometry(const std::vector<std::int64_t>& sizes, bool c_order, std::int64_t ext,
-                    std::vector<int>* dims, std::vector<std::int64_t>* stride) {
-  const int n = static_cast<int>(sizes.size());
-  dims->resize(sizes.size());
-  stride->assign(sizes.size(), ext);
-  for (int i = 0; i < n; ++i) (*dims)[static_cast<std::size_t>(i)] = c_order ? i : n - 1 - i;
-  for (int i = n - 2; i >= 0; --i) {  // walk from the fastest dim outwards
-    std::size_t d = static_cast<std::size_t>((*dims)[static_cast<std::size_t>(i)]);
-    std::size_t inner = static_cast<std::size_t>((*dims)[static_cast<std::size_t>(i + 1)]);
-    (*stride)[d] = (*stride)[inner] * sizes[inner];
-  }
+void array_geometry(const std::vector<std::int64_t>& sizes, bool c_order, std::int64_t ext, std::vector<int>* dims,
+                    std::vector<std::int64_t>* stride) {
+    const int n = static_cast<int>(sizes.size());
+    dims->resize(sizes.size());
+    stride->assign(sizes.size(), ext);
+    for (int i = 0; i < n; ++i) (*dims)[static_cast<std::size_t>(i)] = c_order ? i : n - 1 - i;
+    for (int i = n - 2; i >= 0; --i) {  // walk from the fastest dim outwards
+        std::size_t d = static_cast<std::size_t>((*dims)[static_cast<std::size_t>(i)]);
+        std::size_t inner = static_cast<std::size_t>((*dims)[static_cast<std::size_t>(i + 1)]);
+        (*stride)[d] = (*stride)[inner] * sizes[inner];
+    }
 }
 
 // The global indices process `coord` of `p` owns in one dimension of a darray (MPI-3.1 §4.1.4).
 std::vector<IndexRun> darray_runs(int distrib, int darg, std::int64_t g, std::int64_t p, std::int64_t coord) {
-  std::vector<IndexRun> runs;
-  if (distrib == MPI_DISTRIBUTE_NONE) {
-    if (g > 0) runs.push_back({0, g});
-  } else if (distrib == MPI_DISTRIBUTE_BLOCK) {
-    const std::int64_t blk = darg == MPI_DISTRIBUTE_DFLT_DARG ? (g + p - 1) / p : darg;
-    const std::int64_t lo = std::min(g, coord * blk), hi = std::min(g, lo + blk);
-    if (hi > lo) runs.push_back({lo, hi - lo});
-  } else {  // MPI_DISTRIBUTE_CYCLIC
-    const std::int64_t blk = darg == MPI_DISTRIBUTE_DFLT_DARG ? 1 : darg;
-    for (std::int64_t s = coord * blk; s < g; s += p * blk) runs.push_back({s, std::min(blk, g - s)});
-  }
-  return runs;
+    std::vector<IndexRun> runs;
+    if (distrib == MPI_DISTRIBUTE_NONE) {
+        if (g > 0) runs.push_back({0, g});
+    } else if (distrib == MPI_DISTRIBUTE_BLOCK) {
+        const std::int64_t blk = darg == MPI_DISTRIBUTE_DFLT_DARG ? (g + p - 1) / p : darg;
+        const std::int64_t lo = std::min(g, coord * blk), hi = std::min(g, lo + blk);
+        if (hi > lo) runs.push_back({lo, hi - lo});
+    } else {  // MPI_DISTRIBUTE_CYCLIC
+        const std::int64_t blk = darg == MPI_DISTRIBUTE_DFLT_DARG ? 1 : darg;
+        for (std::int64_t s = coord * blk; s < g; s += p * blk) runs.push_back({s, std::min(blk, g - s)});
+    }
+    return runs;
 }
 
 int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why);
 
 // The layouts of all children of a derived node, in the order of Contents::types.
 int flatten_children(const Contents& c, std::vector<LayoutPtr>* kids, std::string* why) {
-  kids->resize(c.types.size());
-  for (std::size_t i = 0; i < c.types.size(); ++i)
-    if (int rc = flatten(c.types[i], &(*kids)[i], why)) return rc;
-  return MPI_SUCCESS;
+    kids->resize(c.types.size());
+    for (std::size_t i = 0; i < c.types.size(); ++i)
+        if (int rc = flatten(c.types[i], &(*kids)[i], why)) return rc;
+    return MPI_SUCCESS;
 }
 
 int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
-  if (const TypeInfo* ti = lookup_type(t)) {
-    *out = predefined_layouts()[ti->id];
-    return MPI_SUCCESS;
-  }
-  if (t == MPI_DATATYPE_NULL) return type_error(why, "datatype is MPI_DATATYPE_NULL");
-  if (t == MPI_PACKED) return type_error(why, "MPI_PACKED cannot be used in RMA");
+    if (const TypeInfo* ti = lookup_type(t)) {
+        *out = predefined_layouts()[ti->id];
+        return MPI_SUCCESS;
+    }
+    if (t == MPI_DATATYPE_NULL) return type_error(why, "datatype is MPI_DATATYPE_NULL");
+    if (t == MPI_PACKED) return type_error(why, "MPI_PACKED cannot be used in RMA");
 
-  MPI_Count mpi_size = 0, lb = 0, extent = 0, tlb = 0, textent = 0;
-  PMPI_Type_size_x(t, &mpi_size);
-  PMPI_Type_get_extent_x(t, &lb, &extent);
-  const std::uint64_t size = static_cast<std::uint64_t>(mpi_size);
-  Contents c(t);
-  const char* name = combiner_name(c.combiner);
-  switch (c.combiner) {
+    MPI_Count mpi_size = 0, lb = 0, extent = 0, tlb = 0, textent = 0;
+    PMPI_Type_size_x(t, &mpi_size);
+    PMPI_Type_get_extent_x(t, &lb, &extent);
+    const std::uint64_t size = static_cast<std::uint64_t>(mpi_size);
+    Contents c(t);
+    const char* name = combiner_name(c.combiner);
+    switch (c.combiner) {
     case MPI_COMBINER_NAMED:  // predefined, but not in the RMA table (no basic type)
     case MPI_COMBINER_F90_REAL:
     case MPI_COMBINER_F90_COMPLEX:
     case MPI_COMBINER_F90_INTEGER: {
-      if (c.combiner != MPI_COMBINER_NAMED) {
-        if (const TypeInfo* ti = f90_equivalent(c.combiner, size)) {
-          *out = predefined_layouts()[ti->id];
-          return MPI_SUCCESS;
+        if (c.combiner != MPI_COMBINER_NAMED) {
+            if (const TypeInfo* ti = f90_equivalent(c.combiner, size)) {
+                *out = predefined_layouts()[ti->id];
+                return MPI_SUCCESS;
+            }
         }
-      }
-      PMPI_Type_get_true_extent_x(t, &tlb, &textent);
-      *out = LayoutBuilder::opaque(tlb, size, lb, extent, name);
-      return MPI_SUCCESS;
+        PMPI_Type_get_true_extent_x(t, &tlb, &textent);
+        *out = LayoutBuilder::opaque(tlb, size, lb, extent, name);
+        return MPI_SUCCESS;
     }
     case MPI_COMBINER_DUP: {  // the same type map and bounds as its child
-      if (c.types.size() != 1) break;
-      return flatten(c.types[0], out, why);
+        if (c.types.size() != 1) break;
+        return flatten(c.types[0], out, why);
     }
-    default: break;
-  }
+    default:
+        break;
+    }
 
-  std::vector<LayoutPtr> kids;
-  if (int rc = flatten_children(c, &kids, why)) return rc;
-  const std::vector<int>& ints = c.ints;
-  const std::vector<MPI_Aint>& addrs = c.addrs;
-  auto bad_contents = [&] {
-    return type_error(why, std::string(name) + ": MPI_Type_get_contents returned an unexpected shape");
-  };
-  auto need = [&](std::size_t ni, std::size_t na, std::size_t nd) {
-    return ints.size() >= ni && addrs.size() >= na && kids.size() >= nd;
-  };
-  auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v < 0 ? 0 : v); };
+    std::vector<LayoutPtr> kids;
+    if (int rc = flatten_children(c, &kids, why)) return rc;
+    const std::vector<int>& ints = c.ints;
+    const std::vector<MPI_Aint>& addrs = c.addrs;
+    auto bad_contents = [&] {
+        return type_error(why, std::string(name) + ": MPI_Type_get_contents returned an unexpected shape");
+    };
+    auto need = [&](std::size_t ni, std::size_t na, std::size_t nd) {
+        return ints.size() >= ni && addrs.size() >= na && kids.size() >= nd;
+    };
+    auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v < 0 ? 0 : v); };
 
-  LayoutBuilder b;
-  bool ok = true;
-  std::string err;
-  switch (c.combiner) {
+    LayoutBuilder b;
+    bool ok = true;
+    std::string err;
+    switch (c.combiner) {
     case MPI_COMBINER_CONTIGUOUS: {
-      if (!need(1, 0, 1)) return bad_contents();
-      ok = b.add(*kids[0], 0, u(ints[0]), kids[0]->extent(), &err);
-      break;
+        if (!need(1, 0, 1)) return bad_contents();
+        ok = b.add(*kids[0], 0, u(ints[0]), kids[0]->extent(), &err);
+        break;
     }
     case MPI_COMBINER_VECTOR:
     case MPI_COMBINER_HVECTOR: {
-      const bool bytes = c.combiner == MPI_COMBINER_HVECTOR;
-      if (!need(bytes ? 2 : 3, bytes ? 1 : 0, 1)) return bad_contents();
-      const Layout& k = *kids[0];
-      const std::int64_t stride = bytes ? addrs[0] : std::int64_t{ints[2]} * k.extent();
-      for (std::int64_t i = 0; ok && i < ints[0]; ++i)
-        ok = b.add(k, at(0, static_cast<std::uint64_t>(i), stride), u(ints[1]), k.extent(), &err);
-      break;
+        const bool bytes = c.combiner == MPI_COMBINER_HVECTOR;
+        if (!need(bytes ? 2 : 3, bytes ? 1 : 0, 1)) return bad_contents();
+        const Layout& k = *kids[0];
+        const std::int64_t stride = bytes ? addrs[0] : std::int64_t{ints[2]} * k.extent();
+        for (std::int64_t i = 0; ok && i < ints[0]; ++i)
+            ok = b.add(k, at(0, static_cast<std::uint64_t>(i), stride), u(ints[1]), k.extent(), &err);
+        break;
     }
     case MPI_COMBINER_INDEXED:
     case MPI_COMBINER_HINDEXED: {
-      const bool bytes = c.combiner == MPI_COMBINER_HINDEXED;
-      if (ints.empty()) return bad_contents();
-      const std::size_t n = u(ints[0]);
-      if (!need(1 + (bytes ? n : 2 * n), bytes ? n : 0, 1)) return bad_contents();
-      const Layout& k = *kids[0];
-      for (std::size_t i = 0; ok && i < n; ++i) {
-        const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[1 + n + i]} * k.extent();
-        ok = b.add(k, disp, u(ints[1 + i]), k.extent(), &err);
-      }
-      break;
+        const bool bytes = c.combiner == MPI_COMBINER_HINDEXED;
+        if (ints.empty()) return bad_contents();
+        const std::size_t n = u(ints[0]);
+        if (!need(1 + (bytes ? n : 2 * n), bytes ? n : 0, 1)) return bad_contents();
+        const Layout& k = *kids[0];
+        for (std::size_t i = 0; ok && i < n; ++i) {
+            const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[1 + n + i]} * k.extent();
+            ok = b.add(k, disp, u(ints[1 + i]), k.extent(), &err);
+        }
+        break;
     }
     case MPI_COMBINER_INDEXED_BLOCK:
     case MPI_COMBINER_HINDEXED_BLOCK: {
-      const bool bytes = c.combiner == MPI_COMBINER_HINDEXED_BLOCK;
-      if (ints.size() < 2) return bad_contents();
-      const std::size_t n = u(ints[0]);
-      if (!need(bytes ? 2 : 2 + n, bytes ? n : 0, 1)) return bad_contents();
-      const Layout& k = *kids[0];
-      for (std::size_t i = 0; ok && i < n; ++i) {
-        const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[2 + i]} * k.extent();
-        ok = b.add(k, disp, u(ints[1]), k.extent(), &err);
-      }
-      break;
+        const bool bytes = c.combiner == MPI_COMBINER_HINDEXED_BLOCK;
+        if (ints.size() < 2) return bad_contents();
+        const std::size_t n = u(ints[0]);
+        if (!need(bytes ? 2 : 2 + n, bytes ? n : 0, 1)) return bad_contents();
+        const Layout& k = *kids[0];
+        for (std::size_t i = 0; ok && i < n; ++i) {
+            const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[2 + i]} * k.extent();
+            ok = b.add(k, disp, u(ints[1]), k.extent(), &err);
+        }
+        break;
     }
     case MPI_COMBINER_STRUCT: {
-      if (ints.empty()) return bad_contents();
-      const std::size_t n = u(ints[0]);
-      if (!need(1 + n, n, n)) return bad_contents();
-      for (std::size_t i = 0; ok && i < n; ++i)
-        ok = b.add(*kids[i], addrs[i], u(ints[1 + i]), kids[i]->extent(), &err);
-      break;
+        if (ints.empty()) return bad_contents();
+        const std::size_t n = u(ints[0]);
+        if (!need(1 + n, n, n)) return bad_contents();
+        for (std::size_t i = 0; ok && i < n; ++i)
+            ok = b.add(*kids[i], addrs[i], u(ints[1 + i]), kids[i]->extent(), &err);
+        break;
     }
     case MPI_COMBINER_SUBARRAY: {
-      if (ints.empty()) return bad_contents();
-      const std::size_t n = u(ints[0]);
-      if (!need(2 + 3 * n, 0, 1)) return bad_contents();
-      std::vector<std::int64_t> sizes(n);
-      std::vector<std::vector<IndexRun>> runs(n);
-      for (std::size_t d = 0; d < n; ++d) {
-        sizes[d] = ints[1 + d];
-        const std::int64_t sub = ints[1 + n + d], start = ints[1 + 2 * n + d];
-        if (sub > 0) runs[d].push_back({start, sub});
-      }
-      std::vector<int> dims;
-      std::vector<std::int64_t> stride;
-      array_geometry(sizes, ints[1 + 3 * n] == MPI_ORDER_C, kids[0]->extent(), &dims, &stride);
-      ok = emit_grid(b, *kids[0], dims, runs, stride, 0, 0, &err);
-      break;
+        if (ints.empty()) return bad_contents();
+        const std::size_t n = u(ints[0]);
+        if (!need(2 + 3 * n, 0, 1)) return bad_contents();
+        std::vector<std::int64_t> sizes(n);
+        std::vector<std::vector<IndexRun>> runs(n);
+        for (std::size_t d = 0; d < n; ++d) {
+            sizes[d] = ints[1 + d];
+            const std::int64_t sub = ints[1 + n + d], start = ints[1 + 2 * n + d];
+            if (sub > 0) runs[d].push_back({start, sub});
+        }
+        std::vector<int> dims;
+        std::vector<std::int64_t> stride;
+        array_geometry(sizes, ints[1 + 3 * n] == MPI_ORDER_C, kids[0]->extent(), &dims, &stride);
+        ok = emit_grid(b, *kids[0], dims, runs, stride, 0, 0, &err);
+        break;
     }
     case MPI_COMBINER_DARRAY: {
-      if (ints.size() < 3) return bad_contents();
-      const std::size_t n = u(ints[2]);
-      if (!need(4 + 4 * n, 0, 1)) return bad_contents();
-      const int* gsizes = &ints[3];
-      const int* distribs = gsizes + n;
-      const int* dargs = distribs + n;
-      const int* psizes = dargs + n;
-      const int order = psizes[n];
-      // The process grid is row-major whatever the array order (MPI-3.1 §4.1.4).
-      std::vector<std::int64_t> coords(n), sizes(n);
-      std::int64_t r = ints[1];
-      for (std::size_t i = n; i-- > 0;) {
-        const std::int64_t p = std::max(1, psizes[i]);
-        coords[i] = r % p;
-        r /= p;
-      }
-      std::vector<std::vector<IndexRun>> runs(n);
-      for (std::size_t d = 0; d < n; ++d) {
-        sizes[d] = gsizes[d];
-        runs[d] = darray_runs(distribs[d], dargs[d], gsizes[d], std::max(1, psizes[d]), coords[d]);
-      }
-      std::vector<int> dims;
-      std::vector<std::int64_t> stride;
-      array_geometry(sizes, order == MPI_ORDER_C, kids[0]->extent(), &dims, &stride);
-      ok = emit_grid(b, *kids[0], dims, runs, stride, 0, 0, &err);
-      break;
+        if (ints.size() < 3) return bad_contents();
+        const std::size_t n = u(ints[2]);
+        if (!need(4 + 4 * n, 0, 1)) return bad_contents();
+        const int* gsizes = &ints[3];
+        const int* distribs = gsizes + n;
+        const int* dargs = distribs + n;
+        const int* psizes = dargs + n;
+        const int order = psizes[n];
+        // The process grid is row-major whatever the array order (MPI-3.1 §4.1.4).
+        std::vector<std::int64_t> coords(n), sizes(n);
+        std::int64_t r = ints[1];
+        for (std::size_t i = n; i-- > 0;) {
+            const std::int64_t p = std::max(1, psizes[i]);
+            coords[i] = r % p;
+            r /= p;
+        }
+        std::vector<std::vector<IndexRun>> runs(n);
+        for (std::size_t d = 0; d < n; ++d) {
+            sizes[d] = gsizes[d];
+            runs[d] = darray_runs(distribs[d], dargs[d], gsizes[d], std::max(1, psizes[d]), coords[d]);
+        }
+        std::vector<int> dims;
+        std::vector<std::int64_t> stride;
+        array_geometry(sizes, order == MPI_ORDER_C, kids[0]->extent(), &dims, &stride);
+        ok = emit_grid(b, *kids[0], dims, runs, stride, 0, 0, &err);
+        break;
     }
     case MPI_COMBINER_RESIZED: {  // new bounds (from MPI below), the same data bytes
-      if (!need(0, 0, 1)) return bad_contents();
-      ok = b.add(*kids[0], 0, 1, 0, &err);
-      break;
+        if (!need(0, 0, 1)) return bad_contents();
+        ok = b.add(*kids[0], 0, 1, 0, &err);
+        break;
     }
     default:
-      return type_error(why, "datatype combiner " + std::to_string(c.combiner) +
-                                 " is not supported by fastrma");
-  }
-  if (!ok) return type_error(why, std::move(err));
-  return b.finish(size, lb, extent, name, out, why);
+        return type_error(why, "datatype combiner " + std::to_string(c.combiner) + " is not supported by fastrma");
+    }
+    if (!ok) return type_error(why, std::move(err));
+    return b.finish(size, lb, extent, name, out, why);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -557,63 +574,63 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
 // release and loaded with acquire by readers, so the layout pointer is visibly initialised
 // without relying on the ordering MPI's own locks give (which ThreadSanitizer cannot see).
 struct CacheEntry {
-  explicit CacheEntry(LayoutPtr l) : layout(std::move(l)) { ready.store(true, std::memory_order_release); }
-  LayoutPtr layout;
-  std::atomic<bool> ready{false};
-  LayoutPtr get() const { return ready.load(std::memory_order_acquire) ? layout : nullptr; }
+    explicit CacheEntry(LayoutPtr l) : layout(std::move(l)) { ready.store(true, std::memory_order_release); }
+    LayoutPtr layout;
+    std::atomic<bool> ready{false};
+    LayoutPtr get() const { return ready.load(std::memory_order_acquire) ? layout : nullptr; }
 };
 
 // MPI_Type_dup: the new type has the same type map and bounds, so it shares the entry's
 // layout (a new entry: each type's delete callback frees its own).
 int copy_entry(MPI_Datatype, int, void*, void* in, void* out, int* flag) {
-  const auto* e = static_cast<const CacheEntry*>(in);
-  LayoutPtr l = e->get();
-  *flag = l != nullptr ? 1 : 0;
-  if (l != nullptr) *static_cast<void**>(out) = new CacheEntry(std::move(l));
-  return MPI_SUCCESS;
+    const auto* e = static_cast<const CacheEntry*>(in);
+    LayoutPtr l = e->get();
+    *flag = l != nullptr ? 1 : 0;
+    if (l != nullptr) *static_cast<void**>(out) = new CacheEntry(std::move(l));
+    return MPI_SUCCESS;
 }
 
 // MPI_Type_free (when the type really dies): drop the cache's reference. Must not take
 // cache_mutex(): it runs inside MPI_Type_free, which flatten() calls with the mutex held.
 int delete_entry(MPI_Datatype, int, void* value, void*) {
-  delete static_cast<CacheEntry*>(value);
-  return MPI_SUCCESS;
+    delete static_cast<CacheEntry*>(value);
+    return MPI_SUCCESS;
 }
 
 std::mutex& cache_mutex() {
-  static std::mutex m;
-  return m;
+    static std::mutex m;
+    return m;
 }
 
 int cache_keyval() {
-  static int keyval = MPI_KEYVAL_INVALID;
-  static std::once_flag once;
-  std::call_once(once, [] { PMPI_Type_create_keyval(copy_entry, delete_entry, &keyval, nullptr); });
-  return keyval;
+    static int keyval = MPI_KEYVAL_INVALID;
+    static std::once_flag once;
+    std::call_once(once, [] { PMPI_Type_create_keyval(copy_entry, delete_entry, &keyval, nullptr); });
+    return keyval;
 }
 
 LayoutPtr cached(MPI_Datatype t, int keyval) {
-  void* value = nullptr;
-  int flag = 0;
-  PMPI_Type_get_attr(t, keyval, &value, &flag);
-  return flag != 0 && value != nullptr ? static_cast<const CacheEntry*>(value)->get() : nullptr;
+    void* value = nullptr;
+    int flag = 0;
+    PMPI_Type_get_attr(t, keyval, &value, &flag);
+    return flag != 0 && value != nullptr ? static_cast<const CacheEntry*>(value)->get() : nullptr;
 }
 
 // MPI has no "is committed" query; MPI_Pack checks it (Open MPI's parameter checks) and
 // reports MPI_ERR_TYPE through the communicator's error handler, which on this private
 // duplicate of MPI_COMM_SELF returns. Called with cache_mutex() held.
 bool committed(MPI_Datatype t) {
-  static MPI_Comm comm = MPI_COMM_NULL;
-  if (comm == MPI_COMM_NULL) {
-    PMPI_Comm_dup(MPI_COMM_SELF, &comm);
-    PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  }
-  char byte = 0;
-  int position = 0;
-  int rc = PMPI_Pack(&byte, 0, t, &byte, 0, &position, comm);
-  int cls = MPI_SUCCESS;
-  if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &cls);
-  return cls != MPI_ERR_TYPE;
+    static MPI_Comm comm = MPI_COMM_NULL;
+    if (comm == MPI_COMM_NULL) {
+        PMPI_Comm_dup(MPI_COMM_SELF, &comm);
+        PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    }
+    char byte = 0;
+    int position = 0;
+    int rc = PMPI_Pack(&byte, 0, t, &byte, 0, &position, comm);
+    int cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) PMPI_Error_class(rc, &cls);
+    return cls != MPI_ERR_TYPE;
 }
 
 // The second cache, by construction: ARMCI-MPI (and layers like it) builds a new subarray,
@@ -623,76 +640,76 @@ bool committed(MPI_Datatype t) {
 // in a map cleared when it grows past kShapeCacheMax entries. Called with cache_mutex() held.
 constexpr std::size_t kShapeCacheMax = 4096;
 std::map<std::vector<std::int64_t>, LayoutPtr>& shape_cache() {
-  static auto* m = new std::map<std::vector<std::int64_t>, LayoutPtr>;
-  return *m;
+    static auto* m = new std::map<std::vector<std::int64_t>, LayoutPtr>;
+    return *m;
 }
 
 bool shape_key(MPI_Datatype t, std::vector<std::int64_t>* key) {
-  const Contents c(t);
-  if (c.combiner == MPI_COMBINER_NAMED) return false;
-  key->clear();
-  key->reserve(4 + c.ints.size() + c.addrs.size() + c.types.size());
-  key->push_back(c.combiner);
-  key->push_back(std::int64_t(c.ints.size()));
-  key->push_back(std::int64_t(c.addrs.size()));
-  key->push_back(std::int64_t(c.types.size()));
-  for (int i : c.ints) key->push_back(i);
-  for (MPI_Aint a : c.addrs) key->push_back(std::int64_t(a));
-  for (MPI_Datatype child : c.types) {
-    const TypeInfo* ti = lookup_type(child);
-    if (ti == nullptr) return false;
-    key->push_back(std::int64_t(ti->id));
-  }
-  return true;
+    const Contents c(t);
+    if (c.combiner == MPI_COMBINER_NAMED) return false;
+    key->clear();
+    key->reserve(4 + c.ints.size() + c.addrs.size() + c.types.size());
+    key->push_back(c.combiner);
+    key->push_back(std::int64_t(c.ints.size()));
+    key->push_back(std::int64_t(c.addrs.size()));
+    key->push_back(std::int64_t(c.types.size()));
+    for (int i : c.ints) key->push_back(i);
+    for (MPI_Aint a : c.addrs) key->push_back(std::int64_t(a));
+    for (MPI_Datatype child : c.types) {
+        const TypeInfo* ti = lookup_type(child);
+        if (ti == nullptr) return false;
+        key->push_back(std::int64_t(ti->id));
+    }
+    return true;
 }
 
 }  // namespace
 
 int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::string* why) {
-  out->reset();
-  if (type == MPI_DATATYPE_NULL) return type_error(why, "datatype is MPI_DATATYPE_NULL");
-  if (const TypeInfo* ti = lookup_type(type)) {  // no MPI call, no allocation
-    *out = predefined_layouts()[ti->id];
-    return MPI_SUCCESS;
-  }
-  if (type == MPI_PACKED) return type_error(why, "MPI_PACKED cannot be used in RMA");
-
-  const int keyval = cache_keyval();
-  if (LayoutPtr l = cached(type, keyval)) {
-    *out = std::move(l);
-    return MPI_SUCCESS;
-  }
-  // One builder per process: concurrent first uses of one type build it once; building is
-  // rare (once per type), so one mutex for all types costs nothing that matters.
-  std::lock_guard<std::mutex> lock(cache_mutex());
-  if (LayoutPtr l = cached(type, keyval)) {
-    *out = std::move(l);
-    return MPI_SUCCESS;
-  }
-  const bool named = combiner_of(type) == MPI_COMBINER_NAMED;
-  if (!named && !committed(type))
-    return type_error(why, "derived datatype is not committed (call MPI_Type_commit before using it in RMA)");
-  LayoutPtr l;
-  std::vector<std::int64_t> key;
-  const bool keyed = !named && shape_key(type, &key);
-  if (keyed) {
-    auto it = shape_cache().find(key);
-    if (it != shape_cache().end()) l = it->second;
-  }
-  if (l == nullptr) {
-    if (int rc = flatten(type, &l, why)) return rc;
-    if (keyed) {
-      if (shape_cache().size() >= kShapeCacheMax) shape_cache().clear();
-      shape_cache().emplace(std::move(key), l);
+    out->reset();
+    if (type == MPI_DATATYPE_NULL) return type_error(why, "datatype is MPI_DATATYPE_NULL");
+    if (const TypeInfo* ti = lookup_type(type)) {  // no MPI call, no allocation
+        *out = predefined_layouts()[ti->id];
+        return MPI_SUCCESS;
     }
-  }
-  // Predefined types outside the table stay uncached (rebuilt each time: they are rare).
-  if (!named) {
-    auto* entry = new CacheEntry(l);
-    if (PMPI_Type_set_attr(type, keyval, entry) != MPI_SUCCESS) delete entry;
-  }
-  *out = std::move(l);
-  return MPI_SUCCESS;
+    if (type == MPI_PACKED) return type_error(why, "MPI_PACKED cannot be used in RMA");
+
+    const int keyval = cache_keyval();
+    if (LayoutPtr l = cached(type, keyval)) {
+        *out = std::move(l);
+        return MPI_SUCCESS;
+    }
+    // One builder per process: concurrent first uses of one type build it once; building is
+    // rare (once per type), so one mutex for all types costs nothing that matters.
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    if (LayoutPtr l = cached(type, keyval)) {
+        *out = std::move(l);
+        return MPI_SUCCESS;
+    }
+    const bool named = combiner_of(type) == MPI_COMBINER_NAMED;
+    if (!named && !committed(type))
+        return type_error(why, "derived datatype is not committed (call MPI_Type_commit before using it in RMA)");
+    LayoutPtr l;
+    std::vector<std::int64_t> key;
+    const bool keyed = !named && shape_key(type, &key);
+    if (keyed) {
+        auto it = shape_cache().find(key);
+        if (it != shape_cache().end()) l = it->second;
+    }
+    if (l == nullptr) {
+        if (int rc = flatten(type, &l, why)) return rc;
+        if (keyed) {
+            if (shape_cache().size() >= kShapeCacheMax) shape_cache().clear();
+            shape_cache().emplace(std::move(key), l);
+        }
+    }
+    // Predefined types outside the table stay uncached (rebuilt each time: they are rare).
+    if (!named) {
+        auto* entry = new CacheEntry(l);
+        if (PMPI_Type_set_attr(type, keyval, entry) != MPI_SUCCESS) delete entry;
+    }
+    *out = std::move(l);
+    return MPI_SUCCESS;
 }
 
 const Layout& predefined_layout(const TypeInfo& ti) { return *predefined_layouts()[ti.id]; }
@@ -703,158 +720,155 @@ const Layout& predefined_layout(const TypeInfo& ti) { return *predefined_layouts
 namespace {
 
 std::string sig_text(const Layout& l, std::uint64_t count, unsigned __int128 bytes) {
-  return std::to_string(count) + " x " + l.description() + " = " +
-         std::to_string(static_cast<unsigned long long>(bytes)) + " bytes";
+    return std::to_string(count) + " x " + l.description() + " = " +
+           std::to_string(static_cast<unsigned long long>(bytes)) + " bytes";
 }
 
 }  // namespace
 
-int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b, std::uint64_t b_count,
-                    std::string* why, const char* what) {
-  const unsigned __int128 ab = static_cast<unsigned __int128>(a.size()) * a_count;
-  const unsigned __int128 bb = static_cast<unsigned __int128>(b.size()) * b_count;
-  if (ab == bb) return MPI_SUCCESS;
-  return type_error(why, std::string(what) + " type signatures differ: " + sig_text(a, a_count, ab) +
-                             " vs " + sig_text(b, b_count, bb));
+int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b, std::uint64_t b_count, std::string* why,
+                    const char* what) {
+    const unsigned __int128 ab = static_cast<unsigned __int128>(a.size()) * a_count;
+    const unsigned __int128 bb = static_cast<unsigned __int128>(b.size()) * b_count;
+    if (ab == bb) return MPI_SUCCESS;
+    return type_error(why, std::string(what) + " type signatures differ: " + sig_text(a, a_count, ab) + " vs " +
+                               sig_text(b, b_count, bb));
 }
 
-int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count,
-                             const Layout& target, std::uint64_t target_count, std::string* why) {
-  for (const Layout* l : {&origin, &target}) {
-    if (l->basic() == nullptr && l->size() != 0)
-      return type_error(why, std::string(l == &origin ? "origin" : "target") + " datatype (" +
-                                 l->description() +
-                                 ") is not made of a single predefined type, which accumulates "
-                                 "require (MPI-3.1 §11.3.4)");
-  }
-  const TypeInfo* bt = target.basic() != nullptr ? target.basic() : origin.basic();
-  if (origin.basic() != nullptr && target.basic() != nullptr && origin.basic() != target.basic())
-    return type_error(why, std::string("origin basic type ") + origin.basic()->name +
-                               " differs from target basic type " + target.basic()->name);
-  if (bt != nullptr) {
-    if (int rc = check_accumulate(op, bt->type, why)) return rc;
-  }
-  return check_signature(origin, origin_count, target, target_count, why);
+int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count, const Layout& target,
+                             std::uint64_t target_count, std::string* why) {
+    for (const Layout* l : {&origin, &target}) {
+        if (l->basic() == nullptr && l->size() != 0)
+            return type_error(why, std::string(l == &origin ? "origin" : "target") + " datatype (" + l->description() +
+                                       ") is not made of a single predefined type, which accumulates "
+                                       "require (MPI-3.1 §11.3.4)");
+    }
+    const TypeInfo* bt = target.basic() != nullptr ? target.basic() : origin.basic();
+    if (origin.basic() != nullptr && target.basic() != nullptr && origin.basic() != target.basic())
+        return type_error(why, std::string("origin basic type ") + origin.basic()->name +
+                                   " differs from target basic type " + target.basic()->name);
+    if (bt != nullptr) {
+        if (int rc = check_accumulate(op, bt->type, why)) return rc;
+    }
+    return check_signature(origin, origin_count, target, target_count, why);
 }
 
 std::pair<std::int64_t, std::int64_t> footprint(const Layout& layout, std::uint64_t count) {
-  if (count == 0 || layout.size() == 0) return {0, 0};
-  const __int128 last = static_cast<__int128>(count - 1) * layout.extent();
-  auto clamp = [](__int128 v) {
-    return static_cast<std::int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX));
-  };
-  return {clamp(layout.true_lb() + std::min<__int128>(0, last)),
-          clamp(layout.true_ub() + std::max<__int128>(0, last))};
+    if (count == 0 || layout.size() == 0) return {0, 0};
+    const __int128 last = static_cast<__int128>(count - 1) * layout.extent();
+    auto clamp = [](__int128 v) { return static_cast<std::int64_t>(std::clamp<__int128>(v, INT64_MIN, INT64_MAX)); };
+    return {clamp(layout.true_lb() + std::min<__int128>(0, last)),
+            clamp(layout.true_ub() + std::max<__int128>(0, last))};
 }
 
 // ---------------------------------------------------------------------------------------------
 // (6) Cursors.
 
 ByteCursor::ByteCursor(const Layout& layout, std::uint64_t count) {
-  const std::vector<Block>& b = layout.blocks();
-  if (count == 0 || b.empty()) return;
-  extent_ = layout.extent();
-  std::uint64_t total = 0;
-  if (b.size() == 1 && extent_ > 0 && b[0].len == static_cast<std::uint64_t>(extent_) &&
-      !__builtin_mul_overflow(b[0].len, count, &total)) {
-    whole_ = {b[0].offset, total};  // dense: count elements are one piece
-    nblocks_ = 1;
-    count_ = 1;
-  } else {
-    blocks_ = b.data();
-    nblocks_ = b.size();
-    count_ = count;
-  }
-  done_ = false;
-  load();
+    const std::vector<Block>& b = layout.blocks();
+    if (count == 0 || b.empty()) return;
+    extent_ = layout.extent();
+    std::uint64_t total = 0;
+    if (b.size() == 1 && extent_ > 0 && b[0].len == static_cast<std::uint64_t>(extent_) &&
+        !__builtin_mul_overflow(b[0].len, count, &total)) {
+        whole_ = {b[0].offset, total};  // dense: count elements are one piece
+        nblocks_ = 1;
+        count_ = 1;
+    } else {
+        blocks_ = b.data();
+        nblocks_ = b.size();
+        count_ = count;
+    }
+    done_ = false;
+    load();
 }
 
 void ByteCursor::load() {
-  const Block& b = block(blk_);
-  off_ = at(b.offset, elem_, extent_);
-  avail_ = b.len;
+    const Block& b = block(blk_);
+    off_ = at(b.offset, elem_, extent_);
+    avail_ = b.len;
 }
 
 void ByteCursor::advance(std::uint64_t n) {
-  off_ = at(off_, n, 1);
-  avail_ -= n;
-  if (avail_ != 0) return;
-  if (++blk_ == nblocks_) {
-    blk_ = 0;
-    if (++elem_ == count_) {
-      done_ = true;
-      return;
+    off_ = at(off_, n, 1);
+    avail_ -= n;
+    if (avail_ != 0) return;
+    if (++blk_ == nblocks_) {
+        blk_ = 0;
+        if (++elem_ == count_) {
+            done_ = true;
+            return;
+        }
     }
-  }
-  load();
+    load();
 }
 
 ElementCursor::ElementCursor(const Layout& layout, std::uint64_t count) {
-  const TypeInfo* bt = layout.basic();
-  if (bt == nullptr || count == 0 || layout.size() == 0) return;
-  bext_ = bt->extent;
-  extent_ = layout.extent();
-  const bool holes = has_holes(bt);
-  const std::vector<Block>& runs = holes ? layout.runs_ : layout.blocks_;
-  divisor_ = holes ? 1 : bext_;
-  std::uint64_t total = 0;
-  const std::uint64_t first = runs[0].len / divisor_;
-  if (runs.size() == 1 && extent_ > 0 && first * bext_ == static_cast<std::uint64_t>(extent_) &&
-      !__builtin_mul_overflow(first, count, &total)) {
-    whole_ = {runs[0].offset, total};  // dense: count elements are one run
-    nruns_ = 1;
-    count_ = 1;
-  } else {
-    runs_ = runs.data();
-    nruns_ = runs.size();
-    count_ = count;
-  }
-  done_ = false;
-  load();
+    const TypeInfo* bt = layout.basic();
+    if (bt == nullptr || count == 0 || layout.size() == 0) return;
+    bext_ = bt->extent;
+    extent_ = layout.extent();
+    const bool holes = has_holes(bt);
+    const std::vector<Block>& runs = holes ? layout.runs_ : layout.blocks_;
+    divisor_ = holes ? 1 : bext_;
+    std::uint64_t total = 0;
+    const std::uint64_t first = runs[0].len / divisor_;
+    if (runs.size() == 1 && extent_ > 0 && first * bext_ == static_cast<std::uint64_t>(extent_) &&
+        !__builtin_mul_overflow(first, count, &total)) {
+        whole_ = {runs[0].offset, total};  // dense: count elements are one run
+        nruns_ = 1;
+        count_ = 1;
+    } else {
+        runs_ = runs.data();
+        nruns_ = runs.size();
+        count_ = count;
+    }
+    done_ = false;
+    load();
 }
 
 std::uint64_t ElementCursor::run_len(std::size_t i) const {
-  return runs_ != nullptr ? runs_[i].len / divisor_ : whole_.len;
+    return runs_ != nullptr ? runs_[i].len / divisor_ : whole_.len;
 }
 
 void ElementCursor::load() {
-  off_ = at(run_off(run_), elem_, extent_);
-  avail_ = run_len(run_);
+    off_ = at(run_off(run_), elem_, extent_);
+    avail_ = run_len(run_);
 }
 
 void ElementCursor::advance(std::uint64_t n) {
-  off_ = at(off_, n, static_cast<std::int64_t>(bext_));
-  avail_ -= n;
-  if (avail_ != 0) return;
-  if (++run_ == nruns_) {
-    run_ = 0;
-    if (++elem_ == count_) {
-      done_ = true;
-      return;
+    off_ = at(off_, n, static_cast<std::int64_t>(bext_));
+    avail_ -= n;
+    if (avail_ != 0) return;
+    if (++run_ == nruns_) {
+        run_ = 0;
+        if (++elem_ == count_) {
+            done_ = true;
+            return;
+        }
     }
-  }
-  load();
+    load();
 }
 
 std::size_t ChunkZipper::next(Chunk* out, std::size_t max) {
-  std::size_t n = 0;
-  while (!origin_.done() && !target_.done()) {
-    const std::uint64_t len = std::min(origin_.avail(), target_.avail());
-    void* local = byte_address(origin_base_, origin_.offset());
-    const std::uint64_t remote = target_offset_ + static_cast<std::uint64_t>(target_.offset());
-    Chunk* last = n != 0 ? &out[n - 1] : nullptr;
-    if (last != nullptr && byte_address(last->local, static_cast<std::int64_t>(last->len)) == local &&
-        last->offset + last->len == remote) {
-      last->len += len;  // contiguous on both sides: one chunk
-    } else {
-      if (n == max) break;
-      out[n++] = Chunk{local, remote, static_cast<std::size_t>(len)};
+    std::size_t n = 0;
+    while (!origin_.done() && !target_.done()) {
+        const std::uint64_t len = std::min(origin_.avail(), target_.avail());
+        void* local = byte_address(origin_base_, origin_.offset());
+        const std::uint64_t remote = target_offset_ + static_cast<std::uint64_t>(target_.offset());
+        Chunk* last = n != 0 ? &out[n - 1] : nullptr;
+        if (last != nullptr && byte_address(last->local, static_cast<std::int64_t>(last->len)) == local &&
+            last->offset + last->len == remote) {
+            last->len += len;  // contiguous on both sides: one chunk
+        } else {
+            if (n == max) break;
+            out[n++] = Chunk{local, remote, static_cast<std::size_t>(len)};
+        }
+        origin_.advance(len);
+        target_.advance(len);
+        bytes_ += len;
     }
-    origin_.advance(len);
-    target_.advance(len);
-    bytes_ += len;
-  }
-  return n;
+    return n;
 }
 
 }  // namespace fastrma::detail

@@ -44,48 +44,48 @@ namespace fastrma::detail {
 
 // Bytes, relative to the buffer address the user passes.
 struct Block {
-  std::int64_t offset;
-  std::uint64_t len;
+    std::int64_t offset;
+    std::uint64_t len;
 };
 
 class Layout {
- public:
-  // Blocks of ONE element, in type-map order, neighbours merged when contiguous in memory
-  // and in order. Empty for a type with no data (PMPI_Type_contiguous(0, ...)).
-  const std::vector<Block>& blocks() const { return blocks_; }
-  std::uint64_t size() const { return size_; }      // MPI_Type_size
-  std::int64_t lb() const { return lb_; }           // MPI_Type_get_extent's lb
-  std::int64_t extent() const { return extent_; }   // stride between elements of count
-  // Of ONE element: element i touches [i*extent + true_lb, i*extent + true_ub). 0, 0 if no data.
-  std::int64_t true_lb() const { return true_lb_; }
-  std::int64_t true_ub() const { return true_ub_; }
-  // One block at offset 0 with len == extent == size: count elements are one block.
-  bool contiguous() const { return contiguous_; }
-  // The one predefined type every byte belongs to; nullptr when the type mixes basic types
-  // (or holds a predefined type RMA has no table entry for). For pair types (MPI_DOUBLE_INT)
-  // and anything built only from them, it is the pair type itself.
-  const TypeInfo* basic() const { return basic_; }
-  // Basic elements in one element of this type; 0 when basic() is nullptr.
-  std::uint64_t basic_count() const { return basic_ != nullptr ? size_ / basic_->size : 0; }
-  // For messages: "MPI_INT" for predefined types, "derived (vector)" and so on otherwise.
-  const char* description() const { return description_; }
+public:
+    // Blocks of ONE element, in type-map order, neighbours merged when contiguous in memory
+    // and in order. Empty for a type with no data (PMPI_Type_contiguous(0, ...)).
+    const std::vector<Block>& blocks() const { return blocks_; }
+    std::uint64_t size() const { return size_; }  // MPI_Type_size
+    std::int64_t lb() const { return lb_; }  // MPI_Type_get_extent's lb
+    std::int64_t extent() const { return extent_; }  // stride between elements of count
+    // Of ONE element: element i touches [i*extent + true_lb, i*extent + true_ub). 0, 0 if no data.
+    std::int64_t true_lb() const { return true_lb_; }
+    std::int64_t true_ub() const { return true_ub_; }
+    // One block at offset 0 with len == extent == size: count elements are one block.
+    bool contiguous() const { return contiguous_; }
+    // The one predefined type every byte belongs to; nullptr when the type mixes basic types
+    // (or holds a predefined type RMA has no table entry for). For pair types (MPI_DOUBLE_INT)
+    // and anything built only from them, it is the pair type itself.
+    const TypeInfo* basic() const { return basic_; }
+    // Basic elements in one element of this type; 0 when basic() is nullptr.
+    std::uint64_t basic_count() const { return basic_ != nullptr ? size_ / basic_->size : 0; }
+    // For messages: "MPI_INT" for predefined types, "derived (vector)" and so on otherwise.
+    const char* description() const { return description_; }
 
- private:
-  friend class LayoutBuilder;
-  friend class ElementCursor;
-  Layout() = default;
+private:
+    friend class LayoutBuilder;
+    friend class ElementCursor;
+    Layout() = default;
 
-  std::vector<Block> blocks_;
-  // Element runs {offset, number of basic elements at basic()->extent stride}, stored only
-  // when basic()'s data has holes (pair types with size != extent: a merged block there may
-  // glue the index of one element to the value of the next). Otherwise runs are blocks()
-  // with len / basic()->extent elements each.
-  std::vector<Block> runs_;
-  std::uint64_t size_ = 0;
-  std::int64_t lb_ = 0, extent_ = 0, true_lb_ = 0, true_ub_ = 0;
-  bool contiguous_ = false;
-  const TypeInfo* basic_ = nullptr;
-  const char* description_ = "";
+    std::vector<Block> blocks_;
+    // Element runs {offset, number of basic elements at basic()->extent stride}, stored only
+    // when basic()'s data has holes (pair types with size != extent: a merged block there may
+    // glue the index of one element to the value of the next). Otherwise runs are blocks()
+    // with len / basic()->extent elements each.
+    std::vector<Block> runs_;
+    std::uint64_t size_ = 0;
+    std::int64_t lb_ = 0, extent_ = 0, true_lb_ = 0, true_ub_ = 0;
+    bool contiguous_ = false;
+    const TypeInfo* basic_ = nullptr;
+    const char* description_ = "";
 };
 
 // The most blocks (plus element runs) one flattened type may hold: 16 Mi blocks is 256 MiB
@@ -108,15 +108,15 @@ const Layout& predefined_layout(const TypeInfo& ti);
 // MPI_SUCCESS when count x layout carry the same number of data bytes on both sides (the
 // part of "type signatures match" that can be checked without the type maps), else
 // MPI_ERR_TYPE. `what` names the pair in the message, e.g. "origin and target".
-int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b,
-                    std::uint64_t b_count, std::string* why, const char* what = "origin and target");
+int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b, std::uint64_t b_count, std::string* why,
+                    const char* what = "origin and target");
 
 // Accumulate family (MPI-3.1 §11.3.4): both layouts made of one predefined type, the same
 // one on both sides, `op` defined on it (check_accumulate) and the same number of elements.
 // MPI_ERR_TYPE / MPI_ERR_OP otherwise. With MPI_NO_OP the origin is ignored by MPI: pass the
 // result (Get_accumulate) or the target layout as `origin`.
-int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count,
-                             const Layout& target, std::uint64_t target_count, std::string* why);
+int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count, const Layout& target,
+                             std::uint64_t target_count, std::string* why);
 
 // The bytes count elements touch, relative to the buffer address: [first, second).
 // {0, 0} when count is 0 or the type has no data. Handles negative extents.
@@ -127,61 +127,60 @@ std::pair<std::int64_t, std::int64_t> footprint(const Layout& layout, std::uint6
 // count x layout as a sequence of contiguous byte pieces, in type-map order. Holds a pointer
 // to the layout's blocks: the Layout must outlive the cursor. Copyable; fixed size.
 class ByteCursor {
- public:
-  ByteCursor() = default;
-  ByteCursor(const Layout& layout, std::uint64_t count);
-  bool done() const { return done_; }
-  std::int64_t offset() const { return off_; }   // of the current piece, from the buffer
-  std::uint64_t avail() const { return avail_; } // bytes left in the current piece (> 0)
-  void advance(std::uint64_t n);                 // 0 < n <= avail()
+public:
+    ByteCursor() = default;
+    ByteCursor(const Layout& layout, std::uint64_t count);
+    bool done() const { return done_; }
+    std::int64_t offset() const { return off_; }  // of the current piece, from the buffer
+    std::uint64_t avail() const { return avail_; }  // bytes left in the current piece (> 0)
+    void advance(std::uint64_t n);  // 0 < n <= avail()
 
- private:
-  const Block& block(std::size_t i) const { return blocks_ != nullptr ? blocks_[i] : whole_; }
-  void load();
-  const Block* blocks_ = nullptr;  // nullptr: the whole transfer is `whole_`
-  std::size_t nblocks_ = 0;
-  std::int64_t extent_ = 0;
-  std::uint64_t count_ = 0, elem_ = 0;
-  std::size_t blk_ = 0;
-  std::int64_t off_ = 0;
-  std::uint64_t avail_ = 0;
-  Block whole_{0, 0};
-  bool done_ = true;
+private:
+    const Block& block(std::size_t i) const { return blocks_ != nullptr ? blocks_[i] : whole_; }
+    void load();
+    const Block* blocks_ = nullptr;  // nullptr: the whole transfer is `whole_`
+    std::size_t nblocks_ = 0;
+    std::int64_t extent_ = 0;
+    std::uint64_t count_ = 0, elem_ = 0;
+    std::size_t blk_ = 0;
+    std::int64_t off_ = 0;
+    std::uint64_t avail_ = 0;
+    Block whole_{0, 0};
+    bool done_ = true;
 };
 
 // count x layout as runs of whole basic elements (at basic()->extent stride), in type-map
 // order. Precondition: layout.basic() != nullptr. Same lifetime rule as ByteCursor.
 class ElementCursor {
- public:
-  ElementCursor() = default;
-  ElementCursor(const Layout& layout, std::uint64_t count);
-  bool done() const { return done_; }
-  std::int64_t offset() const { return off_; }    // byte offset of the current element
-  std::uint64_t avail() const { return avail_; }  // elements left in the current run (> 0)
-  void advance(std::uint64_t n);                  // 0 < n <= avail()
-  std::uint64_t element_extent() const { return bext_; }
+public:
+    ElementCursor() = default;
+    ElementCursor(const Layout& layout, std::uint64_t count);
+    bool done() const { return done_; }
+    std::int64_t offset() const { return off_; }  // byte offset of the current element
+    std::uint64_t avail() const { return avail_; }  // elements left in the current run (> 0)
+    void advance(std::uint64_t n);  // 0 < n <= avail()
+    std::uint64_t element_extent() const { return bext_; }
 
- private:
-  std::uint64_t run_len(std::size_t i) const;
-  std::int64_t run_off(std::size_t i) const { return runs_ != nullptr ? runs_[i].offset : whole_.offset; }
-  void load();
-  const Block* runs_ = nullptr;  // nullptr: the whole transfer is `whole_` (len in elements)
-  std::size_t nruns_ = 0;
-  std::uint64_t divisor_ = 1;    // runs_ lens are bytes (divide by bext_) or elements (1)
-  std::uint64_t bext_ = 1;
-  std::int64_t extent_ = 0;
-  std::uint64_t count_ = 0, elem_ = 0;
-  std::size_t run_ = 0;
-  std::int64_t off_ = 0;
-  std::uint64_t avail_ = 0;
-  Block whole_{0, 0};
-  bool done_ = true;
+private:
+    std::uint64_t run_len(std::size_t i) const;
+    std::int64_t run_off(std::size_t i) const { return runs_ != nullptr ? runs_[i].offset : whole_.offset; }
+    void load();
+    const Block* runs_ = nullptr;  // nullptr: the whole transfer is `whole_` (len in elements)
+    std::size_t nruns_ = 0;
+    std::uint64_t divisor_ = 1;  // runs_ lens are bytes (divide by bext_) or elements (1)
+    std::uint64_t bext_ = 1;
+    std::int64_t extent_ = 0;
+    std::uint64_t count_ = 0, elem_ = 0;
+    std::size_t run_ = 0;
+    std::int64_t off_ = 0;
+    std::uint64_t avail_ = 0;
+    Block whole_{0, 0};
+    bool done_ = true;
 };
 
 // Byte arithmetic that never forms an out-of-range pointer (origin_base may be MPI_BOTTOM).
 inline void* byte_address(const void* base, std::int64_t offset) {
-  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(base) +
-                                 static_cast<std::uintptr_t>(offset));
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(base) + static_cast<std::uintptr_t>(offset));
 }
 
 // ---- origin x target ----------------------------------------------------------------------
@@ -193,37 +192,38 @@ inline constexpr std::size_t kMaxBatch = 256;  // chunks handed to a transport a
 // side ends first: check_signature() beforehand. A caller whose transport answers "retry"
 // keeps the chunks it got and re-posts them; the zipper itself never goes backwards.
 class ChunkZipper {
- public:
-  ChunkZipper(const Layout& origin, std::uint64_t origin_count, void* origin_base,
-              const Layout& target, std::uint64_t target_count, std::uint64_t target_offset)
-      : origin_(origin, origin_count), target_(target, target_count), origin_base_(origin_base),
-        target_offset_(target_offset) {}
-  // Writes up to max chunks to out; returns how many. 0 means finished.
-  std::size_t next(Chunk* out, std::size_t max);
-  bool done() const { return origin_.done() || target_.done(); }
-  std::uint64_t bytes() const { return bytes_; }  // data bytes handed out so far
+public:
+    ChunkZipper(const Layout& origin, std::uint64_t origin_count, void* origin_base, const Layout& target,
+                std::uint64_t target_count, std::uint64_t target_offset)
+        : origin_(origin, origin_count),
+          target_(target, target_count),
+          origin_base_(origin_base),
+          target_offset_(target_offset) {}
+    // Writes up to max chunks to out; returns how many. 0 means finished.
+    std::size_t next(Chunk* out, std::size_t max);
+    bool done() const { return origin_.done() || target_.done(); }
+    std::uint64_t bytes() const { return bytes_; }  // data bytes handed out so far
 
- private:
-  ByteCursor origin_, target_;
-  void* origin_base_;
-  std::uint64_t target_offset_;
-  std::uint64_t bytes_ = 0;
+private:
+    ByteCursor origin_, target_;
+    void* origin_base_;
+    std::uint64_t target_offset_;
+    std::uint64_t bytes_ = 0;
 };
 
 // Chunks {origin_base + origin offset, target_offset + target offset, len} in type-map order,
 // in batches of at most kMaxBatch, to fn(const Chunk*, std::size_t n) -> bool; false stops the
 // walk and zip_chunks returns false. No allocation; a batch lives on the stack.
 template <class Fn>
-bool zip_chunks(const Layout& origin, std::uint64_t origin_count, void* origin_base,
-                const Layout& target, std::uint64_t target_count, std::uint64_t target_offset,
-                Fn&& fn) {
-  ChunkZipper zip(origin, origin_count, origin_base, target, target_count, target_offset);
-  Chunk batch[kMaxBatch];
-  for (;;) {
-    std::size_t n = zip.next(batch, kMaxBatch);
-    if (n == 0) return true;
-    if (!fn(static_cast<const Chunk*>(batch), n)) return false;
-  }
+bool zip_chunks(const Layout& origin, std::uint64_t origin_count, void* origin_base, const Layout& target,
+                std::uint64_t target_count, std::uint64_t target_offset, Fn&& fn) {
+    ChunkZipper zip(origin, origin_count, origin_base, target, target_count, target_offset);
+    Chunk batch[kMaxBatch];
+    for (;;) {
+        std::size_t n = zip.next(batch, kMaxBatch);
+        if (n == 0) return true;
+        if (!fn(static_cast<const Chunk*>(batch), n)) return false;
+    }
 }
 
 // N layouts walked together as runs of whole basic elements, each run contiguous (at the
@@ -232,61 +232,60 @@ bool zip_chunks(const Layout& origin, std::uint64_t origin_count, void* origin_b
 // caller pipelining through a bounded bounce buffer sets it).
 template <std::size_t N>
 class ElementZipper {
- public:
-  struct Run {
-    std::array<std::int64_t, N> offset;  // byte offsets from each side's base
-    std::uint64_t n;                     // elements
-  };
-  ElementZipper(const std::array<const Layout*, N>& layouts,
-                const std::array<std::uint64_t, N>& counts, std::uint64_t max_run = UINT64_MAX)
-      : max_run_(max_run == 0 ? 1 : max_run) {
-    for (std::size_t i = 0; i < N; ++i) cursors_[i] = ElementCursor(*layouts[i], counts[i]);
-    bext_ = cursors_[0].element_extent();
-  }
-  // The next run, false when any side has ended.
-  bool next(Run* run) {
-    bool have = false;
-    while (!ended()) {
-      std::uint64_t n = max_run_;
-      for (const ElementCursor& c : cursors_) n = std::min(n, c.avail());
-      if (have) {
-        bool continues = run->n < max_run_;
-        for (std::size_t i = 0; i < N && continues; ++i)
-          continues = std::uint64_t(cursors_[i].offset()) ==
-                      std::uint64_t(run->offset[i]) + run->n * bext_;
-        if (!continues) return true;
-        n = std::min(n, max_run_ - run->n);
-        run->n += n;
-      } else {
-        for (std::size_t i = 0; i < N; ++i) run->offset[i] = cursors_[i].offset();
-        run->n = n;
-        have = true;
-      }
-      for (ElementCursor& c : cursors_) c.advance(n);
+public:
+    struct Run {
+        std::array<std::int64_t, N> offset;  // byte offsets from each side's base
+        std::uint64_t n;  // elements
+    };
+    ElementZipper(const std::array<const Layout*, N>& layouts, const std::array<std::uint64_t, N>& counts,
+                  std::uint64_t max_run = UINT64_MAX)
+        : max_run_(max_run == 0 ? 1 : max_run) {
+        for (std::size_t i = 0; i < N; ++i) cursors_[i] = ElementCursor(*layouts[i], counts[i]);
+        bext_ = cursors_[0].element_extent();
     }
-    return have;
-  }
-  bool ended() const {
-    for (const ElementCursor& c : cursors_)
-      if (c.done()) return true;
-    return false;
-  }
+    // The next run, false when any side has ended.
+    bool next(Run* run) {
+        bool have = false;
+        while (!ended()) {
+            std::uint64_t n = max_run_;
+            for (const ElementCursor& c : cursors_) n = std::min(n, c.avail());
+            if (have) {
+                bool continues = run->n < max_run_;
+                for (std::size_t i = 0; i < N && continues; ++i)
+                    continues = std::uint64_t(cursors_[i].offset()) == std::uint64_t(run->offset[i]) + run->n * bext_;
+                if (!continues) return true;
+                n = std::min(n, max_run_ - run->n);
+                run->n += n;
+            } else {
+                for (std::size_t i = 0; i < N; ++i) run->offset[i] = cursors_[i].offset();
+                run->n = n;
+                have = true;
+            }
+            for (ElementCursor& c : cursors_) c.advance(n);
+        }
+        return have;
+    }
+    bool ended() const {
+        for (const ElementCursor& c : cursors_)
+            if (c.done()) return true;
+        return false;
+    }
 
- private:
-  std::array<ElementCursor, N> cursors_;
-  std::uint64_t bext_ = 1;
-  std::uint64_t max_run_;
+private:
+    std::array<ElementCursor, N> cursors_;
+    std::uint64_t bext_ = 1;
+    std::uint64_t max_run_;
 };
 
 namespace layout_internal {
 template <class Fn, class... Args>
 bool call_continue(Fn& fn, Args&&... args) {
-  if constexpr (std::is_void_v<std::invoke_result_t<Fn&, Args...>>) {
-    fn(std::forward<Args>(args)...);
-    return true;
-  } else {
-    return static_cast<bool>(fn(std::forward<Args>(args)...));
-  }
+    if constexpr (std::is_void_v<std::invoke_result_t<Fn&, Args...>>) {
+        fn(std::forward<Args>(args)...);
+        return true;
+    } else {
+        return static_cast<bool>(fn(std::forward<Args>(args)...));
+    }
 }
 }  // namespace layout_internal
 
@@ -296,40 +295,36 @@ bool call_continue(Fn& fn, Args&&... args) {
 // fn may return void or bool (false stops; zip_elements then returns false). Returns false
 // without calling fn when the basic types differ or are nullptr (check_accumulate_layouts).
 template <class Fn>
-bool zip_elements(const Layout& origin, std::uint64_t origin_count, const void* origin_base,
-                  const Layout& target, std::uint64_t target_count, std::uint64_t target_offset,
-                  Fn&& fn, std::uint64_t max_run = UINT64_MAX) {
-  if (origin.basic() == nullptr || origin.basic() != target.basic()) return false;
-  ElementZipper<2> zip({&origin, &target}, {origin_count, target_count}, max_run);
-  typename ElementZipper<2>::Run r;
-  while (zip.next(&r)) {
-    if (!layout_internal::call_continue(fn, static_cast<const void*>(byte_address(origin_base, r.offset[0])),
-                                        target_offset + std::uint64_t(r.offset[1]), r.n))
-      return false;
-  }
-  return true;
+bool zip_elements(const Layout& origin, std::uint64_t origin_count, const void* origin_base, const Layout& target,
+                  std::uint64_t target_count, std::uint64_t target_offset, Fn&& fn,
+                  std::uint64_t max_run = UINT64_MAX) {
+    if (origin.basic() == nullptr || origin.basic() != target.basic()) return false;
+    ElementZipper<2> zip({&origin, &target}, {origin_count, target_count}, max_run);
+    typename ElementZipper<2>::Run r;
+    while (zip.next(&r)) {
+        if (!layout_internal::call_continue(fn, static_cast<const void*>(byte_address(origin_base, r.offset[0])),
+                                            target_offset + std::uint64_t(r.offset[1]), r.n))
+            return false;
+    }
+    return true;
 }
 
 // Get_accumulate: origin, result and target together. fn(const void* origin_elems,
 // void* result_elems, std::uint64_t target_offset, std::uint64_t n).
 template <class Fn>
-bool zip_elements(const Layout& origin, std::uint64_t origin_count, const void* origin_base,
-                  const Layout& result, std::uint64_t result_count, void* result_base,
-                  const Layout& target, std::uint64_t target_count, std::uint64_t target_offset,
-                  Fn&& fn, std::uint64_t max_run = UINT64_MAX) {
-  if (origin.basic() == nullptr || origin.basic() != target.basic() ||
-      result.basic() != target.basic())
-    return false;
-  ElementZipper<3> zip({&origin, &result, &target}, {origin_count, result_count, target_count},
-                       max_run);
-  typename ElementZipper<3>::Run r;
-  while (zip.next(&r)) {
-    if (!layout_internal::call_continue(fn, static_cast<const void*>(byte_address(origin_base, r.offset[0])),
-                                        byte_address(result_base, r.offset[1]),
-                                        target_offset + std::uint64_t(r.offset[2]), r.n))
-      return false;
-  }
-  return true;
+bool zip_elements(const Layout& origin, std::uint64_t origin_count, const void* origin_base, const Layout& result,
+                  std::uint64_t result_count, void* result_base, const Layout& target, std::uint64_t target_count,
+                  std::uint64_t target_offset, Fn&& fn, std::uint64_t max_run = UINT64_MAX) {
+    if (origin.basic() == nullptr || origin.basic() != target.basic() || result.basic() != target.basic()) return false;
+    ElementZipper<3> zip({&origin, &result, &target}, {origin_count, result_count, target_count}, max_run);
+    typename ElementZipper<3>::Run r;
+    while (zip.next(&r)) {
+        if (!layout_internal::call_continue(fn, static_cast<const void*>(byte_address(origin_base, r.offset[0])),
+                                            byte_address(result_base, r.offset[1]),
+                                            target_offset + std::uint64_t(r.offset[2]), r.n))
+            return false;
+    }
+    return true;
 }
 
 }  // namespace fastrma::detail

@@ -28,15 +28,15 @@ struct Op {
     MPI_Op op = MPI_OP_NULL;
     std::shared_ptr<const Layout> olay, rlay, tlay;  // origin, result, target
     std::uint64_t ocount = 0, rcount = 0, tcount = 0;
-    std::uint64_t bytes = 0;         // data bytes at the target
-    std::int64_t lo = 0, hi = 0;     // footprint at the target, relative to offset
+    std::uint64_t bytes = 0;  // data bytes at the target
+    std::int64_t lo = 0, hi = 0;  // footprint at the target, relative to offset
     const void* origin = nullptr;
     void* result = nullptr;
     const void* compare = nullptr;
-    std::uint64_t offset = 0;        // byte offset in the target's window part
-    Completion* done = nullptr;      // request-based operations: signalled once complete
+    std::uint64_t offset = 0;  // byte offset in the target's window part
+    Completion* done = nullptr;  // request-based operations: signalled once complete
     Op* next = nullptr;
-    void* home = nullptr;            // the pool it came from
+    void* home = nullptr;  // the pool it came from
 };
 
 const char* rma_kind_name(RmaKind k);

@@ -19,8 +19,7 @@ namespace fastrma::detail {
 template <class T>
 class Pool {
 public:
-    explicit Pool(std::size_t capacity, Pool* parent = nullptr)
-        : capacity_(capacity), parent_(parent) {}
+    explicit Pool(std::size_t capacity, Pool* parent = nullptr) : capacity_(capacity), parent_(parent) {}
     Pool(const Pool&) = delete;
     Pool& operator=(const Pool&) = delete;
 
@@ -55,9 +54,18 @@ public:
     }
 
     std::size_t capacity() const { return capacity_; }
-    std::size_t live() const { std::lock_guard lk(mu_); return live_; }
-    std::size_t peak() const { std::lock_guard lk(mu_); return peak_; }
-    std::size_t allocated() const { std::lock_guard lk(mu_); return storage_.size(); }
+    std::size_t live() const {
+        std::lock_guard lk(mu_);
+        return live_;
+    }
+    std::size_t peak() const {
+        std::lock_guard lk(mu_);
+        return peak_;
+    }
+    std::size_t allocated() const {
+        std::lock_guard lk(mu_);
+        return storage_.size();
+    }
 
 private:
     void note_live(long d) {

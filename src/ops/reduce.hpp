@@ -46,46 +46,76 @@ enum class TypeClass : uint8_t { c_integer, fortran_integer, floating, logical, 
 // share a representation (MPI_INT, MPI_INT32_T, MPI_INTEGER, MPI_LOGICAL) share kernels;
 // the TypeClass decides which ops are legal on them.
 enum class Repr : uint8_t {
-  i8, i16, i32, i64, u8, u16, u32, u64,
-  f32, f64, f_long,                 // float, double, long double
-  c32, c64, c_long,                 // complex of float, double, long double
-  pair_f32_i32, pair_f64_i32, pair_i64_i32, pair_i32_i32, pair_i16_i32, pair_flong_i32,
-  pair_f32_f32, pair_f64_f64,       // MPI_2REAL, MPI_2DOUBLE_PRECISION (index is a REAL too)
-  opaque,                           // only MPI_REPLACE / MPI_NO_OP: bytes are copied
-  count_
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
+    f32,
+    f64,
+    f_long,  // float, double, long double
+    c32,
+    c64,
+    c_long,  // complex of float, double, long double
+    pair_f32_i32,
+    pair_f64_i32,
+    pair_i64_i32,
+    pair_i32_i32,
+    pair_i16_i32,
+    pair_flong_i32,
+    pair_f32_f32,
+    pair_f64_f64,  // MPI_2REAL, MPI_2DOUBLE_PRECISION (index is a REAL too)
+    opaque,  // only MPI_REPLACE / MPI_NO_OP: bytes are copied
+    count_
 };
 
 // The predefined ops in a form that can travel between processes. The first twelve are the
 // arithmetic ones that have kernels; replace and no_op are handled as byte copies.
 enum class OpKind : uint8_t {
-  max, min, sum, prod, land, band, lor, bor, lxor, bxor, maxloc, minloc, replace, no_op,
-  invalid  // MPI_OP_NULL, user-defined ops, garbage
+    max,
+    min,
+    sum,
+    prod,
+    land,
+    band,
+    lor,
+    bor,
+    lxor,
+    bxor,
+    maxloc,
+    minloc,
+    replace,
+    no_op,
+    invalid  // MPI_OP_NULL, user-defined ops, garbage
 };
 
 struct TypeInfo {
-  MPI_Datatype type;
-  const char* name;
-  TypeClass cls;
-  size_t size;    // MPI_Type_size: data bytes of one element (pairs: value + index, no padding)
-  size_t extent;  // bytes between consecutive elements (pairs include padding)
-  // Pair types: value at offset 0, index (int, or the second REAL/DOUBLE/INTEGER) at
-  // index_offset. Other types: value_size == size, index_offset == index_size == 0.
-  size_t value_size;
-  size_t index_offset;
-  size_t index_size;
-  // extent is 1, 2, 4 or 8 and one lock-free CAS of that width updates an aligned element.
-  bool native_atomic;
-  // The atomicity domain windows use for this type when their memory is mapped: CPU atomics
-  // for native integer, logical and byte types (fetch-add, and, or, xor are one locked
-  // instruction; the PGAS counters), the target's striped accumulate lock with plain,
-  // vectorised kernels for everything else. Floating, complex and pair types would need a
-  // compare-and-swap loop per element, several times slower than the locked kernel
-  // (docs/accumulate.md). Per type, never per op or size, so one element never sees both.
-  bool cpu_domain;
-  // Additions beyond the MPI view:
-  bool multi_language;  // MPI_AINT, MPI_OFFSET, MPI_COUNT
-  Repr repr;
-  uint8_t id;  // index into the table; same in every process of one build (use on the wire)
+    MPI_Datatype type;
+    const char* name;
+    TypeClass cls;
+    size_t size;  // MPI_Type_size: data bytes of one element (pairs: value + index, no padding)
+    size_t extent;  // bytes between consecutive elements (pairs include padding)
+    // Pair types: value at offset 0, index (int, or the second REAL/DOUBLE/INTEGER) at
+    // index_offset. Other types: value_size == size, index_offset == index_size == 0.
+    size_t value_size;
+    size_t index_offset;
+    size_t index_size;
+    // extent is 1, 2, 4 or 8 and one lock-free CAS of that width updates an aligned element.
+    bool native_atomic;
+    // The atomicity domain windows use for this type when their memory is mapped: CPU atomics
+    // for native integer, logical and byte types (fetch-add, and, or, xor are one locked
+    // instruction; the PGAS counters), the target's striped accumulate lock with plain,
+    // vectorised kernels for everything else. Floating, complex and pair types would need a
+    // compare-and-swap loop per element, several times slower than the locked kernel
+    // (docs/accumulate.md). Per type, never per op or size, so one element never sees both.
+    bool cpu_domain;
+    // Additions beyond the MPI view:
+    bool multi_language;  // MPI_AINT, MPI_OFFSET, MPI_COUNT
+    Repr repr;
+    uint8_t id;  // index into the table; same in every process of one build (use on the wire)
 };
 
 // The largest TypeInfo::size / extent in the table (MPI_C_LONG_DOUBLE_COMPLEX, MPI_2DOUBLE_COMPLEX).
@@ -120,10 +150,8 @@ int check_compare_and_swap(MPI_Datatype t, std::string* why);
 // buffer but must not partially overlap; old_out must overlap neither. With MPI_NO_OP src
 // is never read and may be null (also in reduce_atomic).
 // Precondition: check_accumulate(op, ti.type) == MPI_SUCCESS (asserted in debug builds).
-void reduce(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count,
-            void* old_out = nullptr);
-void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count,
-            void* old_out = nullptr);
+void reduce(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out = nullptr);
+void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out = nullptr);
 
 // Atomic, element-wise, on directly addressable memory that other processes may update with
 // this same function or with plain CPU atomics of width ti.extent: each element is read or
@@ -135,10 +163,8 @@ void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t co
 // anything when ti is not native_atomic or dst is not aligned to ti.extent (and, as a
 // precondition failure, when op is not defined on ti); the caller then locks and reduce()s.
 // Each element is atomic on its own; a multi-element call is not atomic as a whole (as MPI).
-bool reduce_atomic(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count,
-                   void* old_out = nullptr);
-bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count,
-                   void* old_out = nullptr);
+bool reduce_atomic(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out = nullptr);
+bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out = nullptr);
 
 // The 16-byte block way of reduce_atomic(): available on x86-64 CPUs with cmpxchg16b (not
 // under ThreadSanitizer), and then on unless set_wide_cas(false). For tests and benchmarks,
@@ -157,9 +183,7 @@ bool set_avx2_kernels(bool on);
 // One element: if *dst == *compare (bitwise) then *dst = *origin; *result = the old *dst.
 // The atomic form returns false on the same conditions as reduce_atomic (and for types whose
 // size differs from their extent); the caller then locks and uses compare_and_swap().
-bool compare_and_swap_atomic(const TypeInfo& ti, void* dst, const void* origin,
-                             const void* compare, void* result);
-void compare_and_swap(const TypeInfo& ti, void* dst, const void* origin, const void* compare,
-                      void* result);
+bool compare_and_swap_atomic(const TypeInfo& ti, void* dst, const void* origin, const void* compare, void* result);
+void compare_and_swap(const TypeInfo& ti, void* dst, const void* origin, const void* compare, void* result);
 
 }  // namespace fastrma::detail

@@ -19,12 +19,19 @@ public:
     void lock() {
         for (unsigned spins = 0; !try_lock(); ++spins) {
             while (held_.load(std::memory_order_relaxed)) {
-                if (++spins > 64) { sched_yield(); spins = 0; } else __builtin_ia32_pause();
+                if (++spins > 64) {
+                    sched_yield();
+                    spins = 0;
+                } else
+                    __builtin_ia32_pause();
             }
         }
     }
-    bool try_lock() { return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire); }
+    bool try_lock() {
+        return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire);
+    }
     void unlock() { held_.store(false, std::memory_order_release); }
+
 private:
     std::atomic<bool> held_{false};
 };

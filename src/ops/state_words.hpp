@@ -26,7 +26,7 @@ inline std::size_t dyn_table_word0(int nprocs) { return lock_waiters_word0(nproc
 constexpr std::size_t kDynHeaderWords = 2;  // [0] version (seqlock: odd while changing), [1] count
 
 enum StateWord : std::size_t {
-    kLockLocal = 0 * kWordsPerLine,   // exclusive bit + shared count (every process)
+    kLockLocal = 0 * kWordsPerLine,  // exclusive bit + shared count (every process)
     kLockGlobal = 1 * kWordsPerLine,  // lock_all holders << 32 | exclusive holders (master)
     kPscwComplete = 2 * kWordsPerLine,  // completes received (monotone counter)
     kAccStripe0 = 3 * kWordsPerLine,  // accumulate-lock stripes, one line each
@@ -37,13 +37,13 @@ constexpr int kMaxAccStripes = 32;
 // page (so no process keeps per-peer arrays: O(1) memory per window in the number of ranks).
 enum InfoWord : std::size_t {
     kInfoPid = kAccStripe0 + kMaxAccStripes * kWordsPerLine,
-    kInfoBase,       // data address in the owner's address space (cross-memory attach)
-    kInfoSize,       // bytes of its part
+    kInfoBase,  // data address in the owner's address space (cross-memory attach)
+    kInfoSize,  // bytes of its part
     kInfoDispUnit,
-    kInfoDataOff,    // offset of its data in the window's node segment, or kNoData
-    kInfoArena,      // 1: its data is FRMA_Alloc_mem memory, exported below
-    kInfoArenaOff,   // offset of the data inside that allocation
-    kInfoArenaSeg,   // a SegmentExport, kArenaSegWords words
+    kInfoDataOff,  // offset of its data in the window's node segment, or kNoData
+    kInfoArena,  // 1: its data is FRMA_Alloc_mem memory, exported below
+    kInfoArenaOff,  // offset of the data inside that allocation
+    kInfoArenaSeg,  // a SegmentExport, kArenaSegWords words
 };
 constexpr std::size_t kArenaSegWords = 12;
 // My process's doorbell (ProgressEngine::bell_export, a SegmentExport like kInfoArenaSeg),
@@ -54,7 +54,7 @@ constexpr std::uint64_t kNoData = ~0ull;
 static_assert((kLockKick + 1) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
-constexpr std::uint64_t kGlobalLockAll = 1ull << 32;   // in kLockGlobal
+constexpr std::uint64_t kGlobalLockAll = 1ull << 32;  // in kLockGlobal
 constexpr std::uint64_t kLow32 = 0xffffffffull;
 
 }  // namespace fastrma::detail

@@ -19,14 +19,14 @@ enum class SyncFlag : std::uint8_t { flush_local, flush, unlock };
 struct Target {
     int rank = -1;
     AccessState state = AccessState::none;
-    int lock_type = 0;       // MPI_LOCK_SHARED / MPI_LOCK_EXCLUSIVE
+    int lock_type = 0;  // MPI_LOCK_SHARED / MPI_LOCK_EXCLUSIVE
     int assert_ = 0;
-    bool acquired = false;   // lock words really taken (false under MPI_MODE_NOCHECK)
+    bool acquired = false;  // lock words really taken (false under MPI_MODE_NOCHECK)
     Op* head = nullptr;
     Op* tail = nullptr;
     std::size_t npending = 0;
     std::uint64_t issued = 0;  // ops issued to it in this epoch
-    int error = 0;             // the first error of an op another thread issued (MPI class)
+    int error = 0;  // the first error of an op another thread issued (MPI class)
     std::uint32_t backoff_us = 0;
     std::uint64_t next_try_ns = 0;
     Target* next = nullptr;  // in its slot's list
@@ -34,7 +34,10 @@ struct Target {
 
     void push(Op* op) {
         op->next = nullptr;
-        if (tail) tail->next = op; else head = op;
+        if (tail)
+            tail->next = op;
+        else
+            head = op;
         tail = op;
         ++npending;
     }

@@ -46,7 +46,10 @@ bool host_progress_add(const void* key, std::function<bool()> fn) {
 void host_progress_remove(const void* key) {
     std::lock_guard lk(g_mu);  // waits for a running callback
     for (auto it = g_entries.begin(); it != g_entries.end(); ++it)
-        if (it->first == key) { g_entries.erase(it); return; }
+        if (it->first == key) {
+            g_entries.erase(it);
+            return;
+        }
 }
 
 bool in_host_progress() { return t_inside; }

@@ -34,6 +34,7 @@ public:
     ~HostProgressGuard();
     HostProgressGuard(const HostProgressGuard&) = delete;
     HostProgressGuard& operator=(const HostProgressGuard&) = delete;
+
 private:
     bool prev_;
 };

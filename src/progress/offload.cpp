@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transport/copy.hpp"
 #include "transport/cma.hpp"
+#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 
@@ -26,9 +26,8 @@ CopyOffload::CopyOffload(std::size_t piece, std::size_t capacity)
       ring_(pow2_at_least(std::max<std::size_t>(capacity, 2))),
       mask_(ring_.size() - 1) {}
 
-std::uint64_t CopyOffload::push(pid_t pid, bool write, void* local, std::uint64_t remote,
-                                std::size_t len, std::atomic<int>* err, Kernel fn, const void* a0,
-                                const void* a1, std::size_t elem) {
+std::uint64_t CopyOffload::push(pid_t pid, bool write, void* local, std::uint64_t remote, std::size_t len,
+                                std::atomic<int>* err, Kernel fn, const void* a0, const void* a1, std::size_t elem) {
     const std::size_t piece = std::max(elem, piece_ / elem * elem);  // whole elements
     const std::size_t n = (len + piece - 1) / piece;
     std::lock_guard lk(mu_);
@@ -58,16 +57,15 @@ std::uint64_t CopyOffload::submit(void* dst, const void* src, std::size_t len, s
     return push(0, true, const_cast<void*>(src), reinterpret_cast<std::uint64_t>(dst), len, err);
 }
 
-std::uint64_t CopyOffload::submit_cma(pid_t pid, bool write, void* local, std::uint64_t raddr,
-                                      std::size_t len, std::atomic<int>* err) {
+std::uint64_t CopyOffload::submit_cma(pid_t pid, bool write, void* local, std::uint64_t raddr, std::size_t len,
+                                      std::atomic<int>* err) {
     return push(pid, write, local, raddr, len, err);
 }
 
-std::uint64_t CopyOffload::submit_kernel(Kernel fn, const void* a0, const void* a1, void* dst,
-                                         const void* src, std::size_t len, std::size_t elem,
-                                         std::atomic<int>* err) {
-    return push(0, true, const_cast<void*>(src), reinterpret_cast<std::uint64_t>(dst), len, err, fn,
-                a0, a1, std::max<std::size_t>(elem, 1));
+std::uint64_t CopyOffload::submit_kernel(Kernel fn, const void* a0, const void* a1, void* dst, const void* src,
+                                         std::size_t len, std::size_t elem, std::atomic<int>* err) {
+    return push(0, true, const_cast<void*>(src), reinterpret_cast<std::uint64_t>(dst), len, err, fn, a0, a1,
+                std::max<std::size_t>(elem, 1));
 }
 
 void CopyOffload::execute(const Piece& p) {
@@ -108,7 +106,10 @@ void CopyOffload::wait(std::uint64_t seq) {
     for (unsigned spins = 0; !done(seq);) {
         if (run_one()) continue;
         // Queue empty: the last pieces run on other workers; they take microseconds.
-        if (++spins > 256) sched_yield(); else __builtin_ia32_pause();
+        if (++spins > 256)
+            sched_yield();
+        else
+            __builtin_ia32_pause();
     }
 }
 

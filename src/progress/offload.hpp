@@ -34,14 +34,14 @@ public:
     std::uint64_t submit(void* dst, const void* src, std::size_t len, std::atomic<int>* err);
     // Cross-memory attach: len bytes between local and remote address raddr of pid
     // (write: local -> remote). A failed transfer stores an MPI error class in *err.
-    std::uint64_t submit_cma(pid_t pid, bool write, void* local, std::uint64_t raddr,
-                             std::size_t len, std::atomic<int>* err);
+    std::uint64_t submit_cma(pid_t pid, bool write, void* local, std::uint64_t raddr, std::size_t len,
+                             std::atomic<int>* err);
 
     // An element-wise kernel instead of a copy (accumulate): fn(a0, a1, dst, src, bytes) on
     // pieces that are whole multiples of elem bytes.
     using Kernel = void (*)(const void* a0, const void* a1, void* dst, const void* src, std::size_t bytes);
-    std::uint64_t submit_kernel(Kernel fn, const void* a0, const void* a1, void* dst, const void* src,
-                                std::size_t len, std::size_t elem, std::atomic<int>* err);
+    std::uint64_t submit_kernel(Kernel fn, const void* a0, const void* a1, void* dst, const void* src, std::size_t len,
+                                std::size_t elem, std::atomic<int>* err);
 
     bool done(std::uint64_t seq) const { return retired_.load(std::memory_order_acquire) >= seq; }
     // Until every piece before seq is finished, helping with the queue meanwhile.
@@ -58,17 +58,16 @@ private:
         unsigned char* local = nullptr;
         std::uint64_t remote = 0;  // address: mapped pointer, or the peer's (cma)
         std::size_t len = 0;
-        pid_t pid = 0;             // 0: memcpy between mappings
-        bool write = false;        // local -> remote
+        pid_t pid = 0;  // 0: memcpy between mappings
+        bool write = false;  // local -> remote
         bool finished = false;
         std::atomic<int>* err = nullptr;
-        Kernel fn = nullptr;       // else a copy
+        Kernel fn = nullptr;  // else a copy
         const void* a0 = nullptr;
         const void* a1 = nullptr;
     };
-    std::uint64_t push(pid_t pid, bool write, void* local, std::uint64_t remote, std::size_t len,
-                       std::atomic<int>* err, Kernel fn = nullptr, const void* a0 = nullptr,
-                       const void* a1 = nullptr, std::size_t elem = 1);
+    std::uint64_t push(pid_t pid, bool write, void* local, std::uint64_t remote, std::size_t len, std::atomic<int>* err,
+                       Kernel fn = nullptr, const void* a0 = nullptr, const void* a1 = nullptr, std::size_t elem = 1);
     static void execute(const Piece& p);
 
     const std::size_t piece_;

@@ -28,8 +28,8 @@ namespace {
 // own mapping of the bell page.
 void futex_wait(std::atomic<std::uint32_t>* w, std::uint32_t expected, long timeout_ns) {
     timespec ts{timeout_ns / 1000000000L, timeout_ns % 1000000000L};
-    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT, expected,
-            timeout_ns > 0 ? &ts : nullptr, nullptr, 0);
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAIT, expected, timeout_ns > 0 ? &ts : nullptr,
+            nullptr, 0);
 }
 void futex_wake_all(std::atomic<std::uint32_t>* w) {
     syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(w), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
@@ -93,8 +93,7 @@ int ProgressEngine::add_poller(Poller p) {
 
 void ProgressEngine::remove_poller(int id) {
     std::lock_guard lk(mu_);
-    pollers_.erase(std::remove_if(pollers_.begin(), pollers_.end(),
-                                  [id](auto& e) { return e.first == id; }),
+    pollers_.erase(std::remove_if(pollers_.begin(), pollers_.end(), [id](auto& e) { return e.first == id; }),
                    pollers_.end());
 }
 
@@ -118,7 +117,8 @@ void ProgressEngine::mark_helped() {
 void ProgressEngine::mark_hook_helped() {
     // A plain load and store, not a read-modify-write: two threads in MPI at once may lose a
     // count, which only the rate estimate sees; the line stays in the caller's cache.
-    if (!t_progress_thread) hook_calls_.store(hook_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (!t_progress_thread)
+        hook_calls_.store(hook_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 std::optional<Poll> ProgressEngine::help() {
@@ -148,8 +148,7 @@ std::uint64_t ProgressEngine::thread_cpu_ns() const {
     return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
 
-Placement ProgressEngine::placement(int configured, int cpuset_pus, int machine_pus, int local_index,
-                                    int local_size) {
+Placement ProgressEngine::placement(int configured, int cpuset_pus, int machine_pus, int local_index, int local_size) {
     if (configured >= 0) return {Placement::pu, cpuset_pus > 0 ? configured % cpuset_pus : 0};
     if (configured == -2) return {Placement::unpinned, 0};
     if (cpuset_pus <= 1) return {Placement::pu, 0};
@@ -168,7 +167,10 @@ int ProgressEngine::pin() {
     int n = 0;
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0) return 0;
-    if (hwloc_topology_load(topo) != 0) { hwloc_topology_destroy(topo); return 0; }
+    if (hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
+        return 0;
+    }
     hwloc_bitmap_t set = hwloc_bitmap_alloc();
     if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(set))
         n = hwloc_bitmap_weight(set);
@@ -184,7 +186,10 @@ int ProgressEngine::pin() {
     if (n > 0 && where.kind == Placement::pu) {
         int pu = -1, i = 0;
         for (int id = hwloc_bitmap_first(set); id != -1; id = hwloc_bitmap_next(set, id), ++i)
-            if (i == where.index) { pu = id; break; }
+            if (i == where.index) {
+                pu = id;
+                break;
+            }
         if (pu >= 0) {
             hwloc_bitmap_t one = hwloc_bitmap_alloc();
             hwloc_bitmap_only(one, unsigned(pu));
@@ -275,10 +280,10 @@ void ProgressEngine::loop() {
     QuietPredictor predictor;
     std::uint64_t answers_seen = g_answers_sent.load(std::memory_order_relaxed);
     bool burst_answered = false;  // the current burst of work answered an origin
-    bool in_quiet = false;        // a quiet period began (waiting since the last busy pass)
+    bool in_quiet = false;  // a quiet period began (waiting since the last busy pass)
     bool quiet_after_answer = false;
     std::uint64_t predicted_ns = 0;  // the first sleep of this quiet, when predicted
-    bool after_prediction = false;   // the last sleep was a predicted one
+    bool after_prediction = false;  // the last sleep was a predicted one
     while (true) {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         // An application thread is waiting and serving (help()): leave the cores to it.
@@ -290,7 +295,8 @@ void ProgressEngine::loop() {
             // serves only then, and standing down for it would make every am request wait for
             // its next MPI call. A count and a clock read per look, no wake-up (the variants
             // tried: docs/progress.md).
-            bool helping = helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
+            bool helping =
+                helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
             const std::uint64_t calls = hook_calls_.load(std::memory_order_relaxed);
             if (calls != hook_calls_seen) {
                 const std::uint64_t now = now_ns();
@@ -378,7 +384,10 @@ void ProgressEngine::loop() {
         std::uint64_t until = now_ns() + std::uint64_t(spin_us) * 1000;
         bool rang = false;
         while (now_ns() < until) {
-            if (bell_->ring.load(std::memory_order_acquire) != bell) { rang = true; break; }
+            if (bell_->ring.load(std::memory_order_acquire) != bell) {
+                rang = true;
+                break;
+            }
             __builtin_ia32_pause();
         }
         if (rang) continue;

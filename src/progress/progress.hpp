@@ -79,6 +79,7 @@ public:
         for (unsigned i = 1; i < kDepth; ++i) shortest = std::min(shortest, ring_[i]);
         return shortest >= kMinNs ? shortest / 2 : 0;
     }
+
 private:
     std::uint64_t ring_[kDepth] = {};
     unsigned next_ = 0, n_ = 0;
@@ -111,7 +112,7 @@ public:
 
     int add_poller(Poller p);
     void remove_poller(int id);  // on return the poller is not running and will not run
-    void wake();                 // ring the doorbell
+    void wake();  // ring the doorbell
     // An application thread waiting for something a peer will signal: sleep up to us
     // microseconds or until the doorbell rings (a peer released a lock, a local post).
     void doze(unsigned us);
@@ -155,8 +156,7 @@ public:
     // the only PU of a one-PU cpuset; else follow when the ranks that share the cpuset
     // (local_size spread evenly over the machine) leave no PU to spare; else one PU per
     // local rank, counted from the end of the cpuset.
-    static Placement placement(int configured, int cpuset_pus, int machine_pus, int local_index,
-                               int local_size);
+    static Placement placement(int configured, int cpuset_pus, int machine_pus, int local_index, int local_size);
     bool following() const { return follow_.load(std::memory_order_relaxed); }
     std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
     std::uint64_t stand_downs() const { return stand_downs_.load(std::memory_order_relaxed); }
@@ -176,13 +176,13 @@ private:
     int local_index_;
     int local_size_;
     std::atomic<bool> follow_{false};  // set by the thread in pin()
-    cpu_set_t cpuset_{};               // the process's cpuset (follow: where it may go)
-    int stat_fd_ = -1;                 // the main thread's /proc stat file, kept open (follow)
+    cpu_set_t cpuset_{};  // the process's cpuset (follow: where it may go)
+    int stat_fd_ = -1;  // the main thread's /proc stat file, kept open (follow)
     std::uint64_t follow_next_ns_ = 0;
     std::thread thread_;
     std::atomic<bool> stop_{false};
-    ShmSegment bell_seg_;           // the shared bell page (pidfd method: never sealed)
-    BellPage* bell_ = nullptr;      // in bell_seg_, or bell_local_ without one
+    ShmSegment bell_seg_;  // the shared bell page (pidfd method: never sealed)
+    BellPage* bell_ = nullptr;  // in bell_seg_, or bell_local_ without one
     BellPage bell_local_;
     std::atomic<bool> sleeping_{false};
     std::mutex mu_;  // guards pollers_ and serializes passes
@@ -191,7 +191,7 @@ private:
     std::atomic<pthread_t> tid_{};
     std::atomic<bool> has_tid_{false};
     std::atomic<int> bound_pu_{-1};  // set by the thread in pin(); read by stats at any time
-    std::atomic<int> spin_us_{-1};   // set by the thread at start
+    std::atomic<int> spin_us_{-1};  // set by the thread at start
     std::atomic<int> nice_{INT_MIN};  // set by the thread at start
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};

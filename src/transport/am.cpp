@@ -18,7 +18,7 @@ namespace fastrma::detail {
 
 namespace {
 constexpr int kTagRequest = 7;
-constexpr int kTagData = 8;   // the payload of a kPutData (in place) or kAccData request
+constexpr int kTagData = 8;  // the payload of a kPutData (in place) or kAccData request
 // Pieces at least this long travel as a header plus the user's own buffer, received
 // straight into the window: no packing at the origin, no copy out of a bounce buffer at
 // the target (above Open MPI's eager limit the host moves it with one copy). Below it a
@@ -41,9 +41,20 @@ constexpr int kTagReply0 = 1000;
 constexpr std::size_t kEagerMax = 4096;
 constexpr int kTagReplySpan = 1 << 20;
 
-enum Kind : std::uint32_t { kPut = 1, kGet, kAtomic8, kAccumulate, kFlush, kReadState, kPutData, kBatch, kAccData, kLockReq,
-                            kRejected,    // target -> origin: a = its refusals of that origin's requests so far
-                            kPosted };    // target -> origin: a = its PSCW posts to that origin so far
+enum Kind : std::uint32_t {
+    kPut = 1,
+    kGet,
+    kAtomic8,
+    kAccumulate,
+    kFlush,
+    kReadState,
+    kPutData,
+    kBatch,
+    kAccData,
+    kLockReq,
+    kRejected,  // target -> origin: a = its refusals of that origin's requests so far
+    kPosted
+};  // target -> origin: a = its PSCW posts to that origin so far
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
 // kAccumulate body: AccRecord, then the origin data (flags & 4). kAtomic8: NotifyRecord.
@@ -72,12 +83,12 @@ void append_bytes(std::vector<unsigned char>& v, const void* p, std::size_t n) {
 struct AmEndpoint::Header {
     std::uint32_t kind;
     std::uint32_t nseg;
-    std::int32_t reply_tag;   // -1: no answer wanted
+    std::int32_t reply_tag;  // -1: no answer wanted
     std::int32_t op_id;
     std::int32_t type_id;
     std::int32_t rma_kind;
-    std::uint64_t a, b, c;    // kind-specific: word/operand/compare, toff/n/elem_bytes
-    std::uint32_t aop;        // AtomicOp; accumulate: has_result | has_compare << 1
+    std::uint64_t a, b, c;  // kind-specific: word/operand/compare, toff/n/elem_bytes
+    std::uint32_t aop;  // AtomicOp; accumulate: has_result | has_compare << 1
     // Page offsets + 1 (0: not given) of the origin's buffers for this request, bits 0-15:
     // the payload sent behind it, bits 16-31: the answer's buffer (see slow_distance()).
     std::uint32_t pages;
@@ -92,7 +103,10 @@ struct AmEndpoint::Header {
 AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) {
     for (auto& r : ring_) r = MPI_REQUEST_NULL;
     err_ = PMPI_Comm_dup(comm, &comm_);
-    if (err_ != MPI_SUCCESS) { comm_ = MPI_COMM_NULL; return; }
+    if (err_ != MPI_SUCCESS) {
+        comm_ = MPI_COMM_NULL;
+        return;
+    }
     PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     PMPI_Comm_size(comm_, &nprocs_);
     peers_.reset(new Peer[std::size_t(nprocs_)]);
@@ -134,8 +148,8 @@ AmEndpoint::~AmEndpoint() {
 bool AmEndpoint::start_ring() {
     ring_buf_.resize(std::size_t(kRing) * kMaxRequest);
     for (int i = 0; i < kRing; ++i) {
-        if (PMPI_Recv_init(ring_buf_.data() + std::size_t(i) * kMaxRequest, int(kMaxRequest), MPI_BYTE,
-                           MPI_ANY_SOURCE, kTagRequest, comm_, &ring_[i]) != MPI_SUCCESS)
+        if (PMPI_Recv_init(ring_buf_.data() + std::size_t(i) * kMaxRequest, int(kMaxRequest), MPI_BYTE, MPI_ANY_SOURCE,
+                           kTagRequest, comm_, &ring_[i]) != MPI_SUCCESS)
             return false;
         if (PMPI_Start(&ring_[i]) != MPI_SUCCESS) return false;
     }
@@ -236,8 +250,8 @@ void AmEndpoint::reap(Peer& p) {
 }
 
 std::uint64_t AmEndpoint::send(int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
-                               std::size_t data_len, void* answer_buf, std::size_t answer_len,
-                               int answer_src_page, bool reap_first, Landing* landing) {
+                               std::size_t data_len, void* answer_buf, std::size_t answer_len, int answer_src_page,
+                               bool reap_first, Landing* landing) {
     Peer& p = peers_[std::size_t(rank)];
     std::lock_guard lk(p.mu);
     send_batch(p, rank, Ack::none);  // what was batched goes first: order per target
@@ -256,8 +270,8 @@ void AmEndpoint::send_batch(Peer& p, int rank, Ack ack) {
     send_locked(p, rank, std::move(msg), ack, nullptr, 0, nullptr, 0);
 }
 
-void AmEndpoint::batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen,
-                              const void* b, std::size_t blen) {
+void AmEndpoint::batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
+                              std::size_t blen) {
     const std::size_t rec = 8 + alen + blen;
     if (!p.batch.empty() && p.batch.size() + rec > kBatchMax) send_batch(p, rank, Ack::maybe);
     if (p.batch.empty()) {
@@ -306,10 +320,9 @@ bool AmEndpoint::send_old_batches() {
     return any;
 }
 
-std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
-                                      const void* data, std::size_t data_len, void* answer_buf,
-                                      std::size_t answer_len, int answer_src_page, bool reap_first,
-                                      Landing* landing) {
+std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
+                                      std::size_t data_len, void* answer_buf, std::size_t answer_len,
+                                      int answer_src_page, bool reap_first, Landing* landing) {
     auto* h = reinterpret_cast<Header*>(msg.data());
     // One pass over what is in flight while a large message or answer is on its way: it is
     // the host's progress for them, whose rendezvous advance only inside an MPI call of
@@ -328,9 +341,11 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         land = std::move(*landing);
         answer_buf = land.buf.data();
     } else if (answer_buf && answer_src_page >= 0 && answer_len >= kPageOffsetMin &&
-        slow_distance(reinterpret_cast<std::uintptr_t>(answer_buf), std::uintptr_t(answer_src_page))) {
+               slow_distance(reinterpret_cast<std::uintptr_t>(answer_buf), std::uintptr_t(answer_src_page))) {
         land = {PageOffsetBuffer::take(p.spares, answer_len, std::size_t(answer_src_page)),
-                static_cast<unsigned char*>(answer_buf), answer_len};
+                static_cast<unsigned char*>(answer_buf),
+                answer_len,
+                {}};
         answer_buf = land.buf.data();
     }
     h->pages = page_tag(data, data_len) | page_tag(answer_buf, answer_len) << 16;
@@ -428,7 +443,8 @@ void AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs) {
 
 void AmEndpoint::throttle(int rank) {
     Peer& p = peers_[std::size_t(rank)];
-    if (p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) >= std::uint64_t(kMaxUnflushed))
+    if (p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) >=
+        std::uint64_t(kMaxUnflushed))
         flush(rank);
 }
 
@@ -464,7 +480,10 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         Header h{kPut, std::uint32_t(segs.size()), -1, 0, 0, 0, 0, 0, 0, 0, 0};
         std::memcpy(msg.data(), &h, sizeof h);
         msg.reserve(sizeof h + 16 * segs.size() + bytes);
-        for (auto& s : segs) { append(msg, s.first); append(msg, s.second); }
+        for (auto& s : segs) {
+            append(msg, s.first);
+            append(msg, s.second);
+        }
         for (std::size_t k = 0; k < segs.size(); ++k) append_bytes(msg, srcs[k], segs[k].second);
         send(rank, std::move(msg), ack);
         segs.clear();
@@ -674,13 +693,14 @@ void AmEndpoint::complete_notify8(int rank, std::size_t word, AtomicOp op, std::
         }
     }
     flush_local(rank);
-    if (!sent) notify8(rank, word, op, operand);
-    else throttle(rank);
+    if (!sent)
+        notify8(rank, word, op, operand);
+    else
+        throttle(rank);
 }
 
-Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
-                            std::uint64_t n, std::size_t elem_bytes, const void* src,
-                            const void* compare, void* result) {
+Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
+                            std::size_t elem_bytes, const void* src, const void* compare, void* result) {
     const std::size_t src_len = src ? n * elem_bytes : 0, cmp_len = compare ? elem_bytes : 0;
     if (!result && !compare && src_len <= kBatchItemMax) {
         const AccRecord r{op_id, type_id, rma_kind, src ? 4u : 0u, toff, n, elem_bytes};
@@ -695,14 +715,15 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
         std::vector<unsigned char> msg(sizeof(Header));
         const Header h{kAccData, 0, -1, op_id, type_id, rma_kind, toff, n, elem_bytes, flags, 0};
         std::memcpy(msg.data(), &h, sizeof h);
-        if (result) send(rank, std::move(msg), Ack::always, src, src_len, result, n * elem_bytes);
-        else send(rank, std::move(msg), Ack::maybe, src, src_len);
+        if (result)
+            send(rank, std::move(msg), Ack::always, src, src_len, result, n * elem_bytes);
+        else
+            send(rank, std::move(msg), Ack::maybe, src, src_len);
         throttle(rank);
         return Post::posted;
     }
     // Inline: the origin data inside the request (below kZeroCopyMin, or a compare_and_swap).
-    if (sizeof(Header) + src_len + cmp_len > kMaxRequest)
-        return Post::error;  // the ops layer keeps runs at 256 KiB
+    if (sizeof(Header) + src_len + cmp_len > kMaxRequest) return Post::error;  // the ops layer keeps runs at 256 KiB
     std::vector<unsigned char> msg;
     msg.reserve(sizeof(Header) + src_len + cmp_len);  // written once, not zeroed first
     const Header h{kAccumulate, 0, -1, op_id, type_id, rma_kind, toff, n, elem_bytes, flags, 0};
@@ -712,8 +733,10 @@ Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std:
     if (cmp_len) append_bytes(msg, compare, cmp_len);
     // The old values are answered straight into the caller's result buffer, in place at
     // the next flush, like a get's data.
-    if (result) send(rank, std::move(msg), Ack::always, nullptr, 0, result, n * elem_bytes);
-    else send(rank, std::move(msg), Ack::maybe);
+    if (result)
+        send(rank, std::move(msg), Ack::always, nullptr, 0, result, n * elem_bytes);
+    else
+        send(rank, std::move(msg), Ack::maybe);
     throttle(rank);
     return Post::posted;
 }
@@ -788,7 +811,8 @@ int AmEndpoint::fence() {
         send_batch(p, r, Ack::none);
     }
     std::vector<std::uint64_t> sent(static_cast<std::size_t>(nprocs_));
-    for (int r = 0; r < nprocs_; ++r) sent[std::size_t(r)] = peers_[std::size_t(r)].sent.load(std::memory_order_relaxed);
+    for (int r = 0; r < nprocs_; ++r)
+        sent[std::size_t(r)] = peers_[std::size_t(r)].sent.load(std::memory_order_relaxed);
     std::uint64_t to_me = 0;
     // A peer that has not reached its fence yet may be waiting for an answer of ours (a
     // dynamic window's region table, an atomic): without a progress thread or the host
@@ -937,8 +961,8 @@ void AmEndpoint::settle() {
 // Origins check their own view first; this is the check that holds against a detach since
 // then, and against a wrong peer. A request outside is not applied, and its origin is told.
 bool AmEndpoint::accepts(int source, std::uint64_t off, std::uint64_t n) {  // serve_mu_ held
-    const bool inside = local_.attached ? n == 0 || local_.attached(off, n)
-                                        : off <= local_.size && n <= local_.size - off;
+    const bool inside =
+        local_.attached ? n == 0 || local_.attached(off, n) : off <= local_.size && n <= local_.size - off;
     if (!inside) refuse(source);
     return inside;
 }
@@ -1002,9 +1026,10 @@ bool AmEndpoint::retry_parked() {
         const int s = (park_next_ + k) % nprocs_;
         Parked& pk = parked_[std::size_t(s)];
         if (!pk.active) continue;
-        const bool go = pk.why == Why::lock    ? local_.grant_lock(pk.what)
-                        : pk.why == Why::fence ? pk.epoch <= fence_epoch_.load(std::memory_order_acquire)
-                                               : pk.epoch <= peers_[std::size_t(s)].posted_to.load(std::memory_order_acquire);
+        const bool go = pk.why == Why::lock ? local_.grant_lock(pk.what)
+                        : pk.why == Why::fence
+                            ? pk.epoch <= fence_epoch_.load(std::memory_order_acquire)
+                            : pk.epoch <= peers_[std::size_t(s)].posted_to.load(std::memory_order_acquire);
         if (!go) continue;
         pk.active = false;
         parked_n_.fetch_sub(1, std::memory_order_relaxed);
@@ -1109,7 +1134,8 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                 refuse(source);
                 break;
             }
-            if (accepts(source, off, n)) copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
+            if (accepts(source, off, n))
+                copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
             data += n;
             left -= n;
         }
@@ -1123,12 +1149,21 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             // A record (kind, body bytes, body) must lie in the message, its body hold what
             // its kind reads; the rest of a batch with a bad record is not applied.
             std::uint32_t rh[2];
-            if (std::size_t(end - q) < sizeof rh) { refuse(source); break; }
+            if (std::size_t(end - q) < sizeof rh) {
+                refuse(source);
+                break;
+            }
             std::memcpy(rh, q, sizeof rh);
             const unsigned char* body = q + sizeof rh;
-            const std::size_t need = rh[0] == kPut ? 8 : rh[0] == kAtomic8 ? sizeof(NotifyRecord)
-                                   : rh[0] == kLockReq ? 8 : rh[0] == kAccumulate ? sizeof(AccRecord) : ~std::size_t(0);
-            if (rh[1] > std::size_t(end - body) || rh[1] < need) { refuse(source); break; }
+            const std::size_t need = rh[0] == kPut          ? 8
+                                     : rh[0] == kAtomic8    ? sizeof(NotifyRecord)
+                                     : rh[0] == kLockReq    ? 8
+                                     : rh[0] == kAccumulate ? sizeof(AccRecord)
+                                                            : ~std::size_t(0);
+            if (rh[1] > std::size_t(end - body) || rh[1] < need) {
+                refuse(source);
+                break;
+            }
             if (rh[0] == kPut) {
                 std::uint64_t off;
                 std::memcpy(&off, body, 8);
@@ -1136,8 +1171,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             } else if (rh[0] == kAtomic8) {
                 NotifyRecord r;
                 std::memcpy(&r, body, sizeof r);
-                if (r.word < local_.state_words) apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
-                else refuse(source);
+                if (r.word < local_.state_words)
+                    apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
+                else
+                    refuse(source);
             } else if (rh[0] == kLockReq) {
                 std::uint64_t what;
                 std::memcpy(&what, body, sizeof what);
@@ -1152,7 +1189,8 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                 AccRecord r;
                 std::memcpy(&r, body, sizeof r);
                 const bool fits = r.elem_bytes && r.n <= (rh[1] - sizeof r) / r.elem_bytes;  // (flags & 4: the data)
-                if (!fits && (r.flags & 4)) refuse(source);
+                if (!fits && (r.flags & 4))
+                    refuse(source);
                 else if (accepts(source, r.toff, r.n * r.elem_bytes) &&
                          local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n, r.elem_bytes,
                                            (r.flags & 4) ? body + sizeof r : nullptr, nullptr, nullptr) != MPI_SUCCESS)
@@ -1177,10 +1215,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         unsigned char* dst = local_.base + h.a;
         Landing land;
         if (!accepts(source, h.a, h.b)) {  // received all the same (the stream goes on), then dropped
-            land = {PageOffsetBuffer::take(spares_, h.b, 0), nullptr, 0};
+            land = {PageOffsetBuffer::take(spares_, h.b, 0), nullptr, 0, {}};
             dst = land.buf.data();
         } else if ((h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
-            land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b};
+            land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b, {}};
             dst = land.buf.data();
         }
         PMPI_Irecv(dst, int(h.b), MPI_BYTE, source, kTagData, comm_, &rq);
@@ -1235,14 +1273,18 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         }
         const bool sane = body >= 16 && n <= kGetPieceMax;
         if (!sane) refuse(source);
-        if (sane && accepts(source, off, n)) reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
-        else reply(nullptr, 0);  // an empty answer: the origin's buffer stays as it was
+        if (sane && accepts(source, off, n))
+            reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
+        else
+            reply(nullptr, 0);  // an empty answer: the origin's buffer stays as it was
         break;
     }
     case kAtomic8: {
         std::uint64_t old = 0;
-        if (h.a < local_.state_words) old = apply_atomic8(local_.state + h.a, AtomicOp(h.aop), h.b, h.c);
-        else refuse(source);
+        if (h.a < local_.state_words)
+            old = apply_atomic8(local_.state + h.a, AtomicOp(h.aop), h.b, h.c);
+        else
+            refuse(source);
         reply_copy(&old, sizeof old);  // a notify is a batch record (no answer)
         break;
     }
@@ -1253,8 +1295,8 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         const std::uint64_t n = h.b, eb = h.c;
         // Element bytes of a predefined type, a run the ops layer sends (at most kAccRunMax
         // bytes), and inline data that lies in the message.
-        const std::size_t inline_bytes = h.kind == kAccData ? ((h.aop & 2) ? eb : 0)
-                                                            : ((h.aop & 4) ? n * eb : 0) + ((h.aop & 2) ? eb : 0);
+        const std::size_t inline_bytes =
+            h.kind == kAccData ? ((h.aop & 2) ? eb : 0) : ((h.aop & 4) ? n * eb : 0) + ((h.aop & 2) ? eb : 0);
         if (eb == 0 || eb > 64 || n > kAccRunMax / eb || inline_bytes > len - sizeof h) {
             refuse(source);
             if (h.kind == kAccData) discard_data(source);
@@ -1265,8 +1307,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) && h.kind != kAccData ? n * eb : 0) : nullptr;
         if (h.kind == kAccData) {
             const std::size_t page = (h.pages & 0xffff) ? (h.pages & 0xffff) - 1 : 0;
-            if (acc_scratch_.fits(n * eb)) acc_scratch_.place(page);  // at the origin data's page offset
-            else acc_scratch_ = PageOffsetBuffer(n * eb, page);
+            if (acc_scratch_.fits(n * eb))
+                acc_scratch_.place(page);  // at the origin data's page offset
+            else
+                acc_scratch_ = PageOffsetBuffer(n * eb, page);
             MPI_Request rq;
             PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
             wait_by_test(&rq);
@@ -1282,8 +1326,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                                          result_len ? result.data() : nullptr);
         if (rc != MPI_SUCCESS) refuse(source);
         if (h.reply_tag >= 0) {  // old values, or the ack
-            if (result_len && rc == MPI_SUCCESS) reply_owned(std::move(result), result_len);
-            else reply(nullptr, 0);
+            if (result_len && rc == MPI_SUCCESS)
+                reply_owned(std::move(result), result_len);
+            else
+                reply(nullptr, 0);
         }
         break;
     }
@@ -1294,8 +1340,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             break;
         }
         std::vector<std::uint64_t> words(h.b);
-        for (std::uint64_t i = 0; i < h.b; ++i)
-            words[i] = __atomic_load_n(local_.state + h.a + i, __ATOMIC_ACQUIRE);
+        for (std::uint64_t i = 0; i < h.b; ++i) words[i] = __atomic_load_n(local_.state + h.a + i, __ATOMIC_ACQUIRE);
         reply_copy(words.data(), words.size() * 8);
         break;
     }

@@ -78,15 +78,13 @@ public:
     // Pieces of a get up to this size travel gathered: many (at most 256, at most
     // kMaxMessage bytes) in one request, answered in one message and scattered on arrival.
     static constexpr std::size_t kGatherPieceMax = 2048;
-    std::uint64_t atomic8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
-                          std::uint64_t compare);
-    Post accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
-                    std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
-                    void* result);
+    std::uint64_t atomic8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand, std::uint64_t compare);
+    Post accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
+                    std::size_t elem_bytes, const void* src, const void* compare, void* result);
     Post read_state(int rank, std::size_t word, std::size_t count, std::uint64_t* out);
     // atomic8 in two halves: the request leaves, its answer lands in *old by finish.
-    std::uint64_t atomic8_start(int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
-                                std::uint64_t compare, std::uint64_t* old);
+    std::uint64_t atomic8_start(int rank, std::size_t word, AtomicOp op, std::uint64_t operand, std::uint64_t compare,
+                                std::uint64_t* old);
     void atomic8_finish(int rank, std::uint64_t seq) { wait_answer(rank, seq); }
     void notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // no answer
     // A PSCW complete: the notify leaves at once (in the batch with the last small puts),
@@ -131,7 +129,7 @@ public:
     // requested (flush_start); whether its answers are in (try-locks: never blocks).
     std::uint64_t mark(int rank) { return flush_start(rank, false); }
     bool reached(int rank, std::uint64_t upto);
-    void flush_all();            // every peer: all requests out first, then all answers
+    void flush_all();  // every peer: all requests out first, then all answers
     // MPI_Win_fence over am (collective): what this process sent leaves, one
     // MPI_Reduce_scatter_block of the request counts tells each process how many requests
     // were sent to it since the window was created, and it serves until it has applied as
@@ -168,7 +166,7 @@ public:
     bool send_old_batches();
     // Records of a batch, a batch message's size (one eager message of the host).
     static constexpr std::size_t kBatchMax = 4096;
-    static constexpr std::size_t kBatchItemMax = 1024;   // larger puts/accumulates go alone
+    static constexpr std::size_t kBatchItemMax = 1024;  // larger puts/accumulates go alone
     static constexpr std::uint64_t kBatchAgeNs = 20000;  // the progress thread sends it then
 
     // The largest request message (put: header, 256 segments, kMaxMessage bytes of data;
@@ -178,9 +176,11 @@ public:
 private:
     struct Header;
     int next_tag();
+
 public:
     // How many reply tags fit below the host's MPI_TAG_UB (a power of two; 0: too few).
     static int reply_tag_span(int tag_ub);
+
 private:
     int tag_mask_ = 0;  // reply_tag_span() - 1
     // Sends a request and, when reply != null, waits for reply_len bytes of answer,
@@ -188,7 +188,7 @@ private:
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
     void serve(const unsigned char* msg, std::size_t len, int source);
     static void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
-    int wait_serving(MPI_Request* rq);          // an application thread's wait (serves)
+    int wait_serving(MPI_Request* rq);  // an application thread's wait (serves)
     // One idle pass of an application thread's wait: mark the help, serve, pace.
     void serve_while_waiting(SpinWait& pace);
     bool served_elsewhere_ = true;
@@ -232,35 +232,35 @@ private:
             PageOffsetBuffer::recycle(spares, std::move(buf));
         }
     };
-    struct Answer {       // a posted receive of an answer: an ack, or a get's data
+    struct Answer {  // a posted receive of an answer: an ack, or a get's data
         std::uint64_t seq;
-        bool ack;         // the empty answer a put/accumulate asked for (ack_in_flight)
-        bool data;        // carries data into a buffer of ours (a get, old values): local
-                          // completion (flush_local) waits for it
-        bool big;         // larger than the eager limit: counted in big_in_flight
-        Landing land{};   // a get's data received into a bounce buffer (empty: in place)
+        bool ack;  // the empty answer a put/accumulate asked for (ack_in_flight)
+        bool data;  // carries data into a buffer of ours (a get, old values): local
+            // completion (flush_local) waits for it
+        bool big;  // larger than the eager limit: counted in big_in_flight
+        Landing land{};  // a get's data received into a bounce buffer (empty: in place)
     };
     // Requests in flight are kept as arrays of MPI_Request beside what belongs to them, so
     // that one MPI_Testsome / MPI_Testall (one pass of the host's progress) covers them all.
     struct Peer {
         std::mutex mu;
-        std::atomic<std::uint64_t> sent{0};       // sequence number of the newest request (mu)
-        std::atomic<std::uint64_t> answered{0};   // newest sequence number whose answer arrived
-        std::vector<MPI_Request> send_rq;         // requests sent with MPI_Isend ...
+        std::atomic<std::uint64_t> sent{0};  // sequence number of the newest request (mu)
+        std::atomic<std::uint64_t> answered{0};  // newest sequence number whose answer arrived
+        std::vector<MPI_Request> send_rq;  // requests sent with MPI_Isend ...
         std::vector<std::vector<unsigned char>> send_buf;  // ... their buffers
-        std::vector<std::uint8_t> send_big;       // ... and whether each is above the eager limit
-        std::uint32_t big_in_flight = 0;          // such sends and answers not yet completed
-        std::vector<MPI_Request> answer_rq;       // posted receives of answers ...
-        std::vector<Answer> answers;              // ... in sequence order
-        bool ack_in_flight = false;               // a put/accumulate ack among answers
-        std::vector<int> testsome_idx;            // MPI_Testsome's scratch (mu)
-        std::vector<unsigned char> batch;         // the open batch (Header + records), or empty
+        std::vector<std::uint8_t> send_big;  // ... and whether each is above the eager limit
+        std::uint32_t big_in_flight = 0;  // such sends and answers not yet completed
+        std::vector<MPI_Request> answer_rq;  // posted receives of answers ...
+        std::vector<Answer> answers;  // ... in sequence order
+        bool ack_in_flight = false;  // a put/accumulate ack among answers
+        std::vector<int> testsome_idx;  // MPI_Testsome's scratch (mu)
+        std::vector<unsigned char> batch;  // the open batch (Header + records), or empty
         std::vector<std::vector<unsigned char>> spare_batches;  // sent batches' buffers (mu)
         std::uint32_t batch_records = 0;
-        std::uint64_t batch_opened_ns = 0;        // when its first record joined
-        std::vector<PageOffsetBuffer> spares;     // bounce buffers of answers, for reuse (mu)
+        std::uint64_t batch_opened_ns = 0;  // when its first record joined
+        std::vector<PageOffsetBuffer> spares;  // bounce buffers of answers, for reuse (mu)
         std::atomic<std::uint64_t> rejected_seen{0};  // the target's refusals it told us of
-        std::uint64_t rejected_taken = 0;             // ... reported by take_rejected (mu)
+        std::uint64_t rejected_taken = 0;  // ... reported by take_rejected (mu)
         // PSCW over am (see post_to): as target, my posts to this rank so far; as origin,
         // its posts to me that arrived, my access epochs to it (mu), and the stamp my
         // requests to it carry now (mu; 0 outside an access epoch).
@@ -271,8 +271,8 @@ private:
     };
     // Appends one record (kind, body parts) to rank's batch, sending the batch first when
     // the record does not fit. p.mu held.
-    void batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen,
-                      const void* b, std::size_t blen);
+    void batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
+                      std::size_t blen);
     void append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // p.mu held
     void notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // ... and sent
     void send_batch(Peer& p, int rank, Ack ack);  // p.mu held; no-op when no batch is open
@@ -283,21 +283,19 @@ private:
     // the payload after it, under the peer's mutex so that sequence numbers follow MPI's order.
     // answer_buf/answer_len: where the answer lands (a get's data; null for an empty ack).
     // Returns the request's sequence number.
-    std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack,
-                       const void* data = nullptr, std::size_t data_len = 0,
-                       void* answer_buf = nullptr, std::size_t answer_len = 0, int answer_src_page = -1,
-                       bool reap_first = true, Landing* landing = nullptr);
+    std::uint64_t send(int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data = nullptr,
+                       std::size_t data_len = 0, void* answer_buf = nullptr, std::size_t answer_len = 0,
+                       int answer_src_page = -1, bool reap_first = true, Landing* landing = nullptr);
     // answer_src_page: the page offset of the answer's data at the target (a get), so that
     // an answer buffer at a slow distance from it is received through a bounce buffer.
-    std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack,
-                              const void* data, std::size_t data_len, void* answer_buf,
-                              std::size_t answer_len, int answer_src_page = -1, bool reap_first = true,
-                              Landing* landing = nullptr);
+    std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
+                              std::size_t data_len, void* answer_buf, std::size_t answer_len, int answer_src_page = -1,
+                              bool reap_first = true, Landing* landing = nullptr);
     // landing: where the answer lands instead (a gathered get's buffer and its scatter list).
     // reap_first: one pass over what is in flight before sending when large messages are
     // on their way (their rendezvous advances only inside our MPI calls). A get leaves
     // without it: the host would pull the previous pieces' data inside the posting call.
-    void reap(Peer& p);                 // p.mu held: drop completed sends and answers
+    void reap(Peer& p);  // p.mu held: drop completed sends and answers
     void reap_answers(Peer& p);
     void reap_sends(Peer& p);
     void wait_all_serving(std::vector<MPI_Request>& rqs);  // MPI_Testall, serving meanwhile
@@ -305,7 +303,7 @@ private:
     void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (p.mu held)
     void wait_answer(int rank, std::uint64_t seq);
     void note_answered(Peer& p, std::uint64_t seq);
-    void throttle(int rank);            // flow control after an unanswered request
+    void throttle(int rank);  // flow control after an unanswered request
     void complete_sends(int rank);
     // flush(): what it must wait for, requested. reap_first: take in the answers that have
     // arrived first (mark() does not: the host would move pending answers' data inside it).
@@ -326,7 +324,7 @@ private:
     // Answers on their way back (serve_mu_): completed by later polls.
     std::vector<MPI_Request> replies_rq_;
     std::vector<PageOffsetBuffer> replies_buf_;  // owned answers (empty: sent from the window)
-    std::vector<PageOffsetBuffer> spares_;       // bounce buffers for reuse (serve_mu_)
+    std::vector<PageOffsetBuffer> spares_;  // bounce buffers for reuse (serve_mu_)
     std::vector<int> reply_idx_;
     // Receives of put payloads posted and not yet complete (serve_mu_): every later
     // request, and any ack, waits for them (requests apply in order).
@@ -358,13 +356,13 @@ private:
     std::vector<Parked> parked_;
     std::atomic<int> parked_n_{0};
     int park_next_ = 0;
-    void park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest,
-              std::size_t rest_len, std::uint32_t rest_records);
+    void park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest, std::size_t rest_len,
+              std::uint32_t rest_records);
     Parked& start_parking(int source);  // serve_mu_ held: source's requests wait from now on
     void park_until(int source, Why why, std::uint32_t n, const unsigned char* msg, std::size_t len);
     bool retry_parked();  // serve_mu_ held: grants what it can and serves what waited
     std::atomic<std::uint32_t> fence_epoch_{0};  // fences this process completed on the window
-    std::atomic<std::uint64_t> served_{0};       // requests applied here (from every origin)
+    std::atomic<std::uint64_t> served_{0};  // requests applied here (from every origin)
     void complete_data();
     void land_data();  // after data_rq_ completed: bounce copies, then clear both
     void reap_replies();
@@ -409,9 +407,8 @@ public:
     bool reached(const PeerRegion& p, std::uint64_t token) override { return ep_->reached(p.rank, token); }
     void flush(const PeerRegion& p) override { ep_->flush(p.rank); }
     void flush_local(const PeerRegion& p) override { ep_->flush_local(p.rank); }
-    Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,
-                    std::uint64_t n, std::size_t elem_bytes, const void* src, const void* compare,
-                    void* result) override {
+    Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
+                    std::size_t elem_bytes, const void* src, const void* compare, void* result) override {
         return ep_->accumulate(p.rank, rma_kind, op_id, type_id, toff, n, elem_bytes, src, compare, result);
     }
     void read_state(const PeerRegion& p, std::size_t word, std::size_t count, std::uint64_t* out) override {

@@ -10,7 +10,7 @@ namespace fastrma::detail {
 namespace {
 // 16 bytes, any alignment: plain SSE2 moves on x86-64 (the baseline), NEON on arm64.
 using V16 = unsigned char __attribute__((vector_size(16), aligned(1), may_alias));
-}
+}  // namespace
 
 void copy_vector(void* dst, const void* src, std::size_t n) noexcept {  // n >= 64
     auto* d = static_cast<unsigned char*>(dst);

@@ -40,8 +40,10 @@ inline constexpr std::size_t kCopyVectorMin = 1024;
 inline constexpr std::size_t kCopyVectorMax = std::size_t(4) << 20;
 
 inline void copy_bytes(void* dst, const void* src, std::size_t n) noexcept {
-    if (n < kCopyVectorMin || n >= kCopyVectorMax) std::memcpy(dst, src, n);
-    else copy_vector(dst, src, n);
+    if (n < kCopyVectorMin || n >= kCopyVectorMax)
+        std::memcpy(dst, src, n);
+    else
+        copy_vector(dst, src, n);
 }
 
 // The page-offset distance: on AMD Zen with FSRM, `rep movsb` — glibc's memcpy between

@@ -26,9 +26,12 @@ namespace fastrma::detail {
 namespace ofi {
 int error_class(int fi_err) {
     switch (fi_err < 0 ? -fi_err : fi_err) {
-    case FI_SUCCESS: return MPI_SUCCESS;
-    case FI_ENOMEM: return MPI_ERR_NO_MEM;
-    case FI_EINVAL: return MPI_ERR_ARG;
+    case FI_SUCCESS:
+        return MPI_SUCCESS;
+    case FI_ENOMEM:
+        return MPI_ERR_NO_MEM;
+    case FI_EINVAL:
+        return MPI_ERR_ARG;
     case FI_ENOSYS:
     case FI_EOPNOTSUPP:
     case FI_ENODATA:  // fi_getinfo: no provider matches
@@ -42,7 +45,8 @@ int error_class(int fi_err) {
     case FI_ETOOSMALL:
     case FI_EMSGSIZE:
         return MPI_ERR_TRUNCATE;
-    default: return MPI_ERR_OTHER;
+    default:
+        return MPI_ERR_OTHER;
     }
 }
 }  // namespace ofi
@@ -51,7 +55,7 @@ namespace {
 
 constexpr int kApiVersion = FI_VERSION(1, 9);
 constexpr std::size_t kMaxName = 256;  // endpoint name bytes exchanged per rank
-constexpr int kScratchSlots = 128;     // atomic8 operations in flight at once
+constexpr int kScratchSlots = 128;  // atomic8 operations in flight at once
 // Fixed keys asked for when the provider does not hand keys out (no FI_MR_PROV_KEY):
 // unique within the window's own domain.
 constexpr std::uint64_t kKeyData = 1, kKeyState = 2, kKeyScratch = 3, kKeyLocal0 = 16;
@@ -164,7 +168,8 @@ private:
     };
 
     int fail(int rc, const char* call, const char* what) {
-        return raise(ofi::error_class(rc), "%s: ofi (%s): %s failed: %s", call, prov_.c_str(), what, fi_strerror(rc < 0 ? -rc : rc));
+        return raise(ofi::error_class(rc), "%s: ofi (%s): %s failed: %s", call, prov_.c_str(), what,
+                     fi_strerror(rc < 0 ? -rc : rc));
     }
     int reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr);
     // FI_MR_LOCAL: a registration of an origin buffer, and its desc (null without FI_MR_LOCAL).
@@ -238,21 +243,36 @@ private:
 
 int fi_type_of(ElemKind k) {
     switch (k) {
-    case ElemKind::i8: return FI_INT8;
-    case ElemKind::i16: return FI_INT16;
-    case ElemKind::i32: return FI_INT32;
-    case ElemKind::i64: return FI_INT64;
-    case ElemKind::u8: return FI_UINT8;
-    case ElemKind::u16: return FI_UINT16;
-    case ElemKind::u32: return FI_UINT32;
-    case ElemKind::u64: return FI_UINT64;
-    case ElemKind::f32: return FI_FLOAT;
-    case ElemKind::f64: return FI_DOUBLE;
-    case ElemKind::f_long: return FI_LONG_DOUBLE;
-    case ElemKind::c32: return FI_FLOAT_COMPLEX;
-    case ElemKind::c64: return FI_DOUBLE_COMPLEX;
-    case ElemKind::c_long: return FI_LONG_DOUBLE_COMPLEX;
-    case ElemKind::none: break;
+    case ElemKind::i8:
+        return FI_INT8;
+    case ElemKind::i16:
+        return FI_INT16;
+    case ElemKind::i32:
+        return FI_INT32;
+    case ElemKind::i64:
+        return FI_INT64;
+    case ElemKind::u8:
+        return FI_UINT8;
+    case ElemKind::u16:
+        return FI_UINT16;
+    case ElemKind::u32:
+        return FI_UINT32;
+    case ElemKind::u64:
+        return FI_UINT64;
+    case ElemKind::f32:
+        return FI_FLOAT;
+    case ElemKind::f64:
+        return FI_DOUBLE;
+    case ElemKind::f_long:
+        return FI_LONG_DOUBLE;
+    case ElemKind::c32:
+        return FI_FLOAT_COMPLEX;
+    case ElemKind::c64:
+        return FI_DOUBLE_COMPLEX;
+    case ElemKind::c_long:
+        return FI_LONG_DOUBLE_COMPLEX;
+    case ElemKind::none:
+        break;
     }
     return -1;
 }
@@ -260,8 +280,8 @@ int fi_type_of(ElemKind k) {
 // OpKind (ops/reduce.hpp: max, min, sum, prod, land, band, lor, bor, lxor, bxor, maxloc,
 // minloc, replace, no_op) as a libfabric op; -1: none (maxloc, minloc: pair types).
 int fi_op_of(int op_id) {
-    static constexpr int ops[] = {FI_MAX, FI_MIN, FI_SUM, FI_PROD, FI_LAND, FI_BAND, FI_LOR, FI_BOR, FI_LXOR, FI_BXOR,
-                                  -1, -1, FI_ATOMIC_WRITE, FI_ATOMIC_READ};
+    static constexpr int ops[] = {FI_MAX, FI_MIN,  FI_SUM,  FI_PROD, FI_LAND, FI_BAND,         FI_LOR,
+                                  FI_BOR, FI_LXOR, FI_BXOR, -1,      -1,      FI_ATOMIC_WRITE, FI_ATOMIC_READ};
     return op_id >= 0 && op_id < int(std::size(ops)) ? ops[op_id] : -1;
 }
 constexpr int kOpNoOp = 13;
@@ -281,7 +301,7 @@ bool OfiTransport::declare_native_type(int type_id, ElemKind kind, std::uint32_t
         const int op = fi_op_of(k);
         if (op < 0) return false;
         if (k != kOpNoOp && !ok(op, 0)) return false;  // accumulate
-        if (!ok(op, FI_FETCH_ATOMIC)) return false;   // get_accumulate, fetch_and_op
+        if (!ok(op, FI_FETCH_ATOMIC)) return false;  // get_accumulate, fetch_and_op
     }
     if (cas && !ok(FI_CSWAP, FI_COMPARE_ATOMIC)) return false;
     dt_[std::size_t(type_id)] = dt;
@@ -391,8 +411,10 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         if (rc == -FI_ENODATA)
             err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
                         "%s: ofi: no provider \"%s\" with RDM endpoints, RMA, atomics and delivery-complete "
-                        "(FASTRMA_OFI_PROVIDER; fi_info -l lists the providers)", call, prov_.c_str());
-        else step(rc, "fi_getinfo");
+                        "(FASTRMA_OFI_PROVIDER; fi_info -l lists the providers)",
+                        call, prov_.c_str());
+        else
+            step(rc, "fi_getinfo");
     }
     if (hints) fi_freeinfo(hints);
     if (!err && opt.provider.empty()) {  // auto: the first hardware provider
@@ -412,7 +434,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         lim_.max_msg = info_->ep_attr->max_msg_size ? std::size_t(info_->ep_attr->max_msg_size) : lim_.max_msg;
         lim_.iov = info_->tx_attr->iov_limit ? info_->tx_attr->iov_limit : 1;
         lim_.rma_iov = info_->tx_attr->rma_iov_limit ? info_->tx_attr->rma_iov_limit : 1;
-        const std::uint64_t order = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+        const std::uint64_t order =
+            FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
         acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
         if (info_->domain_attr->mr_key_size > 8)
             err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ofi (%s): keys of %zu bytes (FI_MR_RAW) are not supported",
@@ -424,8 +447,12 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     if (!err) {
         fi_atomic_attr a{};
         for (fi_op op : {FI_SUM, FI_ATOMIC_WRITE, FI_ATOMIC_READ, FI_BOR})
-            if (!step(fi_query_atomic(domain_, FI_UINT64, op, &a, FI_FETCH_ATOMIC), "fi_query_atomic (8-byte fetching atomics)")) break;
-        if (!err) step(fi_query_atomic(domain_, FI_UINT64, FI_CSWAP, &a, FI_COMPARE_ATOMIC), "fi_query_atomic (8-byte compare-and-swap)");
+            if (!step(fi_query_atomic(domain_, FI_UINT64, op, &a, FI_FETCH_ATOMIC),
+                      "fi_query_atomic (8-byte fetching atomics)"))
+                break;
+        if (!err)
+            step(fi_query_atomic(domain_, FI_UINT64, FI_CSWAP, &a, FI_COMPARE_ATOMIC),
+                 "fi_query_atomic (8-byte compare-and-swap)");
     }
     if (!err) {
         fi_av_attr av{};
@@ -462,7 +489,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         scratch_.reset(new Scratch[kScratchSlots]);
         for (int i = kScratchSlots - 1; i >= 0; --i) scratch_free_.push_back(i);
         step(reg(scratch_.get(), sizeof(Scratch) * kScratchSlots, FI_READ | FI_WRITE | FI_SEND | FI_RECV, kKeyScratch,
-                 &scratch_mr_), "fi_mr_reg (atomic operands)");
+                 &scratch_mr_),
+             "fi_mr_reg (atomic operands)");
     }
     if (!err) {
         std::size_t len = kMaxName;
@@ -493,7 +521,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     group.allgather(&any, sizeof any, errs.data());
     if (err) return raise(err, "%s", msg.c_str());
     for (int r = 0; r < n_; ++r)
-        if (errs[std::size_t(r)]) return raise(errs[std::size_t(r)], "%s: ofi: address exchange failed at rank %d", call, r);
+        if (errs[std::size_t(r)])
+            return raise(errs[std::size_t(r)], "%s: ofi: address exchange failed at rank %d", call, r);
     return MPI_SUCCESS;
 }
 
@@ -577,8 +606,10 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
     if (r == me_ && my_data_) {  // my own memory: a copy (the window's data is mapped here)
         for (std::size_t i = 0; i < n; ++i) {
             if (!c[i].len) continue;
-            if (write) std::memcpy(my_data_ + c[i].offset, c[i].local, c[i].len);
-            else std::memcpy(c[i].local, my_data_ + c[i].offset, c[i].len);
+            if (write)
+                std::memcpy(my_data_ + c[i].offset, c[i].local, c[i].len);
+            else
+                std::memcpy(c[i].local, my_data_ + c[i].offset, c[i].len);
         }
         return Post::done;
     }
@@ -645,8 +676,9 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         return true;
     });
     if (!ok) {
-        fail(int(rc), write ? "FRMA_Put" : "FRMA_Get", mr_local_ ? "fi_writemsg/fi_readmsg (or fi_mr_reg of the origin buffer)"
-                                                              : (write ? "fi_writemsg" : "fi_readmsg"));
+        fail(int(rc), write ? "FRMA_Put" : "FRMA_Get",
+             mr_local_ ? "fi_writemsg/fi_readmsg (or fi_mr_reg of the origin buffer)"
+                       : (write ? "fi_writemsg" : "fi_readmsg"));
         return Post::error;
     }
     return posted ? Post::posted : Post::done;
@@ -691,11 +723,20 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     } else {
         fi_op fop = FI_SUM;
         switch (op) {
-        case AtomicOp::fetch_add: fop = FI_SUM; break;
-        case AtomicOp::swap: fop = FI_ATOMIC_WRITE; break;
-        case AtomicOp::load: fop = FI_ATOMIC_READ; break;
-        case AtomicOp::fetch_or: fop = FI_BOR; break;
-        case AtomicOp::compare_swap: break;
+        case AtomicOp::fetch_add:
+            fop = FI_SUM;
+            break;
+        case AtomicOp::swap:
+            fop = FI_ATOMIC_WRITE;
+            break;
+        case AtomicOp::load:
+            fop = FI_ATOMIC_READ;
+            break;
+        case AtomicOp::fetch_or:
+            fop = FI_BOR;
+            break;
+        case AtomicOp::compare_swap:
+            break;
         }
         rc = post_retry([&] {
             return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key, FI_UINT64,
@@ -711,8 +752,8 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     if (e) {
         // Synchronization words have no error path (Transport::atomic8 returns the old value):
         // a failed one stops the job, with the reason.
-        raise(ofi::error_class(e), "ofi (%s): 8-byte atomic on state word %zu of rank %d failed: %s", prov_.c_str(), word,
-              p.rank, fi_strerror(e < 0 ? -e : e));
+        raise(ofi::error_class(e), "ofi (%s): 8-byte atomic on state word %zu of rank %d failed: %s", prov_.c_str(),
+              word, p.rank, fi_strerror(e < 0 ? -e : e));
         std::fprintf(stderr, "fastrma: %s\n", last_error_message().c_str());
         std::abort();
     }

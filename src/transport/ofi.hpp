@@ -43,7 +43,7 @@ class Bootstrap;
 
 // What a window exposes through its network transport.
 struct NetworkPart {
-    void* data = nullptr;          // my window memory (null: none)
+    void* data = nullptr;  // my window memory (null: none)
     std::uint64_t data_size = 0;
     std::uint64_t* state = nullptr;  // my state words (lock words, PSCW, stripes)
     std::size_t state_bytes = 0;
@@ -51,12 +51,12 @@ struct NetworkPart {
 
 struct OfiOptions {
     std::string provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
-    bool force_mr_local = false;           // FASTRMA_OFI_MR_LOCAL: register origin buffers
+    bool force_mr_local = false;  // FASTRMA_OFI_MR_LOCAL: register origin buffers
 };
 
 // Collective over group. Null and *err (an MPI error class, raised) on failure anywhere.
-std::unique_ptr<Transport> make_ofi_transport(Bootstrap& group, const NetworkPart& part,
-                                              const OfiOptions& opt, const char* call, int* err);
+std::unique_ptr<Transport> make_ofi_transport(Bootstrap& group, const NetworkPart& part, const OfiOptions& opt,
+                                              const char* call, int* err);
 
 // Whether libfabric offers an RDM provider with RMA and atomics on real hardware (not tcp,
 // sockets, udp, shm): FASTRMA_TRANSPORT=auto then sends other nodes' peers over ofi.
@@ -70,8 +70,8 @@ int error_class(int fi_err);
 // Provider limits that cut a chunk list into messages.
 struct Limits {
     std::size_t max_msg = ~std::size_t(0);  // bytes of one message
-    std::size_t iov = 1;                    // local iovecs of one message
-    std::size_t rma_iov = 1;                // remote iovecs of one message
+    std::size_t iov = 1;  // local iovecs of one message
+    std::size_t rma_iov = 1;  // remote iovecs of one message
 };
 // One piece of a message: a local buffer and its offset at the peer.
 struct Piece {

@@ -60,8 +60,8 @@ bool cma_vec(pid_t pid, bool write, const iovec* l, const iovec* r, std::size_t 
         const std::size_t k = std::min(kMaxVec, n - i);
         std::size_t want = 0;
         for (std::size_t j = 0; j < k; ++j) want += l[i + j].iov_len;
-        const ssize_t got = write ? process_vm_writev(pid, l + i, k, r + i, k, 0)
-                                  : process_vm_readv(pid, l + i, k, r + i, k, 0);
+        const ssize_t got =
+            write ? process_vm_writev(pid, l + i, k, r + i, k, 0) : process_vm_readv(pid, l + i, k, r + i, k, 0);
         if (got >= 0 && std::size_t(got) == want) {
             i += k;
             continue;
@@ -84,8 +84,8 @@ namespace {
 // Moves chunks with process_vm_{writev,readv}, many per syscall.
 Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write) {
     auto fail = [&] {
-        raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv",
-              int(peer.pid), std::strerror(errno));
+        raise(MPI_ERR_OTHER, "%s on pid %d: %s", write ? "process_vm_writev" : "process_vm_readv", int(peer.pid),
+              std::strerror(errno));
         return Post::error;
     };
     if (n == 1) {  // one chunk: the distance-aware copy
@@ -110,8 +110,7 @@ Post cma(const PeerRegion& peer, const Chunk* chunks, std::size_t n, bool write)
 
 Post ShmTransport::put(const PeerRegion& peer, const Chunk* chunks, std::size_t n) {
     if (peer.mapped) {
-        for (std::size_t i = 0; i < n; ++i)
-            copy_bytes(peer.mapped + chunks[i].offset, chunks[i].local, chunks[i].len);
+        for (std::size_t i = 0; i < n; ++i) copy_bytes(peer.mapped + chunks[i].offset, chunks[i].local, chunks[i].len);
         return Post::done;
     }
     return cma(peer, chunks, n, true);
@@ -119,15 +118,14 @@ Post ShmTransport::put(const PeerRegion& peer, const Chunk* chunks, std::size_t 
 
 Post ShmTransport::get(const PeerRegion& peer, const Chunk* chunks, std::size_t n) {
     if (peer.mapped) {
-        for (std::size_t i = 0; i < n; ++i)
-            copy_bytes(chunks[i].local, peer.mapped + chunks[i].offset, chunks[i].len);
+        for (std::size_t i = 0; i < n; ++i) copy_bytes(chunks[i].local, peer.mapped + chunks[i].offset, chunks[i].len);
         return Post::done;
     }
     return cma(peer, chunks, n, false);
 }
 
-std::uint64_t ShmTransport::atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
-                                    std::uint64_t operand, std::uint64_t compare) {
+std::uint64_t ShmTransport::atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                    std::uint64_t compare) {
     return apply_atomic8(peer.state + word, op, operand, compare);
 }
 

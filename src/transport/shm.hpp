@@ -15,15 +15,12 @@ namespace fastrma::detail {
 class ShmTransport final : public Transport {
 public:
     const char* name() const override { return "shm"; }
-    Caps caps(const PeerRegion& peer) const override {
-        return {peer.mapped != nullptr, peer.mapped != nullptr, false};
-    }
+    Caps caps(const PeerRegion& peer) const override { return {peer.mapped != nullptr, peer.mapped != nullptr, false}; }
     Post put(const PeerRegion& peer, const Chunk* chunks, std::size_t n) override;
     Post get(const PeerRegion& peer, const Chunk* chunks, std::size_t n) override;
-    std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
-                          std::uint64_t operand, std::uint64_t compare) override;
+    std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand,
+                          std::uint64_t compare) override;
     void flush(const PeerRegion&) override { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-
 };
 
 ShmTransport& shm_transport();

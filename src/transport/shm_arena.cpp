@@ -48,9 +48,9 @@ struct Chunk {
 
 struct Live {
     std::uint32_t chunk;  // index into chunks, or kDedicated / kMalloc
-    std::size_t off;      // block offset in its chunk
-    std::size_t len;      // block length (what goes back to the free lists)
-    std::size_t size;     // requested size
+    std::size_t off;  // block offset in its chunk
+    std::size_t len;  // block length (what goes back to the free lists)
+    std::size_t size;  // requested size
     std::unique_ptr<ShmSegment> own;  // kDedicated
 };
 
@@ -225,13 +225,16 @@ int ShmArena::free(void* base) {
         std::lock_guard lk(A.mu);
         auto it = A.live.find(reinterpret_cast<std::uintptr_t>(base));
         if (it == A.live.end())
-            return raise(MPI_ERR_ARG, "FRMA_Free_mem: %p was not returned by FRMA_Alloc_mem (or is already free)", base);
+            return raise(MPI_ERR_ARG, "FRMA_Free_mem: %p was not returned by FRMA_Alloc_mem (or is already free)",
+                         base);
         Live& e = it->second;
-        if (e.chunk == kMalloc) std::free(base);
+        if (e.chunk == kMalloc)
+            std::free(base);
         else if (e.chunk == kDedicated) {
             own = std::move(e.own);
             --A.dedicated;
-        } else A.release(e.chunk, e.off, e.len);
+        } else
+            A.release(e.chunk, e.off, e.len);
         A.live_bytes -= e.size;
         A.live.erase(it);
     }

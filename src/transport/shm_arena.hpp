@@ -32,21 +32,21 @@
 
 namespace fastrma::detail {
 
-constexpr std::size_t kChunkBytes = std::size_t(256) << 20;     // address space per chunk
+constexpr std::size_t kChunkBytes = std::size_t(256) << 20;  // address space per chunk
 constexpr std::size_t kDedicatedBytes = std::size_t(64) << 20;  // larger: a segment of its own
-constexpr std::size_t kCommitStep = std::size_t(1) << 20;       // reserve at least this much at once
+constexpr std::size_t kCommitStep = std::size_t(1) << 20;  // reserve at least this much at once
 
 struct ArenaHit {
-    SegmentExport seg;     // the segment holding the range, for peers to map
+    SegmentExport seg;  // the segment holding the range, for peers to map
     std::uint64_t offset;  // where the queried range starts inside it
 };
 
 struct ArenaStats {
-    std::size_t live_allocs = 0;     // allocations not yet freed
-    std::size_t live_bytes = 0;      // their requested sizes
-    std::size_t segments = 0;        // memfd segments open (chunks + dedicated)
+    std::size_t live_allocs = 0;  // allocations not yet freed
+    std::size_t live_bytes = 0;  // their requested sizes
+    std::size_t segments = 0;  // memfd segments open (chunks + dedicated)
     std::size_t reserved_bytes = 0;  // pages reserved in them
-    bool shared = false;             // false: malloc fallback (no pidfd here)
+    bool shared = false;  // false: malloc fallback (no pidfd here)
 };
 
 // One arena. The process has one (arena_alloc and friends, below); tests make their own,

@@ -77,8 +77,7 @@ int ShmSegment::create(std::size_t size, ShmMethod method, bool reserve) {
     owner_ = true;
     ex_.pid = getpid();
     ex_.size = len_;
-    bool use_pidfd = method == ShmMethod::pidfd ||
-                     (method == ShmMethod::automatic && pidfd_usable());
+    bool use_pidfd = method == ShmMethod::pidfd || (method == ShmMethod::automatic && pidfd_usable());
     if (use_pidfd) {
         fd_ = memfd("fastrma");
         if (fd_ < 0) return raise(MPI_ERR_NO_MEM, "memfd_create: %s", std::strerror(errno));
@@ -87,11 +86,10 @@ int ShmSegment::create(std::size_t size, ShmMethod method, bool reserve) {
         std::uint64_t rnd = 0;
         if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
             return raise(MPI_ERR_OTHER, "getrandom: %s", std::strerror(errno));
-        std::snprintf(ex_.name, sizeof ex_.name, "/fastrma-%u-%d-%016llx", unsigned(getuid()),
-                      int(getpid()), static_cast<unsigned long long>(rnd));
+        std::snprintf(ex_.name, sizeof ex_.name, "/fastrma-%u-%d-%016llx", unsigned(getuid()), int(getpid()),
+                      static_cast<unsigned long long>(rnd));
         fd_ = shm_open(ex_.name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd_ < 0)
-            return raise(MPI_ERR_NO_MEM, "shm_open(%s): %s", ex_.name, std::strerror(errno));
+        if (fd_ < 0) return raise(MPI_ERR_NO_MEM, "shm_open(%s): %s", ex_.name, std::strerror(errno));
     }
     if (ftruncate(fd_, off_t(len_)) != 0) {
         int e = errno;
@@ -100,8 +98,7 @@ int ShmSegment::create(std::size_t size, ShmMethod method, bool reserve) {
     }
     if (int e = reserve ? posix_fallocate(fd_, 0, off_t(len_)) : 0; e != 0) {
         reset();
-        return raise(MPI_ERR_NO_MEM, "cannot reserve %zu bytes of shared memory: %s", len_,
-                     std::strerror(e));
+        return raise(MPI_ERR_NO_MEM, "cannot reserve %zu bytes of shared memory: %s", len_, std::strerror(e));
     }
     addr_ = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (addr_ == MAP_FAILED) {
@@ -129,14 +126,12 @@ int ShmSegment::map_peer(const SegmentExport& ex, std::size_t reserve_off, std::
     int fd = -1;
     if (ex.name[0]) {
         fd = shm_open(ex.name, O_RDWR | O_CLOEXEC, 0600);
-        if (fd < 0)
-            return raise(MPI_ERR_OTHER, "shm_open(%s) of a peer's segment: %s", ex.name,
-                         std::strerror(errno));
+        if (fd < 0) return raise(MPI_ERR_OTHER, "shm_open(%s) of a peer's segment: %s", ex.name, std::strerror(errno));
     } else {
         fd = fetch_peer_fd(ex.pid, ex.fd);
         if (fd < 0)
-            return raise(MPI_ERR_OTHER, "pidfd_getfd(pid %d, fd %d): %s (set FASTRMA_SHM_METHOD=shm_open)",
-                         int(ex.pid), ex.fd, std::strerror(errno));
+            return raise(MPI_ERR_OTHER, "pidfd_getfd(pid %d, fd %d): %s (set FASTRMA_SHM_METHOD=shm_open)", int(ex.pid),
+                         ex.fd, std::strerror(errno));
     }
     if (int rc = reserve_fd(fd, reserve_off, reserve_len)) {
         close(fd);

@@ -25,10 +25,10 @@ namespace fastrma::detail {
 // What a peer needs to map my segment; travels through Bootstrap::allgather.
 struct SegmentExport {
     pid_t pid = 0;
-    int fd = -1;               // pidfd method
+    int fd = -1;  // pidfd method
     std::uint64_t size = 0;
-    char name[64] = {};        // shm_open method ("" for pidfd)
-    std::uint64_t id = 0;      // arena chunks: unique in the job (peers cache their mapping)
+    char name[64] = {};  // shm_open method ("" for pidfd)
+    std::uint64_t id = 0;  // arena chunks: unique in the job (peers cache their mapping)
 };
 
 class ShmSegment {

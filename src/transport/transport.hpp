@@ -40,10 +40,14 @@ enum class AtomicOp : std::uint8_t { fetch_add, compare_swap, swap, load, fetch_
 // peer's mapped state): the old value. The shm transport and the am server share it.
 inline std::uint64_t apply_atomic8(std::uint64_t* w, AtomicOp op, std::uint64_t operand, std::uint64_t compare) {
     switch (op) {
-    case AtomicOp::fetch_add: return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::swap: return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
-    case AtomicOp::load: return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-    case AtomicOp::fetch_or: return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::fetch_add:
+        return __atomic_fetch_add(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::swap:
+        return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::load:
+        return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    case AtomicOp::fetch_or:
+        return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
     case AtomicOp::compare_swap:
         __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
         return compare;  // the old value either way
@@ -58,11 +62,11 @@ enum class ElemKind : std::uint8_t { none, i8, i16, i32, i64, u8, u16, u32, u64,
 // How this process reaches one peer's part of a window.
 struct PeerRegion {
     unsigned char* mapped = nullptr;  // load/store address here, or null
-    std::uint64_t remote_addr = 0;    // the data's address in the peer's address space
-    pid_t pid = 0;                    // the peer process (cross-memory attach)
-    std::uint64_t size = 0;           // bytes of window memory at the peer
-    std::uint64_t* state = nullptr;   // the peer's state words, mapped here (null: reached by messages)
-    int rank = -1;                    // the peer's rank in the window
+    std::uint64_t remote_addr = 0;  // the data's address in the peer's address space
+    pid_t pid = 0;  // the peer process (cross-memory attach)
+    std::uint64_t size = 0;  // bytes of window memory at the peer
+    std::uint64_t* state = nullptr;  // the peer's state words, mapped here (null: reached by messages)
+    int rank = -1;  // the peer's rank in the window
 };
 
 // One contiguous piece of a transfer: local buffer <-> [offset, offset + len) at the peer.
@@ -75,8 +79,8 @@ struct Chunk {
 class Transport {
 public:
     struct Caps {
-        bool load_store;        // peer memory is mapped here
-        bool native_atomics;    // element atomics on peer data without the target's CPU
+        bool load_store;  // peer memory is mapped here
+        bool native_atomics;  // element atomics on peer data without the target's CPU
         bool needs_target_cpu;  // the target's progress thread must act
         // The peer applies this process's requests in the order they were posted, and an
         // answer to one means every earlier one was applied (am): a synchronization message
@@ -101,13 +105,13 @@ public:
     virtual Post put(const PeerRegion& peer, const Chunk* chunks, std::size_t n) = 0;
     virtual Post get(const PeerRegion& peer, const Chunk* chunks, std::size_t n) = 0;
     // 8-byte atomic on a synchronization word of the peer; returns the old value.
-    virtual std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op,
-                                  std::uint64_t operand, std::uint64_t compare = 0) = 0;
+    virtual std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                  std::uint64_t compare = 0) = 0;
     // An 8-byte atomic whose old value lands in *old when atomic8_finish(peer, token)
     // returns: a transport that waits for the peer keeps two such in flight at once (a
     // lock's master and target words). Default: done here.
-    virtual std::uint64_t atomic8_start(const PeerRegion& peer, std::size_t word, AtomicOp op,
-                                        std::uint64_t operand, std::uint64_t compare, std::uint64_t* old) {
+    virtual std::uint64_t atomic8_start(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                        std::uint64_t compare, std::uint64_t* old) {
         *old = atomic8(peer, word, op, operand, compare);
         return 0;
     }
@@ -160,9 +164,9 @@ public:
     // type type_id (portable ids, TypeInfo::id / OpKind) at toff; src null for MPI_NO_OP,
     // compare only for compare-and-swap, old values to result (may be null).
     // Default: not supported (Post::error) — the ops layer then uses put/get under a lock.
-    virtual Post accumulate(const PeerRegion&, int /*rma_kind*/, int /*op_id*/, int /*type_id*/,
-                            std::uint64_t /*toff*/, std::uint64_t /*n*/, std::size_t /*elem_bytes*/,
-                            const void* /*src*/, const void* /*compare*/, void* /*result*/) {
+    virtual Post accumulate(const PeerRegion&, int /*rma_kind*/, int /*op_id*/, int /*type_id*/, std::uint64_t /*toff*/,
+                            std::uint64_t /*n*/, std::size_t /*elem_bytes*/, const void* /*src*/,
+                            const void* /*compare*/, void* /*result*/) {
         return Post::error;
     }
     // Native element atomics: the window declares, once per basic type it may accumulate on,
@@ -231,15 +235,16 @@ public:
 // What a transport that needs the target's CPU calls to execute requests against this
 // process's part of a window: the window's narrow interface to the requests it serves.
 struct LocalTarget {
-    unsigned char* base = nullptr;    // my window data (dynamic: null, offsets are addresses)
-    std::uint64_t size = 0;           // bytes of my window data (dynamic: unused, `attached` decides)
-    std::uint64_t* state = nullptr;   // my state words
+    unsigned char* base = nullptr;  // my window data (dynamic: null, offsets are addresses)
+    std::uint64_t size = 0;  // bytes of my window data (dynamic: unused, `attached` decides)
+    std::uint64_t* state = nullptr;  // my state words
     std::uint64_t state_words = 0;
     // Executes one accumulate run at my memory (the window's own accumulate path):
     // rma_kind, op id, type id, target offset, elements, element bytes, origin data, compare
     // (cas), result buffer (may be null). Returns an MPI error class, applying nothing when
     // kind, op, type or element bytes do not make a valid accumulate.
-    std::function<int(int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*)> accumulate;
+    std::function<int(int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*)>
+        accumulate;
     // One attempt to take my lock words for an origin's queued request (the lock rules of
     // src/epochs: lockproto::grant).
     std::function<bool(Transport::LockRequest)> grant_lock;

@@ -19,37 +19,37 @@ static int check_rank(void) {
     return r;
 }
 
-#define FAIL(...)                                                            \
-    do {                                                                     \
+#define FAIL(...)                                                                  \
+    do {                                                                           \
         fprintf(stderr, "FAIL rank %d %s:%d: ", check_rank(), __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                                        \
-        fprintf(stderr, "\n");                                               \
-        fflush(stderr);                                                      \
-        MPI_Abort(MPI_COMM_WORLD, 1);                                        \
-        exit(1);                                                             \
+        fprintf(stderr, __VA_ARGS__);                                              \
+        fprintf(stderr, "\n");                                                     \
+        fflush(stderr);                                                            \
+        MPI_Abort(MPI_COMM_WORLD, 1);                                              \
+        exit(1);                                                                   \
     } while (0)
 
 /* An MPI call that must succeed. */
-#define MPI_OK(call)                                                         \
-    do {                                                                     \
-        int rc_ = (call);                                                    \
-        if (rc_ != MPI_SUCCESS) {                                            \
-            char msg_[MPI_MAX_ERROR_STRING];                                 \
-            int len_ = 0;                                                    \
-            MPI_Error_string(rc_, msg_, &len_);                              \
-            FAIL("%s returned %d (%s)", #call, rc_, msg_);                   \
-        }                                                                    \
+#define MPI_OK(call)                                       \
+    do {                                                   \
+        int rc_ = (call);                                  \
+        if (rc_ != MPI_SUCCESS) {                          \
+            char msg_[MPI_MAX_ERROR_STRING];               \
+            int len_ = 0;                                  \
+            MPI_Error_string(rc_, msg_, &len_);            \
+            FAIL("%s returned %d (%s)", #call, rc_, msg_); \
+        }                                                  \
     } while (0)
 
-#define CHECK(cond, what)                                                    \
-    do {                                                                     \
-        if (!(cond)) FAIL("check failed: %s (%s)", #cond, what);             \
+#define CHECK(cond, what)                                        \
+    do {                                                         \
+        if (!(cond)) FAIL("check failed: %s (%s)", #cond, what); \
     } while (0)
 
 /* Integer equality with both values in the message. */
-#define CHECK_EQ(a, b)                                                       \
-    do {                                                                     \
-        long long a_ = (long long)(a), b_ = (long long)(b);                  \
+#define CHECK_EQ(a, b)                                                         \
+    do {                                                                       \
+        long long a_ = (long long)(a), b_ = (long long)(b);                    \
         if (a_ != b_) FAIL("%s == %lld, expected %s == %lld", #a, a_, #b, b_); \
     } while (0)
 
@@ -67,12 +67,12 @@ static int host_run_on_mpich(void) {
 }
 
 /* Printed by rank 0 at the end, so a log says which sections ran. */
-#define SECTION(name)                                                        \
-    do {                                                                     \
-        if (check_rank() == 0) {                                             \
-            printf("-- %s\n", name);                                         \
-            fflush(stdout);                                                  \
-        }                                                                    \
+#define SECTION(name)                \
+    do {                             \
+        if (check_rank() == 0) {     \
+            printf("-- %s\n", name); \
+            fflush(stdout);          \
+        }                            \
     } while (0)
 
 #endif

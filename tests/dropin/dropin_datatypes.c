@@ -37,8 +37,7 @@ int main(int argc, char** argv) {
     int32_t* base = NULL;
     MPI_Win win;
     enum { WSIZE = 2 * SPAN };
-    MPI_OK(MPI_Win_allocate(WSIZE * sizeof(int32_t), sizeof(int32_t), MPI_INFO_NULL,
-                            MPI_COMM_WORLD, &base, &win));
+    MPI_OK(MPI_Win_allocate(WSIZE * sizeof(int32_t), sizeof(int32_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
 
     int32_t packed[PACKED], spread[SPAN];
     for (int j = 0; j < PACKED; ++j) packed[j] = v(rank, j);
@@ -51,8 +50,10 @@ int main(int argc, char** argv) {
     MPI_OK(MPI_Put(packed, PACKED, MPI_INT32_T, right, 0, 1, vec, win));
     MPI_OK(MPI_Win_fence(0, win));
     for (int i = 0; i < WSIZE; ++i) {
-        if (in_vector(i)) CHECK_EQ(base[i], v(left, (i / STRIDE) * BLOCK + i % STRIDE));
-        else CHECK_EQ(base[i], -1); /* holes keep their values */
+        if (in_vector(i))
+            CHECK_EQ(base[i], v(left, (i / STRIDE) * BLOCK + i % STRIDE));
+        else
+            CHECK_EQ(base[i], -1); /* holes keep their values */
     }
     /* The next epoch has begun: hold the neighbour's next put until this check is done. */
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
@@ -73,8 +74,10 @@ int main(int argc, char** argv) {
     /* right's window holds my values in the vector layout */
     for (int j = 0; j < PACKED; ++j) CHECK_EQ(got[j], v(rank, j));
     for (int i = 0; i < SPAN; ++i) {
-        if (in_vector(i)) CHECK_EQ(got_spread[i], v(rank, (i / STRIDE) * BLOCK + i % STRIDE));
-        else CHECK_EQ(got_spread[i], -9);
+        if (in_vector(i))
+            CHECK_EQ(got_spread[i], v(rank, (i / STRIDE) * BLOCK + i % STRIDE));
+        else
+            CHECK_EQ(got_spread[i], -9);
     }
 
     SECTION("accumulate SUM with a vector target (lock_all)");
@@ -83,15 +86,16 @@ int main(int argc, char** argv) {
     MPI_OK(MPI_Win_lock_all(0, win));
     int32_t ones[PACKED];
     for (int j = 0; j < PACKED; ++j) ones[j] = j + 1;
-    for (int t = 0; t < size; ++t)
-        MPI_OK(MPI_Accumulate(ones, PACKED, MPI_INT32_T, t, 0, 1, vec, MPI_SUM, win));
+    for (int t = 0; t < size; ++t) MPI_OK(MPI_Accumulate(ones, PACKED, MPI_INT32_T, t, 0, 1, vec, MPI_SUM, win));
     MPI_OK(MPI_Win_flush_all(win));
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
     MPI_OK(MPI_Win_sync(win));
     for (int i = 0; i < SPAN; ++i) {
         const int j = (i / STRIDE) * BLOCK + i % STRIDE;
-        if (in_vector(i)) CHECK_EQ(base[i], v(left, j) + size * (j + 1));
-        else CHECK_EQ(base[i], -1);
+        if (in_vector(i))
+            CHECK_EQ(base[i], v(left, j) + size * (j + 1));
+        else
+            CHECK_EQ(base[i], -1);
     }
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
 

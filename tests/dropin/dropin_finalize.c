@@ -33,8 +33,7 @@ int main(int argc, char** argv) {
     if (size < 2) FAIL("run with 2 or more ranks");
 
     SECTION("a window freed by an MPI_COMM_SELF delete callback inside MPI_Finalize");
-    MPI_OK(MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
-                            &base, &win));
+    MPI_OK(MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     *base = -1;
     MPI_OK(MPI_Win_fence(0, win));
     int64_t v = rank;
@@ -52,8 +51,7 @@ int main(int argc, char** argv) {
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin || !freed_in_callback) {
-        fprintf(stderr, "FAIL rank %d: finalized %d, window freed in the callback %d\n", rank, fin,
-                freed_in_callback);
+        fprintf(stderr, "FAIL rank %d: finalized %d, window freed in the callback %d\n", rank, fin, freed_in_callback);
         return 1;
     }
     if (rank == 0) printf("-- all passed\n");

@@ -68,7 +68,7 @@ static void test_attributes(void) {
     MPI_OK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_OK(MPI_Win_allocate_shared(24, 1, MPI_INFO_NULL, node, &base, &win));
     check_attrs(win, base, 24, 1, MPI_WIN_FLAVOR_SHARED);
-    int* vmodel = NULL, flag = 0;
+    int *vmodel = NULL, flag = 0;
     MPI_OK(MPI_Win_get_attr(win, MPI_WIN_MODEL, &vmodel, &flag));
     CHECK_EQ(*vmodel, MPI_WIN_UNIFIED);
     MPI_OK(MPI_Win_free(&win));
@@ -212,8 +212,7 @@ static void test_errhandlers(void) {
     SECTION("error handlers: default, MPI_ERRORS_RETURN, user handler, call_errhandler, free in use");
     int64_t* base = NULL;
     MPI_Win win;
-    MPI_OK(MPI_Win_allocate(4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD,
-                            &base, &win));
+    MPI_OK(MPI_Win_allocate(4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
     MPI_OK(MPI_Win_get_errhandler(win, &eh));
     CHECK(eh == MPI_ERRORS_ARE_FATAL, "windows start with MPI_ERRORS_ARE_FATAL");

@@ -18,8 +18,7 @@ static void test_atomics(void) {
     SECTION("accumulate / get_accumulate / fetch_and_op / compare_and_swap (int64)");
     int64_t* base = NULL;
     MPI_Win win;
-    MPI_OK(MPI_Win_allocate(SLOTS * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                            MPI_COMM_WORLD, &base, &win));
+    MPI_OK(MPI_Win_allocate(SLOTS * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     for (int i = 0; i < SLOTS; ++i) base[i] = 0;
     base[NOOP] = 4242;
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
@@ -31,13 +30,11 @@ static void test_atomics(void) {
     MPI_OK(MPI_Accumulate(&mine, 1, MPI_INT64_T, 0, SUM, 1, MPI_INT64_T, MPI_SUM, win));
     MPI_OK(MPI_Accumulate(&mine, 1, MPI_INT64_T, 0, MAX, 1, MPI_INT64_T, MPI_MAX, win));
     MPI_OK(MPI_Accumulate(&mine, 1, MPI_INT64_T, 0, REPL, 1, MPI_INT64_T, MPI_REPLACE, win));
-    MPI_OK(MPI_Get_accumulate(&mine, 1, MPI_INT64_T, &old_gacc, 1, MPI_INT64_T, 0, GACC, 1,
-                              MPI_INT64_T, MPI_SUM, win));
+    MPI_OK(MPI_Get_accumulate(&mine, 1, MPI_INT64_T, &old_gacc, 1, MPI_INT64_T, 0, GACC, 1, MPI_INT64_T, MPI_SUM, win));
     const int64_t one = 1;
     MPI_OK(MPI_Fetch_and_op(&one, &old_fop, MPI_INT64_T, 0, FOP, MPI_SUM, win));
     MPI_OK(MPI_Compare_and_swap(&rank_plus_one, &zero, &old_cas, MPI_INT64_T, 0, CAS, win));
-    MPI_OK(MPI_Get_accumulate(NULL, 0, MPI_INT64_T, &noop, 1, MPI_INT64_T, 0, NOOP, 1,
-                              MPI_INT64_T, MPI_NO_OP, win));
+    MPI_OK(MPI_Get_accumulate(NULL, 0, MPI_INT64_T, &noop, 1, MPI_INT64_T, 0, NOOP, 1, MPI_INT64_T, MPI_NO_OP, win));
     /* MPI_PROC_NULL targets and zero counts are no-ops that succeed. */
     MPI_OK(MPI_Put(&mine, 1, MPI_INT64_T, MPI_PROC_NULL, 0, 1, MPI_INT64_T, win));
     MPI_OK(MPI_Accumulate(&mine, 1, MPI_INT64_T, MPI_PROC_NULL, 0, 1, MPI_INT64_T, MPI_SUM, win));
@@ -86,16 +83,13 @@ static void test_double(void) {
     SECTION("accumulate on doubles (fence)");
     double* base = NULL;
     MPI_Win win;
-    MPI_OK(MPI_Win_allocate(4 * sizeof(double), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD,
-                            &base, &win));
+    MPI_OK(MPI_Win_allocate(4 * sizeof(double), sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     for (int i = 0; i < 4; ++i) base[i] = 0.5;
     MPI_OK(MPI_Win_fence(0, win));
     double add[4] = {1.0, 0.25, -2.0, 1e6};
-    for (int t = 0; t < size; ++t)
-        MPI_OK(MPI_Accumulate(add, 4, MPI_DOUBLE, t, 0, 4, MPI_DOUBLE, MPI_SUM, win));
+    for (int t = 0; t < size; ++t) MPI_OK(MPI_Accumulate(add, 4, MPI_DOUBLE, t, 0, 4, MPI_DOUBLE, MPI_SUM, win));
     MPI_OK(MPI_Win_fence(0, win));
-    for (int i = 0; i < 4; ++i)
-        CHECK(base[i] == 0.5 + size * add[i], "double sums are exact for these values");
+    for (int i = 0; i < 4; ++i) CHECK(base[i] == 0.5 + size * add[i], "double sums are exact for these values");
     double prod = 2.0, oldv = 0;
     MPI_OK(MPI_Win_fence(0, win));
     if (rank == 0) MPI_OK(MPI_Fetch_and_op(&prod, &oldv, MPI_DOUBLE, size - 1, 0, MPI_PROD, win));
@@ -113,8 +107,7 @@ static void test_requests(void) {
     int64_t* base = NULL;
     MPI_Win win;
     const int slots = K * size + 2;
-    MPI_OK(MPI_Win_allocate(slots * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                            MPI_COMM_WORLD, &base, &win));
+    MPI_OK(MPI_Win_allocate(slots * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     for (int i = 0; i < slots; ++i) base[i] = 0;
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
     const int right = (rank + 1) % size, left = (rank + size - 1) % size;
@@ -150,8 +143,8 @@ static void test_requests(void) {
     /* Testall over Rget_accumulates (fetch-and-add) on rank 0's second counter. */
     int64_t fetched[K];
     for (int i = 0; i < K; ++i)
-        MPI_OK(MPI_Rget_accumulate(&one, 1, MPI_INT64_T, &fetched[i], 1, MPI_INT64_T, 0, slots - 1, 1,
-                                   MPI_INT64_T, MPI_SUM, win, &reqs[i]));
+        MPI_OK(MPI_Rget_accumulate(&one, 1, MPI_INT64_T, &fetched[i], 1, MPI_INT64_T, 0, slots - 1, 1, MPI_INT64_T,
+                                   MPI_SUM, win, &reqs[i]));
     int flag = 0;
     while (!flag) MPI_OK(MPI_Testall(K, reqs, &flag, MPI_STATUSES_IGNORE));
     for (int i = 0; i < K; ++i) CHECK(fetched[i] >= 0 && fetched[i] < (int64_t)K * size, "fetched counter");

@@ -20,8 +20,7 @@ static void test_fence(void) {
     SECTION("fence on an allocate window");
     int64_t* base = NULL;
     MPI_Win win;
-    MPI_OK(MPI_Win_allocate(2 * N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                            MPI_COMM_WORLD, &base, &win));
+    MPI_OK(MPI_Win_allocate(2 * N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     for (int i = 0; i < 2 * N; ++i) base[i] = -1;
     const int right = (rank + 1) % size, left = (rank + size - 1) % size;
     int64_t src[N];
@@ -63,8 +62,7 @@ static void test_pscw(void) {
     int32_t* mem = malloc(N * sizeof(int32_t));
     for (int i = 0; i < N; ++i) mem[i] = -1;
     MPI_Win win;
-    MPI_OK(MPI_Win_create(mem, N * sizeof(int32_t), sizeof(int32_t), MPI_INFO_NULL,
-                          MPI_COMM_WORLD, &win));
+    MPI_OK(MPI_Win_create(mem, N * sizeof(int32_t), sizeof(int32_t), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
     const int right = (rank + 1) % size, left = (rank + size - 1) % size;
     MPI_Group world, from_left, to_right;
     MPI_OK(MPI_Comm_group(MPI_COMM_WORLD, &world));
@@ -111,8 +109,7 @@ static void test_lock(void) {
     int64_t* base = NULL;
     MPI_Win win;
     const int slots = 1 + size;
-    MPI_OK(MPI_Win_allocate(slots * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                            MPI_COMM_WORLD, &base, &win));
+    MPI_OK(MPI_Win_allocate(slots * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     MPI_OK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win));
     for (int i = 0; i < slots; ++i) base[i] = 0;
     MPI_OK(MPI_Win_unlock(rank, win));
@@ -152,8 +149,7 @@ static void test_lock_all(void) {
     SECTION("lock_all with flush / flush_all / flush_local_all / win_sync");
     int64_t* base = NULL;
     MPI_Win win;
-    MPI_OK(MPI_Win_allocate(size * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                            MPI_COMM_WORLD, &base, &win));
+    MPI_OK(MPI_Win_allocate(size * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     for (int i = 0; i < size; ++i) base[i] = -1;
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
 
@@ -162,8 +158,10 @@ static void test_lock_all(void) {
     for (int t = 0; t < size; ++t) {
         src[t] = val(rank, t);
         MPI_OK(MPI_Put(&src[t], 1, MPI_INT64_T, t, rank, 1, MPI_INT64_T, win));
-        if (t % 2) MPI_OK(MPI_Win_flush(t, win));
-        else MPI_OK(MPI_Win_flush_local(t, win));
+        if (t % 2)
+            MPI_OK(MPI_Win_flush(t, win));
+        else
+            MPI_OK(MPI_Win_flush_local(t, win));
     }
     MPI_OK(MPI_Win_flush_local_all(win));
     MPI_OK(MPI_Win_flush_all(win));
@@ -203,8 +201,7 @@ static void test_dynamic(void) {
     MPI_OK(MPI_Win_sync(win));
     for (int i = 0; i < N; ++i) CHECK_EQ(mem[i], val(left, i));
     int64_t got = 0;
-    MPI_OK(MPI_Get(&got, 1, MPI_INT64_T, left, addrs[left] + 3 * (MPI_Aint)sizeof(int64_t), 1,
-                   MPI_INT64_T, win));
+    MPI_OK(MPI_Get(&got, 1, MPI_INT64_T, left, addrs[left] + 3 * (MPI_Aint)sizeof(int64_t), 1, MPI_INT64_T, win));
     MPI_OK(MPI_Win_flush(left, win));
     CHECK_EQ(got, val((left + size - 1) % size, 3));
     MPI_OK(MPI_Win_unlock_all(win));
@@ -225,8 +222,7 @@ static void test_shared(void) {
     MPI_Comm_size(node, &nsize);
     int64_t* mine = NULL;
     MPI_Win win;
-    MPI_OK(MPI_Win_allocate_shared(N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, node,
-                                   &mine, &win));
+    MPI_OK(MPI_Win_allocate_shared(N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, node, &mine, &win));
     MPI_OK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win));
     for (int i = 0; i < N; ++i) mine[i] = val(nrank, i);
     MPI_OK(MPI_Win_sync(win));
@@ -260,19 +256,16 @@ static void test_alloc_mem(void) {
     CHECK(mem != NULL, "MPI_Alloc_mem returns memory");
     for (int i = 0; i < N; ++i) mem[i] = 0;
     MPI_Win win;
-    MPI_OK(MPI_Win_create(mem, N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                          MPI_COMM_WORLD, &win));
+    MPI_OK(MPI_Win_create(mem, N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
     MPI_OK(MPI_Win_fence(0, win));
     int64_t one = 1, old = -1;
-    for (int t = 0; t < size; ++t)
-        MPI_OK(MPI_Accumulate(&one, 1, MPI_INT64_T, t, rank, 1, MPI_INT64_T, MPI_SUM, win));
+    for (int t = 0; t < size; ++t) MPI_OK(MPI_Accumulate(&one, 1, MPI_INT64_T, t, rank, 1, MPI_INT64_T, MPI_SUM, win));
     MPI_OK(MPI_Win_fence(0, win));
     for (int r = 0; r < size; ++r) CHECK_EQ(mem[r], 1);
     MPI_OK(MPI_Win_fence(0, win));
     MPI_OK(MPI_Win_free(&win));
 
-    MPI_OK(MPI_Win_create(mem, N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
-                          MPI_COMM_WORLD, &win));
+    MPI_OK(MPI_Win_create(mem, N * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
     MPI_OK(MPI_Win_lock_all(0, win));
     MPI_OK(MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 0, N - 1, MPI_SUM, win));
     MPI_OK(MPI_Win_flush(0, win));

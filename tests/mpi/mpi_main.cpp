@@ -12,8 +12,8 @@ class AbortOnFailure : public ::testing::EmptyTestEventListener {
         if (!r.failed()) return;
         int rank = -1;
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        std::fprintf(stderr, "[rank %d] FAILED at %s:%d\n%s\n", rank,
-                     r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+        std::fprintf(stderr, "[rank %d] FAILED at %s:%d\n%s\n", rank, r.file_name() ? r.file_name() : "?",
+                     r.line_number(), r.summary());
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

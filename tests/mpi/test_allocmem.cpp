@@ -21,9 +21,16 @@
 
 namespace {
 
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
-
+int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 
 void* alloc_mem(std::size_t n) {
     void* p = nullptr;
@@ -168,7 +175,8 @@ TEST(WindowReuse, AnAllocateWindowOfTheSameLayoutStartsClean) {
     if (!fastrma::detail::window_of(wb)->uses_am()) {
         EXPECT_EQ(a, b) << "the freed window's segment was not taken over";
     }
-    if (me == 0) for (int r = 0; r < np; ++r) b[r] = 0;
+    if (me == 0)
+        for (int r = 0; r < np; ++r) b[r] = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     epoch(wb, 7000u + unsigned(me), true);
     if (HasFatalFailure()) return;
@@ -181,7 +189,9 @@ TEST(WindowReuse, AnAllocateWindowOfTheSameLayoutStartsClean) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old, MPI_UINT64_T, 0, 0, MPI_SUM, wb));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, wb));
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) { EXPECT_EQ(b[0], std::uint64_t(np)); }
+    if (me == 0) {
+        EXPECT_EQ(b[0], std::uint64_t(np));
+    }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&wb));
     MPI_Group_free(&world);
     MPI_Group_free(&target);

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -17,8 +17,16 @@ using namespace fastrma::detail;
 
 namespace {
 
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 
 TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
     if (world_size() != 2) GTEST_SKIP() << "two ranks";
@@ -33,7 +41,8 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
     local.size = kPart;
     local.state = state.data();
     local.state_words = state.size();
-    local.accumulate = [&](int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*) {
+    local.accumulate = [&](int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*,
+                           void*) {
         ++accumulates;
         return MPI_SUCCESS;
     };

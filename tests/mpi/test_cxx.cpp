@@ -7,9 +7,9 @@
 // the typed CxxTypedRing / CxxTypedAtomics passive-target RMA; CxxActive fence and PSCW;
 // CxxShared allocate_shared and dynamic windows; CxxRequest rput & co.; CxxManage names,
 // info and attributes; CxxDerived a user struct with a derived datatype.
-#include <fastrma/fastrma.hpp>
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <fastrma/fastrma.hpp>
 
 #include <algorithm>
 #include <array>
@@ -57,8 +57,16 @@ using fastrma::op;
 using fastrma::value_index;
 using fastrma::Window;
 
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 int right_of(int r) { return (r + 1) % world_size(); }
 int left_of(int r) { return (r + world_size() - 1) % world_size(); }
 
@@ -74,21 +82,31 @@ void expect_error(int cls, const char* call, F&& f) {
     }
 }
 
-template <class T> struct is_complex : std::false_type {};
-template <class V> struct is_complex<std::complex<V>> : std::true_type {};
-template <class T> struct is_value_index : std::false_type {};
-template <class V> struct is_value_index<value_index<V>> : std::true_type {};
+template <class T>
+struct is_complex : std::false_type {};
+template <class V>
+struct is_complex<std::complex<V>> : std::true_type {};
+template <class T>
+struct is_value_index : std::false_type {};
+template <class V>
+struct is_value_index<value_index<V>> : std::true_type {};
 
 // A value that differs by rank and by index, for every element type.
 template <class T>
 T value_for(int r, std::size_t i) {
     const long long x = r * 1000LL + static_cast<long long>(i) * 7 + 1;
-    if constexpr (std::is_same_v<T, bool>) return x % 3 == 0;
-    else if constexpr (std::is_same_v<T, std::byte>) return std::byte(x & 0xff);
-    else if constexpr (std::is_same_v<T, char>) return char('a' + x % 26);
-    else if constexpr (is_complex<T>::value) return T(typename T::value_type(x), typename T::value_type(-r));
-    else if constexpr (is_value_index<T>::value) return T{decltype(T::value)(x), int(i) - r};
-    else return static_cast<T>(x);
+    if constexpr (std::is_same_v<T, bool>)
+        return x % 3 == 0;
+    else if constexpr (std::is_same_v<T, std::byte>)
+        return std::byte(x & 0xff);
+    else if constexpr (std::is_same_v<T, char>)
+        return char('a' + x % 26);
+    else if constexpr (is_complex<T>::value)
+        return T(typename T::value_type(x), typename T::value_type(-r));
+    else if constexpr (is_value_index<T>::value)
+        return T{decltype(T::value)(x), int(i) - r};
+    else
+        return static_cast<T>(x);
 }
 
 template <class T>
@@ -121,8 +139,8 @@ struct TestWindow {
 // ---- types ------------------------------------------------------------------------------------
 
 static_assert(fastrma::Element<std::int8_t> && fastrma::Element<std::uint64_t> && fastrma::Element<bool> &&
-              fastrma::Element<long double> && fastrma::Element<std::complex<float>> &&
-              fastrma::Element<std::byte> && fastrma::Element<char> && fastrma::Element<value_index<short>>);
+              fastrma::Element<long double> && fastrma::Element<std::complex<float>> && fastrma::Element<std::byte> &&
+              fastrma::Element<char> && fastrma::Element<value_index<short>>);
 static_assert(!fastrma::Element<std::string> && !fastrma::Element<const int> && !fastrma::Element<int*> &&
               !fastrma::Element<value_index<char>>);
 static_assert(!std::is_copy_constructible_v<Window<int>> && std::is_nothrow_move_constructible_v<Window<int>>);
@@ -184,9 +202,9 @@ TEST(CxxTypes, DatatypesMatchTheCppLayout) {
 
 TEST(CxxTypes, OpsAndModesMapToMpi) {
     const std::pair<op, MPI_Op> table[] = {
-        {op::sum, MPI_SUM},   {op::prod, MPI_PROD},     {op::min, MPI_MIN},       {op::max, MPI_MAX},
-        {op::land, MPI_LAND}, {op::lor, MPI_LOR},       {op::lxor, MPI_LXOR},     {op::band, MPI_BAND},
-        {op::bor, MPI_BOR},   {op::bxor, MPI_BXOR},     {op::maxloc, MPI_MAXLOC}, {op::minloc, MPI_MINLOC},
+        {op::sum, MPI_SUM},         {op::prod, MPI_PROD},  {op::min, MPI_MIN},       {op::max, MPI_MAX},
+        {op::land, MPI_LAND},       {op::lor, MPI_LOR},    {op::lxor, MPI_LXOR},     {op::band, MPI_BAND},
+        {op::bor, MPI_BOR},         {op::bxor, MPI_BXOR},  {op::maxloc, MPI_MAXLOC}, {op::minloc, MPI_MINLOC},
         {op::replace, MPI_REPLACE}, {op::no_op, MPI_NO_OP}};
     for (auto [o, m] : table) EXPECT_EQ(fastrma::to_mpi(o), m) << int(o);
     EXPECT_EQ(int(fastrma::mode::noprecede | fastrma::mode::nostore), MPI_MODE_NOPRECEDE | MPI_MODE_NOSTORE);
@@ -217,7 +235,7 @@ TYPED_TEST(CxxTypedRing, PutGetRingExchange) {
                 auto epoch = w.lock_all();
                 w.put(right, k, src).flush();
                 w.get(right, k, back).wait();
-            } else {      // a shared lock on the one target
+            } else {  // a shared lock on the one target
                 auto epoch = w.lock(right, fastrma::shared);
                 w.put(right, k, src);
                 epoch.flush();
@@ -272,7 +290,9 @@ TEST(CxxWindow, LocalSpanRankSizeAndAttributes) {
         EXPECT_EQ(w.rank(), me);
         EXPECT_EQ(w.size(), n);
         EXPECT_EQ(w.local().size(), 12u);
-        if (f == Flavor::create) { EXPECT_EQ(w.local().data(), tw.memory.data()); }
+        if (f == Flavor::create) {
+            EXPECT_EQ(w.local().data(), tw.memory.data());
+        }
         EXPECT_EQ(w.flavor(), f == Flavor::allocate ? MPI_WIN_FLAVOR_ALLOCATE : MPI_WIN_FLAVOR_CREATE);
         EXPECT_EQ(w.disp_unit(), int(sizeof(double)));
         EXPECT_EQ(w.size_bytes(), MPI_Aint(12 * sizeof(double)));
@@ -426,7 +446,9 @@ TEST(CxxPassive, LockScopeReleasesTheExclusiveLock) {
         MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) { EXPECT_EQ(w.local()[0], 3); }
+    if (me == 0) {
+        EXPECT_EQ(w.local()[0], 3);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -457,7 +479,7 @@ TEST(CxxPassive, LockAllCompletionsAndSync) {
             EXPECT_EQ(c.rank(), t);
             c.wait();  // local completion: src may be reused
         }
-        e.flush();        // all targets, remote
+        e.flush();  // all targets, remote
         e.flush_local();  // nothing left
         for (int t = 0; t < n; ++t) {
             std::vector<std::uint32_t> seen(k);
@@ -499,7 +521,10 @@ TEST(CxxPassive, ExceptionInsideAnEpochUnlocksOnTheWay) {
         }
     }
     // Had any unwinding left rank 0 locked, the next exclusive locks would never be granted.
-    { auto e = w.lock(0, fastrma::exclusive); w.fetch_add(0, 1, 1); }
+    {
+        auto e = w.lock(0, fastrma::exclusive);
+        w.fetch_add(0, 1, 1);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     if (me == 0) {
         EXPECT_EQ(w.local()[0], 20 * n) << "an exclusive read-modify-write was lost";
@@ -581,13 +606,18 @@ TEST(CxxErrors, ClassesAndMessages) {
         w.accumulate(0, 0, one, op::sum);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) { EXPECT_EQ(w.local()[0], 5 * n); }
+    if (me == 0) {
+        EXPECT_EQ(w.local()[0], 5 * n);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
 int g_handler_calls = 0;
 int g_handler_code = 0;
-void count_errors(FRMA_Win*, int* code, ...) { ++g_handler_calls; g_handler_code = *code; }
+void count_errors(FRMA_Win*, int* code, ...) {
+    ++g_handler_calls;
+    g_handler_code = *code;
+}
 
 TEST(CxxErrors, UserErrhandlerRunsThenTheCallThrows) {
     auto w = Window<int>::allocate(MPI_COMM_WORLD, 4);
@@ -677,7 +707,9 @@ TEST(CxxAtomics, CompareAndSwapTicketAndSpinlock) {
     EXPECT_EQ(winners, 1);
     int winner = won ? me : -1, who = -1;
     MPI_Allreduce(&winner, &who, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!won) { EXPECT_EQ(old, who + 1) << "a loser must see the winner's value"; }
+    if (!won) {
+        EXPECT_EQ(old, who + 1) << "a loser must see the winner's value";
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     if (me == 0) {
         EXPECT_EQ(w.local()[0], who + 1);
@@ -722,7 +754,9 @@ TEST(CxxAtomics, MaxlocAndMinlocWithValueIndex) {
     EXPECT_NE(before.index, me);
     EXPECT_TRUE(before.index == -1 || (before.value == 10.0 + before.index && before.index < n));
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) { EXPECT_EQ(w.local()[2], (VI{10.0 + n - 1, n - 1})); }
+    if (me == 0) {
+        EXPECT_EQ(w.local()[2], (VI{10.0 + n - 1, n - 1}));
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -749,7 +783,7 @@ TYPED_TEST(CxxTypedAtomics, StoreLoadSwapFetchCompare) {
         EXPECT_EQ(w.fetch_and_op(0, at, T(3), op::min), T(100));
         EXPECT_EQ(w.fetch_and_op(0, at, T(2), op::prod), T(3));
         if constexpr (std::is_integral_v<T>) {
-            EXPECT_EQ(w.compare_and_swap(0, at, T(6), T(9)), T(6));   // swaps
+            EXPECT_EQ(w.compare_and_swap(0, at, T(6), T(9)), T(6));  // swaps
             EXPECT_EQ(w.compare_and_swap(0, at, T(6), T(11)), T(9));  // does not
             EXPECT_EQ(w.fetch_and_op(0, at, T(0x10), op::bor), T(9));
         } else {
@@ -787,7 +821,9 @@ TEST(CxxDerived, UserStructThroughDatatypeOf) {
     EXPECT_EQ(w.local()[0], (app::Vec3{0, 0, 0}));
     EXPECT_EQ(w.local()[1], (app::Vec3{1.0 * left, 2.0 * left, 3.0 * left}));
     EXPECT_EQ(w.local()[2], (app::Vec3{-1, -2, -3}));
-    if (me == 0) { EXPECT_EQ(w.local()[3], (app::Vec3{0.5 * n, 1.0 * n, 2.0 * n})); }
+    if (me == 0) {
+        EXPECT_EQ(w.local()[3], (app::Vec3{0.5 * n, 1.0 * n, 2.0 * n}));
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -800,7 +836,7 @@ TEST(CxxActive, FenceRing) {
     std::fill(w.local().begin(), w.local().end(), 0.0);
     const std::vector<double> src = values_for<double>(me, k);
     w.fence(fastrma::mode::noprecede);
-    w.put(right, 0, src);                // [0, k) <- my left's values
+    w.put(right, 0, src);  // [0, k) <- my left's values
     w.accumulate(left, k, src, op::sum);  // [k, 2k) <- my right's values
     w.fence();
     EXPECT_EQ(std::vector<double>(w.local().begin(), w.local().begin() + k), values_for<double>(left, k));
@@ -851,7 +887,7 @@ TEST(CxxActive, PscwRingWithGroups) {
             w.put(right, 0, src);
             w.accumulate(right, k, src, op::sum);
         }  // complete()
-    }      // wait()
+    }  // wait()
     const std::vector<std::int32_t> want = values_for<std::int32_t>(left, k);
     EXPECT_EQ(std::vector<std::int32_t>(w.local().begin(), w.local().begin() + k), want);
     EXPECT_EQ(std::vector<std::int32_t>(w.local().begin() + k, w.local().begin() + 2 * k), want);
@@ -905,7 +941,9 @@ TEST(CxxShared, AllocateSharedNeighboursByLoadStore) {
         for (int r = 0; r < n; ++r) {
             const std::span<long> part = w.shared_query(r);
             ASSERT_EQ(part.size(), k);
-            if (r + 1 < n) { EXPECT_EQ(w.shared_query(r + 1).data(), part.data() + k) << "parts are contiguous"; }
+            if (r + 1 < n) {
+                EXPECT_EQ(w.shared_query(r + 1).data(), part.data() + k) << "parts are contiguous";
+            }
             for (std::size_t i = 0; i < k; ++i) ASSERT_EQ(part[i], 1000L * r + long(i)) << "rank " << r;
         }
         // Store into the right neighbour's part; read what the left one stored into mine.
@@ -933,7 +971,9 @@ TEST(CxxShared, SharedQueryProcNullFindsTheFirstNonEmptyPart) {
     {
         auto w = Window<int>::allocate_shared(node, me == 0 ? 0 : 4);  // rank 0 brings nothing
         EXPECT_TRUE(w.shared_query(0).empty());
-        if (n > 1) { EXPECT_EQ(w.shared_query(MPI_PROC_NULL).data(), w.shared_query(1).data()); }
+        if (n > 1) {
+            EXPECT_EQ(w.shared_query(MPI_PROC_NULL).data(), w.shared_query(1).data());
+        }
         MPI_Barrier(node);
     }
     MPI_Comm_free(&node);
@@ -981,8 +1021,10 @@ TEST(CxxShared, DynamicAttachVector) {
             EXPECT_EQ(x.error_class(), MPI_ERR_RMA_RANGE) << x.what();
             thrown_at_put = true;
         }
-        if (thrown_at_put) e.unlock();
-        else expect_error(MPI_ERR_RMA_RANGE, "FRMA_Win_unlock", [&] { e.unlock(); });
+        if (thrown_at_put)
+            e.unlock();
+        else
+            expect_error(MPI_ERR_RMA_RANGE, "FRMA_Win_unlock", [&] { e.unlock(); });
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -8,15 +8,15 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-#include <atomic>
-#include <numeric>
 #include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
 
 #include <chrono>
 #include <thread>
@@ -24,21 +24,33 @@
 
 namespace {
 
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 
 template <class T>
 struct Alloc {
     FRMA_Win win = FRMA_WIN_NULL;
     T* base = nullptr;
     explicit Alloc(std::size_t n, int disp_unit = int(sizeof(T))) {
-        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(n * sizeof(T)), disp_unit, MPI_INFO_NULL,
-                                                 MPI_COMM_WORLD, &base, &win));
+        EXPECT_EQ(MPI_SUCCESS,
+                  FRMA_Win_allocate(MPI_Aint(n * sizeof(T)), disp_unit, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
         std::memset(base, 0, n * sizeof(T));
         FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
         MPI_Barrier(MPI_COMM_WORLD);
     }
-    ~Alloc() { if (win != FRMA_WIN_NULL) { EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win)); } }
+    ~Alloc() {
+        if (win != FRMA_WIN_NULL) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+        }
+    }
 };
 
 // ---- 1. intercommunicators --------------------------------------------------------------
@@ -84,7 +96,9 @@ TEST(Locks, ContendedExclusiveLocksWithGetsThenAFence) {
             EXPECT_EQ(got, 1000);
         }
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
-        if (me == 0) { EXPECT_EQ(w.base[1], std::int64_t(round + 1) * (n - 1)); }
+        if (me == 0) {
+            EXPECT_EQ(w.base[1], std::int64_t(round + 1) * (n - 1));
+        }
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
     }
 }
@@ -139,12 +153,14 @@ TEST(GetAccumulate, NoOpIgnoresTheOriginArguments) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
     int res[2] = {-1, -1};
     // Origin of another type and count, and no buffer: all ignored for MPI_NO_OP.
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(nullptr, 0, MPI_DOUBLE, res, 2, MPI_INT, t, 0, 2, MPI_INT,
-                                               MPI_NO_OP, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Get_accumulate(nullptr, 0, MPI_DOUBLE, res, 2, MPI_INT, t, 0, 2, MPI_INT, MPI_NO_OP, w.win))
+        << FRMA_Last_error_message();
     const double junk = 1.5;
     int one = -1;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&junk, 3, MPI_DOUBLE, &one, 1, MPI_INT, t, 1, 1, MPI_INT,
-                                               MPI_NO_OP, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Get_accumulate(&junk, 3, MPI_DOUBLE, &one, 1, MPI_INT, t, 1, 1, MPI_INT, MPI_NO_OP, w.win))
+        << FRMA_Last_error_message();
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
     EXPECT_EQ(res[0], 40 + t);
     EXPECT_EQ(res[1], 50 + t);
@@ -205,7 +221,9 @@ TEST(Shared, ZeroSizePartsAndTheQueryOfMpiProcNull) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, r, &size, &du, &p));
         EXPECT_EQ(size, r % 2 ? 0 : 64) << "rank " << r;
         EXPECT_EQ(du, 4);
-        if (r % 2 == 0) { EXPECT_NE(p, nullptr); }
+        if (r % 2 == 0) {
+            EXPECT_NE(p, nullptr);
+        }
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
     // Every part empty: MPI_PROC_NULL gives size 0 and the base MPI_Alloc_mem(0) gives (NULL).
@@ -250,11 +268,12 @@ TEST(Dynamic, AnAccessSpanningTwoAdjacentRegionsIsLegal) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, win));
     EXPECT_EQ(back, src);
     const std::int64_t ones[6] = {1, 1, 1, 1, 1, 1};
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones, 6, MPI_INT64_T, t, addrs[std::size_t(t)] + 2 * 8, 6, MPI_INT64_T,
-                                           MPI_SUM, win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Accumulate(ones, 6, MPI_INT64_T, t, addrs[std::size_t(t)] + 2 * 8, 6, MPI_INT64_T, MPI_SUM, win))
+        << FRMA_Last_error_message();
     // One byte past the last region is still outside.
-    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(src.data(), 2, MPI_INT64_T, t, addrs[std::size_t(t)] + 15 * 8, 2,
-                                          MPI_INT64_T, win));
+    EXPECT_EQ(MPI_ERR_RMA_RANGE,
+              FRMA_Put(src.data(), 2, MPI_INT64_T, t, addrs[std::size_t(t)] + 15 * 8, 2, MPI_INT64_T, win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
     MPI_Barrier(MPI_COMM_WORLD);
     const int from = (me + n - 1) % n;
@@ -325,7 +344,9 @@ TEST(Errors, AFailureOfAnOpIssuedByTheProgressThreadIsReported) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    if (me == 0) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     if (me == 1) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));

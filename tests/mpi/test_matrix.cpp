@@ -21,26 +21,42 @@
 
 namespace {
 
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 
 enum class Flavor { allocate, create, shared, dynamic };
 enum class Sync { fence, pscw, lock, lock_all };
 const char* name(Flavor f) {
     switch (f) {
-    case Flavor::allocate: return "allocate";
-    case Flavor::create: return "create";
-    case Flavor::shared: return "shared";
-    case Flavor::dynamic: return "dynamic";
+    case Flavor::allocate:
+        return "allocate";
+    case Flavor::create:
+        return "create";
+    case Flavor::shared:
+        return "shared";
+    case Flavor::dynamic:
+        return "dynamic";
     }
     return "?";
 }
 const char* name(Sync s) {
     switch (s) {
-    case Sync::fence: return "fence";
-    case Sync::pscw: return "pscw";
-    case Sync::lock: return "lock";
-    case Sync::lock_all: return "lock_all";
+    case Sync::fence:
+        return "fence";
+    case Sync::pscw:
+        return "pscw";
+    case Sync::lock:
+        return "lock";
+    case Sync::lock_all:
+        return "lock_all";
     }
     return "?";
 }
@@ -108,7 +124,9 @@ MPI_Group group_of(int rank) {
 // Opens an access epoch to `right` (and exposure to `left` where the mode needs it).
 void open_epoch(Sync s, FRMA_Win win, int left, int right) {
     switch (s) {
-    case Sync::fence: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win)); break;
+    case Sync::fence:
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win));
+        break;
     case Sync::pscw: {
         MPI_Group gl = group_of(left), gr = group_of(right);
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(gl, 0, win));
@@ -117,21 +135,31 @@ void open_epoch(Sync s, FRMA_Win win, int left, int right) {
         MPI_Group_free(&gr);
         break;
     }
-    case Sync::lock: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win)); break;
-    case Sync::lock_all: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win)); break;
+    case Sync::lock:
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win));
+        break;
+    case Sync::lock_all:
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        break;
     }
 }
 
 // Closes it; afterwards (and after the barrier) every op of the epoch is visible.
 void close_epoch(Sync s, FRMA_Win win, int right) {
     switch (s) {
-    case Sync::fence: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win)); break;
+    case Sync::fence:
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win));
+        break;
     case Sync::pscw:
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(win));
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(win));
         break;
-    case Sync::lock: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, win)); break;
-    case Sync::lock_all: ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win)); break;
+    case Sync::lock:
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, win));
+        break;
+    case Sync::lock_all:
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+        break;
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -146,10 +174,10 @@ TEST_P(Matrix, EveryOperationLandsWhereTheStandardSays) {
 
     // Words 0..15 of every rank hold a pattern the neighbours read.
     for (int i = 0; i < 16; ++i) w.mem[i] = 1000 * me + i;
-    w.mem[20] = 5;           // accumulate target
-    w.mem[21] = 7;           // get_accumulate target
-    w.mem[22] = 100;         // fetch_and_op target
-    w.mem[23] = 0;           // compare_and_swap target
+    w.mem[20] = 5;  // accumulate target
+    w.mem[21] = 7;  // get_accumulate target
+    w.mem[22] = 100;  // fetch_and_op target
+    w.mem[23] = 0;  // compare_and_swap target
     double d = 1.5;
     std::memcpy(&w.mem[24], &d, 8);  // double accumulate target
     MPI_Barrier(MPI_COMM_WORLD);
@@ -159,17 +187,23 @@ TEST_P(Matrix, EveryOperationLandsWhereTheStandardSays) {
     open_epoch(sync, w.win, left, right);
     std::int64_t src[8], got[16] = {0}, one = 3, old_ga = -1, old_fop = -1, cas_old = -1;
     for (int i = 0; i < 8; ++i) src[i] = 50000 + 100 * me + i;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src, 8, MPI_INT64_T, right, w.disp(right, 32), 8, MPI_INT64_T, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src, 8, MPI_INT64_T, right, w.disp(right, 32), 8, MPI_INT64_T, w.win))
+        << FRMA_Last_error_message();
     ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got, 16, MPI_INT64_T, right, w.disp(right, 0), 16, MPI_INT64_T, w.win));
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, right, w.disp(right, 20), 1, MPI_INT64_T, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Accumulate(&one, 1, MPI_INT64_T, right, w.disp(right, 20), 1, MPI_INT64_T, MPI_SUM, w.win));
     double two = 2.0;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&two, 1, MPI_DOUBLE, right, w.disp(right, 24), 1, MPI_DOUBLE, MPI_PROD, w.win));
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Accumulate(&two, 1, MPI_DOUBLE, right, w.disp(right, 24), 1, MPI_DOUBLE, MPI_PROD, w.win));
     std::int64_t big = 1 << 20;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&big, 1, MPI_INT64_T, right, w.disp(right, 25), 1, MPI_INT64_T, MPI_MAX, w.win));
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&one, 1, MPI_INT64_T, &old_ga, 1, MPI_INT64_T, right, w.disp(right, 21), 1, MPI_INT64_T, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Accumulate(&big, 1, MPI_INT64_T, right, w.disp(right, 25), 1, MPI_INT64_T, MPI_MAX, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&one, 1, MPI_INT64_T, &old_ga, 1, MPI_INT64_T, right, w.disp(right, 21),
+                                               1, MPI_INT64_T, MPI_SUM, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old_fop, MPI_INT64_T, right, w.disp(right, 22), MPI_SUM, w.win));
     std::int64_t cmp = 0, desired = 1 + me;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Compare_and_swap(&desired, &cmp, &cas_old, MPI_INT64_T, right, w.disp(right, 23), w.win));
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Compare_and_swap(&desired, &cmp, &cas_old, MPI_INT64_T, right, w.disp(right, 23), w.win));
     close_epoch(sync, w.win, right);
 
     for (int i = 0; i < 16; ++i) EXPECT_EQ(got[i], 1000 * right + i) << "get word " << i;
@@ -207,7 +241,10 @@ TEST_P(Matrix, EveryOperationLandsWhereTheStandardSays) {
     MPI_Type_vector(2, 2, 3, MPI_INT64_T, &pair_vec);  // words 0,1, 3,4
     MPI_Type_commit(&pair_vec);
     {
-        struct S { std::int32_t i; double d; };
+        struct S {
+            std::int32_t i;
+            double d;
+        };
         int bl[2] = {1, 1};
         MPI_Aint dp[2] = {offsetof(S, i), offsetof(S, d)};
         MPI_Datatype ty[2] = {MPI_INT32_T, MPI_DOUBLE};
@@ -217,19 +254,25 @@ TEST_P(Matrix, EveryOperationLandsWhereTheStandardSays) {
     open_epoch(sync, w.win, left, right);
     std::int64_t four[4] = {9000 + me, 9001 + me, 9002 + me, 9003 + me};
     // contiguous origin -> strided target (words 48, 50, 52, 54)
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(four, 4, MPI_INT64_T, right, w.disp(right, 48), 1, every_other, w.win)) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(four, 4, MPI_INT64_T, right, w.disp(right, 48), 1, every_other, w.win))
+        << FRMA_Last_error_message();
     // strided origin (from a local array) <- indexed target (words 0, 3, 4, 7 of the pattern)
     std::int64_t strided[8];
     for (auto& x : strided) x = -1;
     ASSERT_EQ(MPI_SUCCESS, FRMA_Get(strided, 1, every_other, right, w.disp(right, 0), 1, idx3, w.win));
     // accumulate SUM through a derived target type (words 60,61, 63,64)
     std::int64_t ones[4] = {1, 2, 3, 4};
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones, 4, MPI_INT64_T, right, w.disp(right, 60), 1, pair_vec, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Accumulate(ones, 4, MPI_INT64_T, right, w.disp(right, 60), 1, pair_vec, MPI_SUM, w.win));
     // get_accumulate with derived origin, result and target (words 70.. every other)
     std::int64_t gsrc[8] = {5, 0, 6, 0, 7, 0, 8, 0}, gres[4] = {-1, -1, -1, -1};
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(gsrc, 1, every_other, gres, 4, MPI_INT64_T, right, w.disp(right, 70), 1, every_other, MPI_REPLACE, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(gsrc, 1, every_other, gres, 4, MPI_INT64_T, right, w.disp(right, 70), 1,
+                                               every_other, MPI_REPLACE, w.win));
     // a struct of two basic types: put only (accumulates need one basic type)
-    struct S { std::int32_t i; double d; } sv{me, 0.25 * me};
+    struct S {
+        std::int32_t i;
+        double d;
+    } sv{me, 0.25 * me};
     ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&sv, 1, mixed, right, w.disp(right, 80), 1, mixed, w.win));
     EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(&sv, 1, mixed, right, w.disp(right, 80), 1, mixed, MPI_SUM, w.win))
         << "accumulate on a type of two basic types";
@@ -280,7 +323,8 @@ TEST_P(Matrix, FourThreadsPostIntoOneEpoch) {
         ts.emplace_back([&, th] {
             for (int i = 0; i < 32; ++i) {
                 std::int64_t v = (std::int64_t(me) << 32) | (th << 8) | i;
-                errors += FRMA_Put(&v, 1, MPI_INT64_T, right, w.disp(right, th * 32 + i), 1, MPI_INT64_T, w.win) != MPI_SUCCESS;
+                errors += FRMA_Put(&v, 1, MPI_INT64_T, right, w.disp(right, th * 32 + i), 1, MPI_INT64_T, w.win) !=
+                          MPI_SUCCESS;
                 errors += FRMA_Fetch_and_op(&one, &olds[std::size_t(th * 32 + i)], MPI_INT64_T, right,
                                             w.disp(right, 200), MPI_SUM, w.win) != MPI_SUCCESS;
             }
@@ -300,9 +344,7 @@ INSTANTIATE_TEST_SUITE_P(
     AllModes, Matrix,
     ::testing::Combine(::testing::Values(Flavor::allocate, Flavor::create, Flavor::shared, Flavor::dynamic),
                        ::testing::Values(Sync::fence, Sync::pscw, Sync::lock, Sync::lock_all)),
-    [](const auto& info) {
-        return std::string(name(std::get<0>(info.param))) + "_" + name(std::get<1>(info.param));
-    });
+    [](const auto& info) { return std::string(name(std::get<0>(info.param))) + "_" + name(std::get<1>(info.param)); });
 
 // Large transfers at every page-offset distance between the origin buffer and the target
 // memory, including 1..31 (where the host's rep-movsb copy is slow and fastrma moves data
@@ -343,7 +385,9 @@ TEST_P(PageOffsets, LargeTransfersLandAtEveryDistance) {
         auto* b = reinterpret_cast<unsigned char*>(v.data());
         return b + (4096 - reinterpret_cast<std::uintptr_t>(b) % 4096) % 4096 + off;
     };
-    auto pattern = [](int rank, std::size_t i, int round) { return std::int64_t(rank) * 1000003 + std::int64_t(i) * 7 + round; };
+    auto pattern = [](int rank, std::size_t i, int round) {
+        return std::int64_t(rank) * 1000003 + std::int64_t(i) * 7 + round;
+    };
     int round = 0;
     for (std::size_t len : {std::size_t(8192), std::size_t(65536 + 24), kMaxLen}) {
         for (std::size_t ooff : {0, 8, 16, 24, 32, 48, 4088}) {
@@ -365,15 +409,16 @@ TEST_P(PageOffsets, LargeTransfersLandAtEveryDistance) {
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Get(dst, int(words), MPI_INT64_T, right, t, int(words), MPI_INT64_T, win));
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, win));
                 for (std::size_t i = 0; i < words; ++i)
-                    ASSERT_EQ(dst[i], pattern(me, i, round)) << "get after put, len " << len << " origin offset " << ooff
-                                                             << " target offset " << toff << " word " << i;
+                    ASSERT_EQ(dst[i], pattern(me, i, round)) << "get after put, len " << len << " origin offset "
+                                                             << ooff << " target offset " << toff << " word " << i;
                 // SUM adds the pattern again; get_accumulate (SUM of 1) fetches twice the pattern.
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(src, int(words), MPI_INT64_T, right, t, int(words), MPI_INT64_T,
                                                        MPI_SUM, win));
                 std::vector<std::int64_t> ones(words, 1);
                 std::memset(dst, 0, len);
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(ones.data(), int(words), MPI_INT64_T, dst, int(words), MPI_INT64_T,
-                                                           right, t, int(words), MPI_INT64_T, MPI_SUM, win));
+                ASSERT_EQ(MPI_SUCCESS,
+                          FRMA_Get_accumulate(ones.data(), int(words), MPI_INT64_T, dst, int(words), MPI_INT64_T, right,
+                                              t, int(words), MPI_INT64_T, MPI_SUM, win));
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, win));
                 for (std::size_t i = 0; i < words; ++i)
                     ASSERT_EQ(dst[i], 2 * pattern(me, i, round)) << "get_accumulate, len " << len << " origin offset "

@@ -27,8 +27,16 @@
 
 namespace {
 
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 
 // create_allocmem: FRMA_Win_create over FRMA_Alloc_mem memory (the ARMCI-MPI pattern).
 enum class Flavor { allocate, create, create_allocmem };
@@ -60,20 +68,31 @@ struct TestWin {
             int size = 0;
             MPI_Comm_size(comm, &size);
             // (Over active messages nothing is mapped: the target applies every op itself.)
-            for (int r = 0; r < size && n > 0 && !impl->uses_am(); ++r) { EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r; }
+            for (int r = 0; r < size && n > 0 && !impl->uses_am(); ++r) {
+                EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r;
+            }
             // Over am the target applies every accumulate under its own striped lock.
-            if (n > 0) { EXPECT_EQ(!impl->uses_am(), impl->cpu_atomics()); }
+            if (n > 0) {
+                EXPECT_EQ(!impl->uses_am(), impl->cpu_atomics());
+            }
         }
         if (n) std::memset(base, 0, n);
         FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
         MPI_Barrier(comm);
     }
     ~TestWin() {
-        if (win != FRMA_WIN_NULL) { EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win)); }
-        if (allocmem) { EXPECT_EQ(MPI_SUCCESS, FRMA_Free_mem(allocmem)); }
+        if (win != FRMA_WIN_NULL) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+        }
+        if (allocmem) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Free_mem(allocmem));
+        }
     }
     void* allocmem = nullptr;  // create_allocmem flavor
-    template <class T> T* at(std::size_t i) { return reinterpret_cast<T*>(base) + i; }
+    template <class T>
+    T* at(std::size_t i) {
+        return reinterpret_cast<T*>(base) + i;
+    }
 };
 
 class Passive : public ::testing::TestWithParam<Flavor> {};
@@ -125,7 +144,10 @@ TEST_P(Passive, DispUnitScalesDisplacement) {
 TEST_P(Passive, PairTypePutKeepsTargetPadding) {
     // MPI_DOUBLE_INT has 4 bytes of padding per element that MPI does not let us write.
     const int me = world_rank(), n = world_size();
-    struct DI { double d; int i; };
+    struct DI {
+        double d;
+        int i;
+    };
     TestWin w(GetParam(), 4 * sizeof(DI));
     std::memset(w.base, 0x5A, w.bytes);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -231,7 +253,9 @@ TEST_P(Passive, ExclusiveLocksLoseNoUpdate) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     const int me = world_rank();
-    if (me == 0 || me == n - 1) { EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(iters) * n); }
+    if (me == 0 || me == n - 1) {
+        EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(iters) * n);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -309,7 +333,8 @@ TEST_P(Passive, NothingAppliesUnderAnUngrantedLock) {
     TestWin w(GetParam(), 64 + 8 * std::size_t(n), 8);
     for (int lock_type : {MPI_LOCK_EXCLUSIVE, MPI_LOCK_SHARED}) {
         for (int holder : {0, n - 1}) {
-            SCOPED_TRACE(::testing::Message() << "holder " << holder << (lock_type == MPI_LOCK_SHARED ? " shared" : " exclusive"));
+            SCOPED_TRACE(::testing::Message()
+                         << "holder " << holder << (lock_type == MPI_LOCK_SHARED ? " shared" : " exclusive"));
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, me, 0, w.win));
             std::memset(w.at<std::int64_t>(0), 0, 64 + 8 * std::size_t(n));
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(me, w.win));
@@ -325,7 +350,8 @@ TEST_P(Passive, NothingAppliesUnderAnUngrantedLock) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));  // time to break in
                 EXPECT_EQ(*w.at<std::int64_t>(0), 100) << "a fetch_and_op applied under my exclusive lock";
                 for (int r = 0; r < n; ++r)
-                    EXPECT_EQ(*w.at<std::int64_t>(8 + std::size_t(r)), 0) << "rank " << r << "'s put applied under my exclusive lock";
+                    EXPECT_EQ(*w.at<std::int64_t>(8 + std::size_t(r)), 0)
+                        << "rank " << r << "'s put applied under my exclusive lock";
                 *w.at<std::int64_t>(1) = 55;  // what the origins' gets must read
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(me, w.win));
             } else {
@@ -345,12 +371,15 @@ TEST_P(Passive, NothingAppliesUnderAnUngrantedLock) {
             MPI_Barrier(MPI_COMM_WORLD);
             if (me == holder) {
                 // Over am rank 0's requests (its own master word, or the holder's) wait here.
-                if (fastrma::detail::window_of(w.win)->uses_am() && !fastrma::detail::window_of(w.win)->uses_network()) {
+                if (fastrma::detail::window_of(w.win)->uses_am() &&
+                    !fastrma::detail::window_of(w.win)->uses_network()) {
                     EXPECT_GT(fastrma::detail::stat_total(fastrma::detail::Stat::locks_parked), parked0);
                 }
                 EXPECT_EQ(*w.at<std::int64_t>(0), 100 + n - 1);
                 for (int r = 0; r < n; ++r) {
-                    if (r != me) { EXPECT_EQ(*w.at<std::int64_t>(8 + std::size_t(r)), 1000 + r); }
+                    if (r != me) {
+                        EXPECT_EQ(*w.at<std::int64_t>(8 + std::size_t(r)), 1000 + r);
+                    }
                 }
             }
             MPI_Barrier(MPI_COMM_WORLD);
@@ -399,7 +428,8 @@ TEST_P(Passive, AccumulateIsAtomicAcrossRanksAndThreads) {
                 errors += FRMA_Fetch_and_op(&one, &olds[k], MPI_INT64_T, 0, 0, MPI_SUM, w.win) != MPI_SUCCESS;
                 errors += FRMA_Fetch_and_op(&half, &dolds[k], MPI_DOUBLE, 0, 8, MPI_SUM, w.win) != MPI_SUCCESS;
                 if (i % 4 == 0)
-                    errors += FRMA_Accumulate(&ld, 1, MPI_LONG_DOUBLE, 0, 32, 1, MPI_LONG_DOUBLE, MPI_SUM, w.win) != MPI_SUCCESS;
+                    errors += FRMA_Accumulate(&ld, 1, MPI_LONG_DOUBLE, 0, 32, 1, MPI_LONG_DOUBLE, MPI_SUM, w.win) !=
+                              MPI_SUCCESS;
             }
         });
     for (auto& t : ts) t.join();
@@ -408,13 +438,15 @@ TEST_P(Passive, AccumulateIsAtomicAcrossRanksAndThreads) {
     // Every fetch_and_op saw a distinct value: the old values of all ranks are 0..total-1.
     const std::size_t total = std::size_t(n) * olds.size();
     std::vector<std::int64_t> all(world_rank() == 0 ? total : 0);
-    MPI_Gather(olds.data(), int(olds.size()), MPI_INT64_T, all.data(), int(olds.size()), MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Gather(olds.data(), int(olds.size()), MPI_INT64_T, all.data(), int(olds.size()), MPI_INT64_T, 0,
+               MPI_COMM_WORLD);
     if (world_rank() == 0) {
         EXPECT_EQ(*w.at<std::int64_t>(0), std::int64_t(n) * threads * iters);
         EXPECT_EQ(*w.at<double>(1), 0.5 * n * threads * iters);
         EXPECT_EQ(*reinterpret_cast<long double*>(w.base + 32), (long double)(n * threads * iters / 4));
         std::sort(all.begin(), all.end());
-        for (std::size_t k = 0; k < total; ++k) ASSERT_EQ(all[k], std::int64_t(k)) << "a fetched value was lost or duplicated";
+        for (std::size_t k = 0; k < total; ++k)
+            ASSERT_EQ(all[k], std::int64_t(k)) << "a fetched value was lost or duplicated";
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -457,15 +489,23 @@ TEST_P(Passive, GetAccumulateFetchAndOpCompareAndSwap) {
     TestWin w(GetParam(), 256);
     // MAXLOC on MPI_DOUBLE_INT: rank r offers (r % 2, r): the winner is value 1 (or 0 with
     // one rank), lowest index among ties.
-    struct DI { double d; int i; };
-    if (me == 0) { DI init{-1.0, 99}; std::memcpy(w.base + 64, &init, sizeof init); }
+    struct DI {
+        double d;
+        int i;
+    };
+    if (me == 0) {
+        DI init{-1.0, 99};
+        std::memcpy(w.base + 64, &init, sizeof init);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
     DI mine{double(me % 2), me}, old{};
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&mine, 1, MPI_DOUBLE_INT, &old, 1, MPI_DOUBLE_INT, 0, 64, 1, MPI_DOUBLE_INT, MPI_MAXLOC, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&mine, 1, MPI_DOUBLE_INT, &old, 1, MPI_DOUBLE_INT, 0, 64, 1,
+                                               MPI_DOUBLE_INT, MPI_MAXLOC, w.win));
     // NO_OP get_accumulate reads atomically; origin is ignored.
     std::int64_t cur = -1;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(nullptr, 0, MPI_INT64_T, &cur, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_NO_OP, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(nullptr, 0, MPI_INT64_T, &cur, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T,
+                                               MPI_NO_OP, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
     EXPECT_GE(cur, 0);
     // fetch_and_op REPLACE as an atomic swap on word 16: all old values + final are distinct.
@@ -505,8 +545,10 @@ TEST_P(Passive, FourThreadsPostToOneWindow) {
     TestWin w(GetParam(), std::size_t(n) * threads * per * sizeof(std::int64_t));
     // Half the rounds under lock_all, half under per-target shared locks.
     for (int mode = 0; mode < 2; ++mode) {
-        if (mode == 0) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win)); }
-        else for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+        if (mode == 0) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        } else
+            for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
         std::vector<std::thread> ts;
         std::atomic<int> errors{0};
         for (int th = 0; th < threads; ++th)
@@ -521,8 +563,10 @@ TEST_P(Passive, FourThreadsPostToOneWindow) {
             });
         for (auto& t : ts) t.join();
         ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
-        if (mode == 0) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win)); }
-        else for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+        if (mode == 0) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        } else
+            for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
         MPI_Barrier(MPI_COMM_WORLD);
         for (int o = 0; o < n; ++o)
             for (int th = 0; th < threads; ++th)
@@ -565,7 +609,8 @@ TEST_P(Passive, AFlushCompletesOtherThreadsOpsAndAccumulatesKeepTheirOrderAcross
             const MPI_Aint slot = MPI_Aint(8 + r) * 8, gslot = MPI_Aint(300 + r) * 8;
             if (t == r % 2) {
                 wait_for(phase);
-                errors += FRMA_Get(&got[std::size_t(r)], 1, MPI_INT64_T, right, gslot, 1, MPI_INT64_T, w.win) != MPI_SUCCESS;
+                errors +=
+                    FRMA_Get(&got[std::size_t(r)], 1, MPI_INT64_T, right, gslot, 1, MPI_INT64_T, w.win) != MPI_SUCCESS;
                 turn.store(phase + 1, std::memory_order_release);
                 wait_for(phase + 2);  // the other thread's flush has returned
                 got_ok[std::size_t(r)] = got[std::size_t(r)] == 1000000 * right + 300 + r;
@@ -580,8 +625,9 @@ TEST_P(Passive, AFlushCompletesOtherThreadsOpsAndAccumulatesKeepTheirOrderAcross
                 turn.store(phase + 2, std::memory_order_release);
                 wait_for(phase + 3);
                 second_val[std::size_t(r)] = 200000 + r;
-                errors += FRMA_Get_accumulate(&second_val[std::size_t(r)], 1, MPI_INT64_T, &old[std::size_t(r)], 1,
-                                              MPI_INT64_T, right, slot, 1, MPI_INT64_T, MPI_REPLACE, w.win) != MPI_SUCCESS;
+                errors +=
+                    FRMA_Get_accumulate(&second_val[std::size_t(r)], 1, MPI_INT64_T, &old[std::size_t(r)], 1,
+                                        MPI_INT64_T, right, slot, 1, MPI_INT64_T, MPI_REPLACE, w.win) != MPI_SUCCESS;
                 if (r % 4 == 3) errors += FRMA_Win_flush(right, w.win) != MPI_SUCCESS;  // else queued on
                 turn.store(phase + 4, std::memory_order_release);
             }
@@ -625,7 +671,9 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
     EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win)) << "double lock";
     EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock_all(0, w.win)) << "lock_all inside a lock epoch";
-    if (n > 1) { EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT, 1, 0, 1, MPI_INT, w.win)) << "rank 1 not locked"; }
+    if (n > 1) {
+        EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&v, 1, MPI_INT, 1, 0, 1, MPI_INT, w.win)) << "rank 1 not locked";
+    }
     // Out of range: past the end, negative displacement, overflow; nothing written.
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, 61, 1, MPI_INT, w.win));
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 17, MPI_INT, 0, 0, 17, MPI_INT, w.win));
@@ -659,7 +707,9 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT, 0, 0, 1, MPI_INT, MPI_SUM, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 0) { EXPECT_EQ(*w.at<int>(0), 5 * n); }
+    if (me == 0) {
+        EXPECT_EQ(*w.at<int>(0), 5 * n);
+    }
     // Invalid handles.
     FRMA_Win bad = FRMA_WIN_NULL;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -680,7 +730,10 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
 
 int g_handler_calls = 0;
 int g_handler_code = 0;
-void count_errors(FRMA_Win*, int* code, ...) { ++g_handler_calls; g_handler_code = *code; }
+void count_errors(FRMA_Win*, int* code, ...) {
+    ++g_handler_calls;
+    g_handler_code = *code;
+}
 
 TEST_P(Passive, UserErrorHandlerIsCalledWithTheWindow) {
     TestWin w(GetParam(), 16);
@@ -775,7 +828,9 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
     TestWin w(GetParam(), 4 * region);
     Engine* e = current_engine();
     const std::uint64_t off0 = e->offload() ? e->offload()->bytes_offloaded() : 0;
-    auto pattern = [](int from, int k, std::size_t i) { return static_cast<unsigned char>(from * 13 + k * 5 + i * 3 + 1); };
+    auto pattern = [](int from, int k, std::size_t i) {
+        return static_cast<unsigned char>(from * 13 + k * 5 + i * 3 + 1);
+    };
     const char* modes[] = {"flush", "flush_local", "flush_all", "flush_local_all", "unlock_all", "fence", "threads"};
     for (const char* mode : modes) {
         for (std::size_t sz : sizes) {
@@ -785,18 +840,26 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
             for (int k = 0; k < 4; ++k)
                 for (std::size_t i = 0; i < sz; ++i) src[std::size_t(k)][i] = pattern(me, k, i);
             const bool fence = !std::strcmp(mode, "fence");
-            if (fence) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
-            else ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+            if (fence)
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+            else
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
             auto put = [&](int k) {
                 return FRMA_Put(src[std::size_t(k)].data(), int(sz), MPI_BYTE, right, MPI_Aint(std::size_t(k) * region),
                                 int(sz), MPI_BYTE, w.win);
             };
             if (!std::strcmp(mode, "threads")) {
                 std::atomic<int> bad{0};
-                std::thread t1([&] { bad += put(0) != MPI_SUCCESS; bad += put(1) != MPI_SUCCESS;
-                                     bad += FRMA_Win_flush(right, w.win) != MPI_SUCCESS; });
-                std::thread t2([&] { bad += put(2) != MPI_SUCCESS; bad += put(3) != MPI_SUCCESS;
-                                     bad += FRMA_Win_flush(right, w.win) != MPI_SUCCESS; });
+                std::thread t1([&] {
+                    bad += put(0) != MPI_SUCCESS;
+                    bad += put(1) != MPI_SUCCESS;
+                    bad += FRMA_Win_flush(right, w.win) != MPI_SUCCESS;
+                });
+                std::thread t2([&] {
+                    bad += put(2) != MPI_SUCCESS;
+                    bad += put(3) != MPI_SUCCESS;
+                    bad += FRMA_Win_flush(right, w.win) != MPI_SUCCESS;
+                });
                 t1.join();
                 t2.join();
                 ASSERT_EQ(bad.load(), 0);
@@ -804,10 +867,14 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
                 for (int k = 0; k < 4; ++k) ASSERT_EQ(MPI_SUCCESS, put(k));
             }
             int rc = MPI_SUCCESS;
-            if (!std::strcmp(mode, "flush")) rc = FRMA_Win_flush(right, w.win);
-            else if (!std::strcmp(mode, "flush_local")) rc = FRMA_Win_flush_local(right, w.win);
-            else if (!std::strcmp(mode, "flush_all")) rc = FRMA_Win_flush_all(w.win);
-            else if (!std::strcmp(mode, "flush_local_all")) rc = FRMA_Win_flush_local_all(w.win);
+            if (!std::strcmp(mode, "flush"))
+                rc = FRMA_Win_flush(right, w.win);
+            else if (!std::strcmp(mode, "flush_local"))
+                rc = FRMA_Win_flush_local(right, w.win);
+            else if (!std::strcmp(mode, "flush_all"))
+                rc = FRMA_Win_flush_all(w.win);
+            else if (!std::strcmp(mode, "flush_local_all"))
+                rc = FRMA_Win_flush_local_all(w.win);
             ASSERT_EQ(MPI_SUCCESS, rc) << mode;
             // After local completion the origin buffers are ours again: scribble on them.
             const bool closes_epoch = !std::strcmp(mode, "unlock_all") || fence;
@@ -816,9 +883,11 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
             // Read back what landed at the right neighbour (gets are offloaded too).
             std::vector<unsigned char> back(sz, 0);
             if (!closes_epoch) {
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back.data(), int(sz), MPI_BYTE, right, MPI_Aint(2 * region), int(sz), MPI_BYTE, w.win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back.data(), int(sz), MPI_BYTE, right, MPI_Aint(2 * region), int(sz),
+                                                MPI_BYTE, w.win));
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
-                for (std::size_t i = 0; i < sz; ++i) ASSERT_EQ(back[i], pattern(me, 2, i)) << mode << " get " << sz << " i " << i;
+                for (std::size_t i = 0; i < sz; ++i)
+                    ASSERT_EQ(back[i], pattern(me, 2, i)) << mode << " get " << sz << " i " << i;
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
             } else if (fence) {
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
@@ -829,10 +898,13 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
             FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
             for (int k = 0; k < 4; ++k)
                 for (std::size_t i = 0; i < sz; ++i)
-                    ASSERT_EQ(w.base[std::size_t(k) * region + i], pattern(left, k, i)) << mode << " size " << sz << " k " << k << " i " << i;
+                    ASSERT_EQ(w.base[std::size_t(k) * region + i], pattern(left, k, i))
+                        << mode << " size " << sz << " k " << k << " i " << i;
             for (int k = 0; k < 4; ++k) ASSERT_EQ(w.base[std::size_t(k) * region + sz], 0) << "past the end";
             MPI_Barrier(MPI_COMM_WORLD);
-            if (fence) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win)); }
+            if (fence) {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+            }
         }
     }
     // The copies did go through the progress thread where it runs and memory is reachable
@@ -862,8 +934,8 @@ TEST_P(Passive, LargeFetchedResultsArriveIntact) {
     std::vector<double> add(count, 0.5), old(count, -1.0);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
     for (int round = 0; round < 3; ++round) {
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add.data(), int(count), MPI_DOUBLE, old.data(), int(count), MPI_DOUBLE,
-                                                   right, 0, int(count), MPI_DOUBLE, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add.data(), int(count), MPI_DOUBLE, old.data(), int(count),
+                                                   MPI_DOUBLE, right, 0, int(count), MPI_DOUBLE, MPI_SUM, w.win));
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
         for (std::size_t i = 0; i < count; ++i)
             ASSERT_EQ(old[i], double(right * 1000000 + i) + 0.5 * round) << "round " << round << " element " << i;
@@ -886,13 +958,18 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
     const std::size_t count = (1 << 22) + 3;  // 32 MiB + 24 B of int64: long enough to be still running
     TestWin w(GetParam(), count * 8 + 64);
     std::vector<std::int64_t> ones(count), big(count);
-    for (std::size_t i = 0; i < count; ++i) { ones[i] = std::int64_t(i % 7 + 1); big[i] = std::int64_t(1) << 40; }
+    for (std::size_t i = 0; i < count; ++i) {
+        ones[i] = std::int64_t(i % 7 + 1);
+        big[i] = std::int64_t(1) << 40;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
     for (int t = 0; t < n; ++t) {
         if (t == me) continue;
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, t, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, t, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS,
+                  FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, t, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS,
+                  FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, t, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
     MPI_Barrier(MPI_COMM_WORLD);
@@ -908,12 +985,14 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
         const std::uint64_t off0 = e->offload() ? e->offload()->bytes_offloaded() : 0;
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
         std::int64_t v = 5, got = -1, one = 1;
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, right, 0, int(count), MPI_INT64_T, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, right, 0, int(count), MPI_INT64_T,
+                                               MPI_SUM, w.win));
         // The last element: the one a SUM still running elsewhere reaches last.
         const MPI_Aint last = MPI_Aint(count - 1) * 8;
         ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT64_T, right, last, 1, MPI_INT64_T, MPI_REPLACE, w.win));
         ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &got, MPI_INT64_T, right, last, MPI_SUM, w.win));
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(big.data(), int(count), MPI_INT64_T, right, 0, int(count), MPI_INT64_T, MPI_MAX, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(big.data(), int(count), MPI_INT64_T, right, 0, int(count), MPI_INT64_T,
+                                               MPI_MAX, w.win));
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
         EXPECT_EQ(got, 5) << "the fetch_and_op passed the REPLACE or the REPLACE passed the SUM";
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
@@ -951,18 +1030,22 @@ TEST_P(Passive, SmallOpsInterleavedWithOthersLandInOrder) {
     std::size_t put_off = 0, puts = 0;
     for (int k = 0, f = 0; k < kOps; ++k) {
         const int slot = k % kSlots;
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, right, MPI_Aint(slot) * 8, 1, MPI_INT64_T, MPI_SUM, w.win));
+        ASSERT_EQ(MPI_SUCCESS,
+                  FRMA_Accumulate(&one, 1, MPI_INT64_T, right, MPI_Aint(slot) * 8, 1, MPI_INT64_T, MPI_SUM, w.win));
         if (slot == 0) ++slot0;
         if (k % 5 == 0) {
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&half, 1, MPI_DOUBLE, right, MPI_Aint(kSlots) * 8, 1, MPI_DOUBLE, MPI_SUM, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&half, 1, MPI_DOUBLE, right, MPI_Aint(kSlots) * 8, 1, MPI_DOUBLE,
+                                                   MPI_SUM, w.win));
         }
         if (k % kEvery == 0) {
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &fetched[std::size_t(f)], MPI_INT64_T, right, 0, MPI_NO_OP, w.win));
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Fetch_and_op(nullptr, &fetched[std::size_t(f)], MPI_INT64_T, right, 0, MPI_NO_OP, w.win));
             expect[std::size_t(f++)] = slot0;
         }
         const std::size_t len = sizes[puts % sizes.size()];
         if (k % 11 == 0 && put_off + len <= put_bytes) {
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data() + put_off, int(len), MPI_BYTE, right, MPI_Aint(put_base + put_off), int(len), MPI_BYTE, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data() + put_off, int(len), MPI_BYTE, right,
+                                            MPI_Aint(put_base + put_off), int(len), MPI_BYTE, w.win));
             put_off += len;
             ++puts;
         }
@@ -970,7 +1053,8 @@ TEST_P(Passive, SmallOpsInterleavedWithOthersLandInOrder) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
     for (std::size_t f = 0; f < fetched.size(); ++f) ASSERT_EQ(fetched[f], expect[f]) << "fetch " << f;
     std::vector<unsigned char> back(put_off);
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(back.data(), int(put_off), MPI_BYTE, right, MPI_Aint(put_base), int(put_off), MPI_BYTE, w.win));
+    ASSERT_EQ(MPI_SUCCESS,
+              FRMA_Get(back.data(), int(put_off), MPI_BYTE, right, MPI_Aint(put_base), int(put_off), MPI_BYTE, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
     for (std::size_t i = 0; i < put_off; ++i) ASSERT_EQ(back[i], src[i]) << "byte " << i;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -1002,61 +1086,83 @@ TEST_P(Passive, SmallTransfersCompleteAtEveryCompletionPoint) {
     for (std::size_t i = 0; i < kRegion; ++i) w.base[kRegion + i] = known(me, i);
     std::vector<std::pair<std::size_t, std::size_t>> plan;  // (offset, bytes) of each put
     std::size_t end = 0;
-    for (int i = 0; i < 100; ++i, end += 8) plan.push_back({end, 8});         // one contiguous run
+    for (int i = 0; i < 100; ++i, end += 8) plan.push_back({end, 8});  // one contiguous run
     for (int i = 0; i < 150; ++i) plan.push_back({end + std::size_t(i) * 40, 8 + std::size_t(i % 3) * 8});  // scattered
     end += 150 * 40;
-    for (std::size_t len : {1000, 1024, 1025, 4000, 1, 17}) { plan.push_back({end, len}); end += len + 8; }
+    for (std::size_t len : {1000, 1024, 1025, 4000, 1, 17}) {
+        plan.push_back({end, len});
+        end += len + 8;
+    }
     ASSERT_LE(end, kRegion);
-    auto value = [](int from, int mode, std::size_t i) { return static_cast<unsigned char>(from * 7 + mode * 13 + i * 3 + 1); };
+    auto value = [](int from, int mode, std::size_t i) {
+        return static_cast<unsigned char>(from * 7 + mode * 13 + i * 3 + 1);
+    };
     MPI_Group world, peers_to, peers_from;
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, 1, &right, &peers_to);
     MPI_Group_incl(world, 1, &left, &peers_from);
     const std::uint64_t batched0 = stat_total(Stat::cma_batched);
-    const char* modes[] = {"flush", "flush_local", "flush_all", "flush_local_all", "unlock", "unlock_all", "fence", "pscw", "rget"};
+    const char* modes[] = {"flush", "flush_local", "flush_all", "flush_local_all", "unlock", "unlock_all",
+                           "fence", "pscw",        "rget"};
     for (int m = 0; m < int(std::size(modes)); ++m) {
         const std::string mode = modes[m];
         std::memset(w.base, 0, kRegion);
         MPI_Barrier(MPI_COMM_WORLD);
-        if (mode == "fence") { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win)); }
-        else if (mode == "pscw") {
+        if (mode == "fence") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+        } else if (mode == "pscw") {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(peers_from, 0, w.win));
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(peers_to, 0, w.win));
-        } else if (mode == "unlock") { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, right, 0, w.win)); }
-        else { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win)); }
+        } else if (mode == "unlock") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, right, 0, w.win));
+        } else {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        }
         std::vector<unsigned char> src(end);
         for (std::size_t i = 0; i < end; ++i) src[i] = value(me, m, i);
         for (auto [o, len] : plan)
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data() + o, int(len), MPI_BYTE, right, MPI_Aint(o), int(len), MPI_BYTE, w.win));
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Put(src.data() + o, int(len), MPI_BYTE, right, MPI_Aint(o), int(len), MPI_BYTE, w.win));
         // 200 gets of 8 bytes into one contiguous buffer, from remote places that are
         // contiguous for a while, then jump.
         std::vector<unsigned char> got(200 * 8, 0);
         auto from = [](int i) { return std::size_t(i < 100 ? i * 8 : 2000 + i * 24); };
         MPI_Request rq = MPI_REQUEST_NULL;
         if (mode == "rget") {
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Rget(got.data(), 8, MPI_BYTE, right, MPI_Aint(kRegion), 8, MPI_BYTE, w.win, &rq));
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Rget(got.data(), 8, MPI_BYTE, right, MPI_Aint(kRegion), 8, MPI_BYTE, w.win, &rq));
         } else {
             for (int i = 0; i < 200; ++i)
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data() + i * 8, 8, MPI_BYTE, right, MPI_Aint(kRegion + from(i)), 8, MPI_BYTE, w.win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data() + i * 8, 8, MPI_BYTE, right, MPI_Aint(kRegion + from(i)), 8,
+                                                MPI_BYTE, w.win));
         }
         auto check_gets = [&] {
             const int k = mode == "rget" ? 1 : 200;
             for (int i = 0; i < k; ++i)
                 for (std::size_t b = 0; b < 8; ++b)
-                    ASSERT_EQ(got[std::size_t(i) * 8 + b], known(right, (mode == "rget" ? 0 : from(i)) + b)) << mode << " get " << i;
+                    ASSERT_EQ(got[std::size_t(i) * 8 + b], known(right, (mode == "rget" ? 0 : from(i)) + b))
+                        << mode << " get " << i;
         };
         int rc = MPI_SUCCESS;
         bool open = true;
-        if (mode == "flush") rc = FRMA_Win_flush(right, w.win);
-        else if (mode == "flush_local") rc = FRMA_Win_flush_local(right, w.win);
-        else if (mode == "flush_all") rc = FRMA_Win_flush_all(w.win);
-        else if (mode == "flush_local_all") rc = FRMA_Win_flush_local_all(w.win);
-        else if (mode == "rget") rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        if (mode == "flush")
+            rc = FRMA_Win_flush(right, w.win);
+        else if (mode == "flush_local")
+            rc = FRMA_Win_flush_local(right, w.win);
+        else if (mode == "flush_all")
+            rc = FRMA_Win_flush_all(w.win);
+        else if (mode == "flush_local_all")
+            rc = FRMA_Win_flush_local_all(w.win);
+        else if (mode == "rget")
+            rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
         else {
             open = false;
-            if (mode == "unlock") rc = FRMA_Win_unlock(right, w.win);
-            else if (mode == "unlock_all") rc = FRMA_Win_unlock_all(w.win);
-            else if (mode == "fence") rc = FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win);
+            if (mode == "unlock")
+                rc = FRMA_Win_unlock(right, w.win);
+            else if (mode == "unlock_all")
+                rc = FRMA_Win_unlock_all(w.win);
+            else if (mode == "fence")
+                rc = FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win);
             else {
                 rc = FRMA_Win_complete(w.win);
                 if (rc == MPI_SUCCESS) rc = FRMA_Win_wait(w.win);
@@ -1066,7 +1172,9 @@ TEST_P(Passive, SmallTransfersCompleteAtEveryCompletionPoint) {
         check_gets();
         // Local completion at least: the origin buffer is ours again.
         std::memset(src.data(), 0xAB, src.size());
-        if (open) { ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win)); }
+        if (open) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        }
         MPI_Barrier(MPI_COMM_WORLD);
         FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
         std::vector<char> covered(kRegion, 0);
@@ -1076,7 +1184,9 @@ TEST_P(Passive, SmallTransfersCompleteAtEveryCompletionPoint) {
                 ASSERT_EQ(w.base[i], value(left, m, i)) << mode << " byte " << i;
             }
         for (std::size_t i = 0; i < kRegion; ++i)
-            if (!covered[i]) { ASSERT_EQ(w.base[i], 0) << mode << " gap byte " << i; }
+            if (!covered[i]) {
+                ASSERT_EQ(w.base[i], 0) << mode << " gap byte " << i;
+            }
         MPI_Barrier(MPI_COMM_WORLD);
     }
     MPI_Group_free(&peers_to);
@@ -1102,7 +1212,7 @@ TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
     constexpr int kRun = 300;  // > 128: the batch drains on its own in the middle
     TestWin w(GetParam(), 256 + kRun * 8);
     auto* slot = w.at<std::int64_t>(0);
-    slot[6] = 77;                   // read by the left neighbour's get before its accumulate
+    slot[6] = 77;  // read by the left neighbour's get before its accumulate
     for (int i = 0; i < 4; ++i) slot[8 + i] = 1000 * (i + 1);
     MPI_Barrier(MPI_COMM_WORLD);
     const std::uint64_t batched0 = stat_total(Stat::cma_batched);
@@ -1115,10 +1225,15 @@ TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(nullptr, &seen[k], MPI_INT64_T, right, 0, MPI_NO_OP, w.win));
     };
     // Slot 0: one step after another, each visible to the fetch issued after it.
-    acc(5, 0, MPI_SUM); peek(0);
-    acc(3, 0, MPI_MAX); peek(1);
-    acc(2, 0, MPI_PROD); peek(2);
-    acc(7, 0, MPI_REPLACE); acc(1, 0, MPI_SUM); peek(3);
+    acc(5, 0, MPI_SUM);
+    peek(0);
+    acc(3, 0, MPI_MAX);
+    peek(1);
+    acc(2, 0, MPI_PROD);
+    peek(2);
+    acc(7, 0, MPI_REPLACE);
+    acc(1, 0, MPI_SUM);
+    peek(3);
     std::int64_t old0 = -1, one = 1;
     ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old0, MPI_INT64_T, right, 0, MPI_SUM, w.win));
     // Slots 1..3: partial overlaps.
@@ -1137,13 +1252,16 @@ TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
     // Slots 8..11: get_accumulate twice, old values of each step.
     const std::int64_t add4[4] = {1, 2, 3, 4};
     std::int64_t old1[4] = {-1, -1, -1, -1}, old2[4] = {-1, -1, -1, -1};
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add4, 4, MPI_INT64_T, old1, 4, MPI_INT64_T, right, 8 * 8, 4, MPI_INT64_T, MPI_SUM, w.win));
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add4, 4, MPI_INT64_T, old2, 4, MPI_INT64_T, right, 8 * 8, 4, MPI_INT64_T, MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add4, 4, MPI_INT64_T, old1, 4, MPI_INT64_T, right, 8 * 8, 4, MPI_INT64_T,
+                                               MPI_SUM, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(add4, 4, MPI_INT64_T, old2, 4, MPI_INT64_T, right, 8 * 8, 4, MPI_INT64_T,
+                                               MPI_SUM, w.win));
     // A run of doubles longer than a batch, each slot twice.
     for (int rep = 0; rep < 2; ++rep)
         for (int i = 0; i < kRun; ++i) {
             const double v = 0.5 * (i + 1);
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_DOUBLE, right, 256 + MPI_Aint(i) * 8, 1, MPI_DOUBLE, MPI_SUM, w.win));
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Accumulate(&v, 1, MPI_DOUBLE, right, 256 + MPI_Aint(i) * 8, 1, MPI_DOUBLE, MPI_SUM, w.win));
         }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
     EXPECT_EQ(seen[0], 5);

@@ -17,8 +17,16 @@
 
 namespace {
 
-int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-int world_size() { int n; MPI_Comm_size(MPI_COMM_WORLD, &n); return n; }
+int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+int world_size() {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
 
 void run(bool allocate) {
     const int me = world_rank(), n = world_size();
@@ -69,7 +77,9 @@ void run(bool allocate) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, win));
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
         std::int64_t five = me == 1 ? 5 : 0;
-        if (me == 1) { ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&five, 1, MPI_INT64_T, 0, 2, 1, MPI_INT64_T, MPI_SUM, win)); }
+        if (me == 1) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&five, 1, MPI_INT64_T, 0, 2, 1, MPI_INT64_T, MPI_SUM, win));
+        }
         ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 0, 2, 1, MPI_INT64_T, MPI_SUM, win));
         ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 0, 10, MPI_SUM, win));
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, win));

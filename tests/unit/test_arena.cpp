@@ -24,7 +24,6 @@ namespace {
 constexpr std::size_t kChunk = std::size_t(1) << 20;
 constexpr std::size_t kDedicated = std::size_t(256) << 10;
 
-
 void* must_alloc(ShmArena& a, std::size_t n) {
     int err = -1;
     void* p = a.alloc(n, &err);
@@ -72,7 +71,9 @@ TEST(Arena, BlocksAreAlignedAndDisjoint) {
             auto* p = static_cast<unsigned char*>(must_alloc(a, n));
             const std::uintptr_t u = reinterpret_cast<std::uintptr_t>(p);
             EXPECT_EQ(u % 64, 0u) << "size " << n;
-            if (n >= 4096) { EXPECT_EQ(u % 4096, 0u) << "size " << n; }
+            if (n >= 4096) {
+                EXPECT_EQ(u % 4096, 0u) << "size " << n;
+            }
             blocks.emplace_back(p, n);
         }
     // Fill each block with its own byte, then check nobody overwrote anybody.

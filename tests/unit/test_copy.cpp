@@ -23,9 +23,9 @@ void check_copy(std::size_t n, std::size_t src_off, std::size_t dst_off) {
     std::memcpy(want.data() + kGuard + dst_off, src.data() + src_off, n);
     if (dst == want) return;
     for (std::size_t i = 0; i < dst.size(); ++i)
-        ASSERT_EQ(dst[i], want[i]) << "n=" << n << " src_off=" << src_off << " dst_off=" << dst_off
-                                   << " byte " << i << (i < kGuard + dst_off || i >= kGuard + dst_off + n
-                                                            ? " (outside the destination)" : "");
+        ASSERT_EQ(dst[i], want[i]) << "n=" << n << " src_off=" << src_off << " dst_off=" << dst_off << " byte " << i
+                                   << (i < kGuard + dst_off || i >= kGuard + dst_off + n ? " (outside the destination)"
+                                                                                         : "");
 }
 
 TEST(Copy, EverySizeAroundTheVectorRangeAndEveryMisalignment) {

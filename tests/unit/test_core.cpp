@@ -91,7 +91,10 @@ TEST(SlotTable, RanksHashToSlotsAndAreFoundAgain) {
 TEST(Target, QueueIsFifo) {
     Target t;
     Op o[3];
-    for (int i = 0; i < 3; ++i) { o[i].tcount = std::uint64_t(i); t.push(&o[i]); }
+    for (int i = 0; i < 3; ++i) {
+        o[i].tcount = std::uint64_t(i);
+        t.push(&o[i]);
+    }
     EXPECT_EQ(t.npending, 3u);
     for (int i = 0; i < 3; ++i) EXPECT_EQ(t.pop()->tcount, std::uint64_t(i));
     EXPECT_EQ(t.pop(), nullptr);
@@ -182,7 +185,11 @@ TEST(Progress, RunsPollersSleepsWhenIdleAndWakesOnTheDoorbell) {
     ProgressEngine pe(cfg, 0);
     std::atomic<int> work{0}, done{0};
     pe.add_poller([&] {
-        if (work.load() > 0) { work.fetch_sub(1); done.fetch_add(1); return Poll::busy; }
+        if (work.load() > 0) {
+            work.fetch_sub(1);
+            done.fetch_add(1);
+            return Poll::busy;
+        }
         return Poll::idle;
     });
     pe.start();
@@ -413,7 +420,8 @@ TEST(Progress, MarkHelpedStandsDownOnlyForOtherThreads) {
             const long helps = serve_for_100ms([&] { hook ? pe.mark_hook_helped() : pe.mark_helped(); }, &last_help);
             stood_down = pe.stand_downs() > downs;
             if (stood_down) {
-                EXPECT_LE(5 * (passes_helped.load() - before), helps) << "the thread kept polling while another thread served";
+                EXPECT_LE(5 * (passes_helped.load() - before), helps)
+                    << "the thread kept polling while another thread served";
             }
         }
         EXPECT_TRUE(stood_down) << "no stand-down in three rounds of a steady helper";
@@ -532,7 +540,12 @@ TEST(CopyOffload, PiecesRunByManyWorkersRetireInOrderAndAFullRingRefuses) {
     EXPECT_FALSE(q.done(seq));
     EXPECT_EQ(q.submit(dst.data(), src.data(), 2 * 4096, &err), 0u) << "ring overfilled";
     // Two workers and the waiter share the pieces; done(seq) only when all finished.
-    std::thread a([&] { while (q.run_one()) {} }), b([&] { while (q.run_one()) {} });
+    std::thread a([&] {
+        while (q.run_one()) {}
+    }),
+        b([&] {
+            while (q.run_one()) {}
+        });
     q.wait(seq);
     a.join();
     b.join();
@@ -574,8 +587,8 @@ void run_ranks(int n, Fn&& fn) {
     for (auto& t : ts) t.join();
 }
 
-OpRequest rma(RmaKind kind, const void* origin, void* result, int target, MPI_Aint disp,
-              MPI_Datatype type, MPI_Op op = MPI_OP_NULL) {
+OpRequest rma(RmaKind kind, const void* origin, void* result, int target, MPI_Aint disp, MPI_Datatype type,
+              MPI_Op op = MPI_OP_NULL) {
     return OpRequest::make(kind, "test", origin, 1, type, result, 1, type, target, disp, 1, type, op);
 }
 
@@ -588,7 +601,10 @@ TEST(LockProtocolAsThreads, ExclusiveRmwLosesNoUpdateAndLockAllExcludes) {
         void* base = nullptr;
         Bootstrap* b = bs.get();
         ASSERT_EQ(Window::allocate(eng, std::move(bs), 64, 1, &base, &w), MPI_SUCCESS);
-        if (r == 0) { std::memset(base, 0, 64); base0 = base; }
+        if (r == 0) {
+            std::memset(base, 0, 64);
+            base0 = base;
+        }
         b->barrier();
         for (int i = 0; i < iters; ++i) {
             if (r == 3 && i % 3 == 0) {
@@ -678,7 +694,9 @@ TEST(Doorbell, ReleasingALockRingsTheWaiter) {
             kicks = w->state_words(2)[kLockKick];
         }
         b->barrier();
-        if (r == 0) { EXPECT_EQ(*static_cast<std::int64_t*>(base), 7); }
+        if (r == 0) {
+            EXPECT_EQ(*static_cast<std::int64_t*>(base), 7);
+        }
         failures += w->free_collective() != MPI_SUCCESS;
     });
     EXPECT_EQ(failures.load(), 0) << last_error_message();

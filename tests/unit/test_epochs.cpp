@@ -390,9 +390,9 @@ TEST_P(EpochsFake, PscwEpochsDeliverEveryPutBeforeTheWaitReturns) {
                 std::int64_t v[4];
                 for (int j = 0; j < 4; ++j) {
                     v[j] = k * 100 + r * 10 + j;
-                    ASSERT_EQ(MPI_SUCCESS,
-                              e.submit("put", 0, put_op(&v[j], (std::uint64_t(r) * 4 + std::uint64_t(j)) * 8, 8),
-                                       nullptr));
+                    ASSERT_EQ(
+                        MPI_SUCCESS,
+                        e.submit("put", 0, put_op(&v[j], (std::uint64_t(r) * 4 + std::uint64_t(j)) * 8, 8), nullptr));
                 }
                 ASSERT_EQ(MPI_SUCCESS, e.complete());  // v may go once complete returns
                 std::memset(v, 0, sizeof v);

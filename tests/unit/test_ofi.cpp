@@ -68,7 +68,8 @@ TEST(OfiPlan, GroupsChunksUpToTheSmallerIovLimit) {
 
 TEST(OfiPlan, SplitsChunksLongerThanAMessageAndNeverExceedsIt) {
     std::vector<unsigned char> buf(10000);
-    const std::vector<Chunk> chunks = {{buf.data(), 0, 2500}, {buf.data() + 2500, 8192, 10}, {buf.data() + 2510, 20000, 7490}};
+    const std::vector<Chunk> chunks = {
+        {buf.data(), 0, 2500}, {buf.data() + 2500, 8192, 10}, {buf.data() + 2510, 20000, 7490}};
     const ofi::Limits lim{1024, 3, 3};
     const auto msgs = plan(chunks, lim);
     for (const auto& m : msgs) {
