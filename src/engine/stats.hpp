@@ -27,6 +27,7 @@ enum class Stat : int {
     cma_drains,  // process_vm_writev/readv calls that moved batches (a batch, a side)
     windows_am,  // windows whose remote peers went over am (the rest of windows_created: shm)
     windows_ofi,  // ... over ofi
+    retries,  // posts a transport refused (full: Post::retry); the op queued and went later
     count_
 };
 

@@ -615,7 +615,7 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
         part.state_bytes = w->state_bytes_;
         w->remote_ = make_network_transport(b, part, eng.config(), call, &err);  // collective
     } else {
-        w->remote_ = make_message_transport(b, std::move(local), call, &err);  // collective
+        w->remote_ = make_message_transport(b, std::move(local), eng.config(), call, &err);  // collective
     }
     msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;

@@ -9,8 +9,12 @@
 // the progress engine and serving the window's requests meanwhile).
 //
 // The 3D queue (DESIGN.md §2): an op to a granted target with nothing queued before it is
-// issued by the posting thread at once (no Op allocated); otherwise it is queued on its
-// Target and issued by the progress thread (poll) or by a sync call that waits anyway.
+// issued by the posting thread at once (no Op allocated); otherwise — its lock not granted
+// yet, ops queued before it, or its transport full (Post::retry), in any synchronization
+// mode — it is queued on its Target and issued by the progress thread (poll) or by the
+// sync call that completes it (flush, unlock, unlock_all, fence, complete), which waits for
+// the transport to take it. In window-wide epochs (fence, PSCW, lock_all) a Target is made
+// only for such a queue (AccessState::open) and goes when it drained.
 // Each Target counts the ops issued to it and keeps the first error of one issued by
 // another thread (the progress thread, behind its lock grant), which the flush or unlock
 // that completes them reports. What is outstanding at a target after issue is counted by
@@ -66,7 +70,8 @@ public:
 
     // The fast paths' test: an op to rank may go straight to it now (a granted lock_all, a
     // fence epoch that has operations, a PSCW access epoch that includes it, or a granted
-    // lock on it with nothing queued before; the last counts the op as issued).
+    // lock on it; each with nothing queued for rank before; the last counts the op as
+    // issued).
     inline bool direct(int rank);
     AccessMode mode() const { return mode_.load(std::memory_order_acquire); }
 
@@ -116,7 +121,20 @@ private:
     int wait_target(int rank, SyncFlag flag, bool remove);
 
     // The queue (queue.cpp).
-    int drain(Target* t);  // issue queued ops of a granted target
+    // Issues t's queued ops (granted or open) in order: an MPI error class, or kIssueRetry
+    // when its transport refused the first one left (it stays queued).
+    int drain(Target* t);
+    // Window-wide epochs: issue every op queued for rank (or for every rank), waiting for
+    // its transport; report the first error of one; free the emptied Targets.
+    int drain_open(int rank, const char* call);
+    int drain_open_all(const char* call);
+    bool queued_for(int rank);  // ops wait in rank's queue (they go first)
+    // One issue from the calling thread, with a request's tracking: an MPI error class
+    // (raised) or kIssueRetry.
+    int issue_now(const char* call, int r, const Op& desc, Completion* done);
+    // A queued op's small origin data (and compare value) copied into it, up to the
+    // transport's inline_max: the caller may reuse its buffer at once, as with a post.
+    static void hold_origin(Op& op, std::size_t inline_max);
     Op* alloc_op();  // may collect garbage; never holds a slot mutex
     bool collect_garbage();
     int check_epoch_for_op(const char* call, int rank, AccessMode* m);
@@ -147,11 +165,20 @@ private:
     std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
 };
 
+inline bool Epochs::queued_for(int rank) {
+    Slot& s = slots_.slot_of(rank);
+    std::lock_guard sl(s.mu);
+    const Target* t = slots_.find(rank);
+    return t && t->head;
+}
+
 inline bool Epochs::direct(int rank) {
     const AccessMode m = mode_.load(std::memory_order_acquire);
-    if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active) return true;
+    if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active)
+        return queued_.load(std::memory_order_acquire) == 0 || !queued_for(rank);
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
-    if (m == AccessMode::pscw) return in_start_group(rank);
+    if (m == AccessMode::pscw)
+        return in_start_group(rank) && (queued_.load(std::memory_order_acquire) == 0 || !queued_for(rank));
     if (m != AccessMode::per_target) return false;
     Slot& s = slots_.slot_of(rank);
     std::lock_guard sl(s.mu);

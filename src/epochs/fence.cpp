@@ -24,7 +24,8 @@ int Epochs::fence(int assert_) {
     // Complete what this process left in flight beside the transports, then the group's
     // fence_sync: when it returns, every process's operations of the closing epoch are
     // complete at their targets, and local stores before the fence are visible to all.
-    int off_rc = h_.complete_deferred();
+    int off_rc = drain_open_all("FRMA_Win_fence");  // ops a full transport refused
+    if (int e = h_.complete_deferred(); e && !off_rc) off_rc = e;
     Transport& group_tp = h_.group_tp();
     if (int rc = group_tp.fence_sync(h_.group()); rc && !off_rc)
         off_rc = raise(rc, "FRMA_Win_fence: the group's completion exchange failed");

@@ -1,7 +1,7 @@
 // flush.cpp — the flush family and unlock's completion core (see epochs.hpp).
 //
 // flush(r): every op issued to r complete at r — the queued ones issued first (waiting for
-// the lock grant), then the transport's flush(r) (its own count of what it has outstanding
+// the lock grant and for the transport to take them), then the transport's flush(r) (its own count of what it has outstanding
 // to r: a fence on shared memory, answers up to the last request over messages), then what
 // the window left in flight beside the transports; and the first error any of them met.
 // flush_local(r): the same with local completion only. flush_all: every active target.
@@ -33,6 +33,11 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove) {
             continue;
         }
         int rc = drain(t);
+        if (rc == kIssueRetry) {  // the transport is full: wait for room, then issue the rest
+            sl.unlock();
+            backoff(pace);
+            continue;
+        }
         if (t->error) {  // an op the progress thread issued behind the lock failed
             if (!rc) rc = raise(t->error, "%s: an operation queued for rank %d failed when it was issued", call, rank);
             t->error = 0;
@@ -63,10 +68,11 @@ int Epochs::flush(int rank, bool local) {
     if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
     switch (mode_.load(std::memory_order_acquire)) {
     case AccessMode::lock_all_granted: {
+        int rc = drain_open(rank, call);  // what its transport refused goes first
         tp(rank).flush(peer(rank));
-        const int rc = h_.complete_deferred();
-        const int refused = h_.refused_by_targets(call, rank, rank + 1);
-        return rc ? rc : refused;
+        if (int e = h_.complete_deferred(); e && !rc) rc = e;
+        if (int e = h_.refused_by_targets(call, rank, rank + 1); e && !rc) rc = e;
+        return rc;
     }
     case AccessMode::lock_all_called:
         return ensure_lock_all();
@@ -82,8 +88,9 @@ int Epochs::flush_all(bool local) {
     const char* call = local ? "FRMA_Win_flush_local_all" : "FRMA_Win_flush_all";
     switch (mode_.load(std::memory_order_acquire)) {
     case AccessMode::lock_all_granted: {
+        int rc = drain_open_all(call);
         h_.flush_every_target();  // messages in flight need each target's answer
-        int rc = h_.complete_deferred();
+        if (int e = h_.complete_deferred(); e && !rc) rc = e;
         __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
         if (int e = h_.refused_by_targets(call, 0, nprocs_); e && !rc) rc = e;
         return rc;

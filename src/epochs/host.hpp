@@ -28,8 +28,9 @@ public:
     virtual Bootstrap& group() = 0;
     virtual Transport* serving_tp() const = 0;
 
-    // Ops: perform op at rank r now; after an op of a request was issued, signal or track
-    // its completion (non-zero: an error, done not signalled).
+    // Ops: perform op at rank r now (an MPI error class, or kIssueRetry when the transport
+    // took nothing of it); after an op of a request was issued, signal or track its
+    // completion (non-zero: an error, done not signalled).
     virtual int issue(int r, const Op& op) = 0;
     virtual int track_request(int r, Completion* done) = 0;
     // Whether a request's completion may be signalled after its post returned (someone

@@ -19,7 +19,7 @@ bool Epochs::try_lock(Target* t) {
 bool Epochs::try_lock_all_once() { return lockproto::try_lock_all(tp(0), peer(0)); }
 
 bool Epochs::try_acquire(Target* t) {
-    if (t->state == AccessState::lock_granted) return true;
+    if (t->state == AccessState::lock_granted || t->state == AccessState::open) return true;
     const bool ok = (t->assert_ & MPI_MODE_NOCHECK) || try_lock(t);
     if (!ok) {
         bump(Stat::lock_retries);
@@ -158,7 +158,8 @@ int Epochs::unlock_all() {
     const AccessMode m = mode_.load();
     int rc = MPI_SUCCESS;
     if (m == AccessMode::lock_all_granted) {
-        rc = h_.complete_deferred();  // before the lock goes: the copies belong to the epoch
+        rc = drain_open_all("FRMA_Win_unlock_all");  // ops a full transport refused
+        if (int e = h_.complete_deferred(); e && !rc) rc = e;  // before the lock goes: the copies belong to the epoch
         h_.flush_every_target();
         if (int e = h_.refused_by_targets("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
         if (lock_all_acquired_) {

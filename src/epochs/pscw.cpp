@@ -87,7 +87,8 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
 }
 
 int Epochs::complete() {
-    const int off_rc = h_.complete_deferred();  // direct ops of this epoch, before the signal
+    int off_rc = drain_open_all("FRMA_Win_complete");  // ops a full transport refused
+    if (int e = h_.complete_deferred(); e && !off_rc) off_rc = e;  // direct ops of this epoch, before the signal
     std::vector<int> group;
     {
         std::lock_guard lk(epoch_mu_);

@@ -1,9 +1,14 @@
 // queue.cpp — operations through the epochs: which epoch lets an op go, issuing it now or
 // queueing it on its Target, draining the queues of granted targets, and the pools with
 // their garbage collection (see epochs.hpp; DESIGN.md §2).
+#include <cstring>
+#include <tuple>
+
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
 #include "epochs/epochs.hpp"
+#include "ops/layout.hpp"
+#include "ops/reduce.hpp"
 
 namespace fastrma::detail {
 
@@ -14,9 +19,13 @@ void Epochs::count_op(RmaKind k) {
 
 int Epochs::drain(Target* t) {
     int rc = MPI_SUCCESS;
-    while (t->state == AccessState::lock_granted && t->head) {
+    while ((t->state == AccessState::lock_granted || t->state == AccessState::open) && t->head) {
         Op* op = t->pop();
         int r = h_.issue(t->rank, *op);
+        if (r == kIssueRetry) {  // the transport is full: it stays first in line
+            t->push_front(op);
+            return rc ? rc : kIssueRetry;
+        }
         if (op->done) {
             if (!r) r = h_.track_request(t->rank, op->done);
             if (r) op->done->signal(r);
@@ -28,6 +37,74 @@ int Epochs::drain(Target* t) {
         queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     return rc;
+}
+
+int Epochs::drain_open(int rank, const char* call) {
+    Slot& s = slots_.slot_of(rank);
+    for (WaitPace pace;;) {
+        std::unique_lock sl(s.mu);
+        Target* t = slots_.find(rank);
+        if (!t || t->state != AccessState::open) return MPI_SUCCESS;
+        const int d = drain(t);
+        if (d == kIssueRetry) {
+            sl.unlock();
+            backoff(pace);  // helps progress: the transport's answers make room
+            continue;
+        }
+        int rc = MPI_SUCCESS;
+        if (t->error) {
+            rc = raise(t->error, "%s: an operation queued for rank %d failed when it was issued", call, rank);
+            t->error = 0;
+        }
+        if (!t->head) {  // nothing left to queue behind: the Target goes
+            slots_.remove(t);
+            Pool<Target>::put(t);
+        }
+        return rc;
+    }
+}
+
+int Epochs::drain_open_all(const char* call) {
+    if (queued_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;
+    std::vector<int> ranks;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+        Slot& s = slots_.slot_at(i);
+        std::lock_guard sl(s.mu);
+        for (Target* t = s.head; t; t = t->next)
+            if (t->state == AccessState::open) ranks.push_back(t->rank);
+    }
+    int rc = MPI_SUCCESS;
+    for (int r : ranks)
+        if (int e = drain_open(r, call); e && !rc) rc = e;
+    return rc;
+}
+
+void Epochs::hold_origin(Op& op, std::size_t inline_max) {
+    if (!inline_max) return;
+    std::int64_t lo = 0, hi = 0;
+    const bool has_origin = op.origin && op.olay && op.kind != RmaKind::get;
+    if (has_origin) std::tie(lo, hi) = footprint(*op.olay, op.ocount);
+    const std::size_t obytes = has_origin ? std::size_t(hi - lo) : 0;
+    const std::size_t cbytes = op.compare && op.type ? op.type->size : 0;
+    if (obytes + cbytes == 0 || obytes + cbytes > inline_max) return;
+    op.held.resize(obytes + cbytes);
+    if (obytes) {
+        std::memcpy(op.held.data(), static_cast<const unsigned char*>(op.origin) + lo, obytes);
+        op.origin = op.held.data() - lo;
+    }
+    if (cbytes) {
+        std::memcpy(op.held.data() + obytes, op.compare, cbytes);
+        op.compare = op.held.data() + obytes;
+    }
+}
+
+int Epochs::issue_now(const char* call, int r, const Op& desc, Completion* done) {
+    const int rc = h_.issue(r, desc);
+    if (rc == kIssueRetry) return rc;
+    if (rc) return raise(rc, "%s: %s", call, last_error_message().c_str());
+    if (done)
+        if (int e = h_.track_request(r, done)) return raise(e, "%s: %s", call, last_error_message().c_str());
+    return MPI_SUCCESS;
 }
 
 Op* Epochs::alloc_op() {
@@ -55,18 +132,16 @@ bool Epochs::collect_garbage() {
             }
     }
     if (victim < 0) return false;
-    // A local flush of the victim: wait for its lock (helping progress) and issue its queue.
+    // A local flush of the victim: wait for its lock or its transport (helping progress)
+    // and issue its queue. Errors stay in the Target for its flush or unlock to report.
     WaitPace pace;
     Slot& s = slots_.slot_of(victim);
     while (true) {
         std::unique_lock sl(s.mu);
         Target* t = slots_.find(victim);
         if (!t || !t->head) return true;
-        if (try_acquire(t)) {
-            drain(t);
-            return true;
-        }
-        const int lr = t->rank;
+        if (try_acquire(t) && drain(t) != kIssueRetry) return true;
+        const int lr = t->state == AccessState::lock_called ? t->rank : -1;
         const bool excl = t->lock_type != MPI_LOCK_SHARED;
         sl.unlock();
         backoff(pace, lr, excl);
@@ -104,58 +179,66 @@ int Epochs::check_epoch_for_op(const char* call, int r, AccessMode* m) {
 int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
     AccessMode m;
     if (int rc = check_epoch_for_op(call, r, &m)) return rc;
-    if (done && m != AccessMode::per_target && m != AccessMode::lock_all_granted)
+    const bool window_wide = m != AccessMode::per_target;
+    if (done && window_wide && m != AccessMode::lock_all_granted)
         return raise(MPI_ERR_RMA_SYNC, "%s: request-based operations need a passive-target epoch (lock or lock_all)",
                      call);
-    if (m != AccessMode::per_target) {
+    bool counted = false, refused = false;  // refused: the transport would not take it now
+    if (window_wide && queued_.load(std::memory_order_acquire) == 0) {
+        // Straight to the transport: no op of this window waits in a queue.
         count_op(desc.kind);
+        counted = true;
         if (desc.bytes == 0) {
             if (done) done->signal(MPI_SUCCESS);
             return MPI_SUCCESS;
         }
         bump(Stat::direct);
-        if (int rc = h_.issue(r, desc)) return raise(rc, "%s: %s", call, last_error_message().c_str());
-        if (done)
-            if (int rc = h_.track_request(r, done)) return raise(rc, "%s: %s", call, last_error_message().c_str());
-        return MPI_SUCCESS;
+        const int rc = issue_now(call, r, desc, done);
+        if (rc != kIssueRetry) return rc;
+        refused = true;
     }
 
     Slot& s = slots_.slot_of(r);
     Op* spare = nullptr;
+    auto finish = [&](int rc) {
+        if (spare) Pool<Op>::put(spare);
+        return rc;
+    };
     while (true) {
         std::unique_lock sl(s.mu);
         Target* t = slots_.find(r);
-        if (!t) {
-            if (spare) Pool<Op>::put(spare);
-            return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, r);
+        if (!t && !window_wide)
+            return finish(raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, r));
+        if (!counted) {
+            count_op(desc.kind);
+            counted = true;
         }
         if (desc.bytes == 0) {
-            count_op(desc.kind);
-            if (spare) Pool<Op>::put(spare);
             if (done) done->signal(MPI_SUCCESS);
-            return MPI_SUCCESS;
+            return finish(MPI_SUCCESS);
         }
-        if (!t->head && (t->state == AccessState::lock_granted || try_acquire(t))) {
-            // Fast path: granted, nothing queued before us: issue from this thread.
-            count_op(desc.kind);
-            ++t->issued;
+        // Nothing queued before it and the target granted (or no lock of its own): issue it
+        // from this thread.
+        if (!refused && (!t || (!t->head && (t->state != AccessState::lock_called || try_acquire(t))))) {
+            if (t) ++t->issued;
             sl.unlock();
-            if (spare) Pool<Op>::put(spare);
             bump(Stat::direct);
-            if (int rc = h_.issue(r, desc)) return raise(rc, "%s: %s", call, last_error_message().c_str());
-            if (done)
-                if (int rc = h_.track_request(r, done)) return raise(rc, "%s: %s", call, last_error_message().c_str());
-            return MPI_SUCCESS;
+            const int rc = issue_now(call, r, desc, done);
+            if (rc != kIssueRetry) return finish(rc);
+            refused = true;
+            continue;
         }
         if (done && !h_.completes_later(*done)) {
-            // A request must be complete when we hand it out: get the lock and issue
-            // the queue ahead of us now, then come back to the fast path above.
+            // A request must be complete when we hand it out: issue the queue ahead of it
+            // now (waiting for the lock and the transport), then the op itself, waiting.
             sl.unlock();
-            if (int rc = wait_target(r, SyncFlag::flush_local, false)) {
-                if (spare) Pool<Op>::put(spare);
-                return rc;
+            const int rc = window_wide ? drain_open(r, call) : wait_target(r, SyncFlag::flush_local, false);
+            if (rc) return finish(rc);
+            for (WaitPace pace;;) {
+                const int e = issue_now(call, r, desc, done);
+                if (e != kIssueRetry) return finish(e);
+                backoff(pace);
             }
-            continue;
         }
         if (!spare) {
             // Queue it; allocation may have to collect garbage, never under a slot mutex.
@@ -163,12 +246,27 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
             spare = alloc_op();
             continue;
         }
-        count_op(desc.kind);
+        if (!t) {  // a window-wide epoch's queue for r
+            t = target_pool_.get();
+            if (!t) {  // every Target in use: wait here for the transport instead
+                sl.unlock();
+                for (WaitPace pace;;) {
+                    const int e = issue_now(call, r, desc, done);
+                    if (e != kIssueRetry) return finish(e);
+                    backoff(pace);
+                }
+            }
+            t->rank = r;
+            t->state = AccessState::open;
+            slots_.insert(t);
+        }
         void* home = spare->home;
         *spare = desc;
         spare->home = home;
         spare->done = done;  // signalled once drain() issued it and it completed
+        hold_origin(*spare, tp(r).caps(peer(r)).inline_max);
         t->push(spare);
+        spare = nullptr;
         queued_.fetch_add(1, std::memory_order_relaxed);
         bump(Stat::queued);
         sl.unlock();

@@ -102,7 +102,7 @@ Poll Epochs::poll() {
         std::unique_lock sl(s.mu, std::try_to_lock);
         if (!sl.owns_lock()) continue;  // an application thread is working on it
         for (Target* t = s.head; t; t = t->next) {
-            if (t->state != AccessState::lock_granted) {
+            if (t->state == AccessState::lock_called) {
                 if (now < t->next_try_ns && !kicked) continue;
                 if (!try_acquire(t)) {
                     t->backoff_us =
@@ -117,8 +117,9 @@ Poll Epochs::poll() {
                 did = true;
             }
             if (t->head) {
-                drain(t);
-                did = true;
+                const std::size_t before = t->npending;
+                drain(t);  // errors stay in t for its flush or unlock; a refusal leaves the rest queued
+                did = did || t->npending != before;
             }
         }
     }

@@ -16,11 +16,32 @@ namespace fastrma::detail {
 
 namespace {
 
+// One post of an op through f (a transport call). The op's first post may be refused
+// (*first is then left true and Post::retry returned: nothing of the op was taken); a
+// later one is retried until taken — the op has started and goes whole — driving the
+// transport's progress meanwhile (an am origin reaps its answers in the retried post).
+template <class F>
+Post post_piece(const IssueContext& ctx, bool* first, F f) {
+    Post p = f();
+    if (p == Post::retry && *first) return p;
+    for (unsigned spins = 0; p == Post::retry; ++spins) {
+        ctx.tp.progress();
+        if (spins > 16)
+            sched_yield();
+        else
+            __builtin_ia32_pause();
+        p = f();
+    }
+    *first = false;
+    return p;
+}
+
 // put/get: chunks contiguous on both sides, in bounded batches (no copy of the data, no
 // allocation proportional to it: large derived-type transfers are pipelined).
 int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     void* local = is_put ? const_cast<void*>(op.origin) : op.result;
     int rc = MPI_SUCCESS;
+    bool first = true, refused = false;
     bool ok =
         zip_chunks(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset, [&](const Chunk* c, std::size_t n) {
             if (ctx.batch) {
@@ -28,14 +49,18 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
                 for (std::size_t i = 0; i < n && small; ++i) small = c[i].len <= ctx.batch_max;
                 if (small) {
                     for (std::size_t i = 0; i < n; ++i) ctx.batch->transfer(is_put, c[i].offset, c[i].local, c[i].len);
+                    first = false;
                     return true;
                 }
                 if ((rc = drain_batch(ctx.batch, ctx.peer.rank))) return false;  // in order behind them
             }
-            Post p = is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n);
+            const Post p = post_piece(ctx, &first,
+                                      [&] { return is_put ? ctx.tp.put(ctx.peer, c, n) : ctx.tp.get(ctx.peer, c, n); });
+            refused = p == Post::retry;
             return accepted(p);
         });
     if (rc) return rc;
+    if (refused) return kIssueRetry;
     return ok ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
@@ -122,7 +147,9 @@ int reduce_run_locked(const IssueContext& ctx, const Op& op, const TypeInfo& ti,
     auto move = [&](bool put) {
         bool posted = false;
         const bool ok = zip_chunks(el, n, tmp.data(), el, n, toff, [&](const Chunk* c, std::size_t k) {
-            const Post p = put ? ctx.tp.put(ctx.peer, c, k) : ctx.tp.get(ctx.peer, c, k);
+            bool first = false;  // under the stripes: a retry is waited out
+            const Post p =
+                post_piece(ctx, &first, [&] { return put ? ctx.tp.put(ctx.peer, c, k) : ctx.tp.get(ctx.peer, c, k); });
             posted = posted || p == Post::posted;
             return accepted(p);
         });
@@ -148,9 +175,13 @@ int accumulate(const IssueContext& ctx, const Op& op) {
         // and consecutive runs pipeline (the target applies one while the next arrives;
         // the run size that did best: docs/performance.md).
         const std::uint64_t max_run = std::max<std::uint64_t>(1, (256 * 1024) / ti.extent);
-        bool failed = false;
+        bool failed = false, first = true, refused = false;
         auto send = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
-            failed = !accepted(ctx.tp.accumulate(ctx.peer, kind, opid, tid, toff, n, ti.extent, src, nullptr, res));
+            const Post p = post_piece(ctx, &first, [&] {
+                return ctx.tp.accumulate(ctx.peer, kind, opid, tid, toff, n, ti.extent, src, nullptr, res);
+            });
+            refused = p == Post::retry;
+            failed = !accepted(p);
             return !failed;
         };
         if (op.op == MPI_NO_OP) {
@@ -169,6 +200,7 @@ int accumulate(const IssueContext& ctx, const Op& op) {
                 [&](const void* src, std::uint64_t toff, std::uint64_t n) { return send(src, nullptr, toff, n); },
                 max_run);
         }
+        if (refused) return kIssueRetry;
         return failed ? raise(MPI_ERR_OTHER, "accumulate: the target did not take the request") : MPI_SUCCESS;
     }
     const bool native = ctx.cpu_atomics && ctx.peer.mapped && ti.cpu_domain;
@@ -215,11 +247,12 @@ int accumulate(const IssueContext& ctx, const Op& op) {
 
 int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
-    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id))
-        return accepted(ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
-                                          ti.extent, op.origin, op.compare, op.result))
-                   ? MPI_SUCCESS
-                   : MPI_ERR_OTHER;
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id)) {
+        const Post p = ctx.tp.accumulate(ctx.peer, int(RmaKind::cas), int(OpKind::replace), ti.id, op.offset, 1,
+                                         ti.extent, op.origin, op.compare, op.result);
+        if (p == Post::retry) return kIssueRetry;
+        return accepted(p) ? MPI_SUCCESS : MPI_ERR_OTHER;
+    }
     unsigned char* dst = ctx.peer.mapped ? ctx.peer.mapped + op.offset : nullptr;
     if (ctx.cpu_atomics && dst && ti.cpu_domain && compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))
         return MPI_SUCCESS;
@@ -230,13 +263,16 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     StripeGuard g(ctx, op.offset, ti.extent);
     unsigned char tmp[kMaxTypeExtent];
     Chunk c{tmp, op.offset, ti.size};
-    const Post got = ctx.tp.get(ctx.peer, &c, 1);
+    bool first = false;  // under the stripe: a retry is waited out
+    const Post got = post_piece(ctx, &first, [&] { return ctx.tp.get(ctx.peer, &c, 1); });
     if (!accepted(got)) return MPI_ERR_OTHER;
     if (got == Post::posted) ctx.tp.flush(ctx.peer);
     unsigned char before[kMaxTypeExtent];
     std::memcpy(before, tmp, ti.size);
     compare_and_swap(ti, tmp, op.origin, op.compare, op.result);
-    if (std::memcmp(before, tmp, ti.size) != 0 && !accepted(ctx.tp.put(ctx.peer, &c, 1))) return MPI_ERR_OTHER;
+    if (std::memcmp(before, tmp, ti.size) != 0 &&
+        !accepted(post_piece(ctx, &first, [&] { return ctx.tp.put(ctx.peer, &c, 1); })))
+        return MPI_ERR_OTHER;
     return MPI_SUCCESS;
 }
 

@@ -31,9 +31,12 @@ struct IssueContext {
     std::size_t batch_max = 0;  // largest chunk that joins it
 };
 
-// Performs op at its target. Returns an MPI error class; on shared memory the op has
-// completed remotely when this returns, except the puts and gets left in ctx.batch (every
-// other op drains the batch first, so this origin's ops to the peer stay in order).
+// Performs op at its target. Returns an MPI error class, or kIssueRetry when the transport
+// took nothing of it (Post::retry on its first post: full); once an op has started, a
+// retry of a later piece is waited out here (the transport's progress, then a yield), so
+// an op is posted whole or not at all. On shared memory the op has completed remotely when
+// this returns, except the puts and gets left in ctx.batch (every other op drains the
+// batch first, so this origin's ops to the peer stay in order).
 // Moves what waits in batch (rank's; may be null); an MPI error class (raised) when a
 // transfer in it failed.
 int drain_batch(CmaBatch* batch, int rank);

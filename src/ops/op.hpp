@@ -1,6 +1,7 @@
 // op.hpp — one posted RMA operation while it waits to be issued.
 //
-// An Op exists only while pending (its target not granted yet, or ops queued before it);
+// An Op exists only while pending (its target not granted yet, its transport full, or ops
+// queued before it);
 // once issued it returns to its pool. On the shared-memory transport every issue
 // completes at once, so no completion record outlives the issue. Buffers are the user's:
 // MPI forbids touching them before the epoch's completion, so no copy is made.
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace fastrma::detail {
 
@@ -35,10 +37,17 @@ struct Op {
     const void* compare = nullptr;
     std::uint64_t offset = 0;  // byte offset in the target's window part
     Completion* done = nullptr;  // request-based operations: signalled once complete
+    // A queued op's own copy of small origin data (and compare value): the transport
+    // promised that buffer free at post (Caps::inline_max), so the queue keeps the promise.
+    std::vector<unsigned char> held;
     Op* next = nullptr;
     void* home = nullptr;  // the pool it came from
 };
 
 const char* rma_kind_name(RmaKind k);
+
+// What issuing an op returns, besides an MPI error class, when its transport took nothing
+// of it (full: Post::retry): queue it and issue it again later.
+constexpr int kIssueRetry = -1;
 
 }  // namespace fastrma::detail

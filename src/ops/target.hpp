@@ -1,7 +1,8 @@
 // target.hpp — per-target state of an access epoch (the middle of the 3D queue).
 //
-// Created at the first lock of a rank (or op, when ops must queue), returned to its pool
-// when the epoch to it ends. Guarded by its slot's mutex. Concurrent flushes and an unlock
+// Created at the first lock of a rank, or at the first op to it that must queue in a
+// window-wide epoch; returned to its pool when the epoch to it ends (an open one when its
+// queue drained at a completion point). Guarded by its slot's mutex. Concurrent flushes and an unlock
 // of one target each wait on their own; the slot mutex orders their issue and release.
 #pragma once
 
@@ -12,7 +13,10 @@
 
 namespace fastrma::detail {
 
-enum class AccessState : std::uint8_t { none, lock_called, lock_granted };
+// lock_called / lock_granted: a lock epoch to the target (MPI_Win_lock). open: no lock of
+// its own — a window-wide epoch (fence, PSCW, lock_all) admits ops to it, and the Target
+// exists only to queue ops its transport refused (Post::retry) until it takes them.
+enum class AccessState : std::uint8_t { none, lock_called, lock_granted, open };
 // What a wait on a target completes: local completion, remote completion, or the epoch.
 enum class SyncFlag : std::uint8_t { flush_local, flush, unlock };
 
@@ -25,7 +29,7 @@ struct Target {
     Op* head = nullptr;
     Op* tail = nullptr;
     std::size_t npending = 0;
-    std::uint64_t issued = 0;  // ops issued to it in this epoch
+    std::uint64_t issued = 0;  // ops issued to it in this epoch (or about to be, by the posting thread)
     int error = 0;  // the first error of an op another thread issued (MPI class)
     std::uint32_t backoff_us = 0;
     std::uint64_t next_try_ns = 0;
@@ -39,6 +43,12 @@ struct Target {
         else
             head = op;
         tail = op;
+        ++npending;
+    }
+    void push_front(Op* op) {
+        op->next = head;
+        head = op;
+        if (!tail) tail = op;
         ++npending;
     }
     Op* pop() {

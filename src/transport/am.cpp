@@ -100,7 +100,8 @@ struct AmEndpoint::Header {
     std::uint32_t pscw = 0;
 };
 
-AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local) : local_(std::move(local)) {
+AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local, int window)
+    : max_unanswered_(std::uint64_t(window < 1 ? 1 : window)), local_(std::move(local)) {
     for (auto& r : ring_) r = MPI_REQUEST_NULL;
     err_ = PMPI_Comm_dup(comm, &comm_);
     if (err_ != MPI_SUCCESS) {
@@ -444,11 +445,28 @@ void AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs) {
 void AmEndpoint::throttle(int rank) {
     Peer& p = peers_[std::size_t(rank)];
     if (p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) >=
-        std::uint64_t(kMaxUnflushed))
+        2 * max_unanswered_)
         flush(rank);
 }
 
+bool AmEndpoint::admit(int rank) {
+    Peer& p = peers_[std::size_t(rank)];
+    auto room = [this, &p] {
+        return p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) <
+               max_unanswered_;
+    };
+    if (room()) return true;
+    // Full: take in the answers that arrived, and make sure one covering the newest request
+    // is on its way (sends the open batch asking for it, or a flush request; nothing when
+    // one is coming already), so that room appears without anyone flushing.
+    flush_start(rank, true);
+    if (room()) return true;
+    bump(Stat::retries);
+    return false;
+}
+
 Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
+    if (!admit(rank)) return Post::retry;
     // A small piece joins the open batch.
     if (n == 1 && chunks[0].len <= kBatchItemMax)
         return batched(rank, kPut, &chunks[0].offset, 8, chunks[0].local, chunks[0].len);
@@ -521,6 +539,7 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
 }
 
 Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
+    if (!admit(rank)) return Post::retry;
     // One request per piece of at most a message, each answered straight into the user's
     // buffer; runs of small pieces (a derived type's blocks) gathered, many to a request,
     // answered in one message and scattered on arrival. Nothing waits here: the data is in
@@ -701,6 +720,7 @@ void AmEndpoint::complete_notify8(int rank, std::size_t word, AtomicOp op, std::
 
 Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
                             std::size_t elem_bytes, const void* src, const void* compare, void* result) {
+    if (!admit(rank)) return Post::retry;
     const std::size_t src_len = src ? n * elem_bytes : 0, cmp_len = compare ? elem_bytes : 0;
     if (!result && !compare && src_len <= kBatchItemMax) {
         const AccRecord r{op_id, type_id, rma_kind, src ? 4u : 0u, toff, n, elem_bytes};

@@ -36,10 +36,13 @@
 // at most one ack in flight per target: a flush whose newest request carries an answer
 // waits for the answers only (after work that hid their round trip: nothing to wait for),
 // and sends a flush request only when the newest request has none.
-// Flow control: at most kMaxUnflushed requests beyond the newest answer per target; then
-// the origin flushes, so a flood cannot make the target buffer without bound (nor the
-// origin: requests without an answer are sent with MPI_Isend and their buffers kept until
-// they complete).
+// Flow control: a put, get or accumulate posted with `window` requests (FASTRMA_AM_WINDOW,
+// 256) beyond the
+// newest answer from its target is refused (Post::retry: the epochs queue it and post it
+// again when answers came), and one that has started may take the count to twice that
+// before it waits for answers (as synchronization messages do), so a flood cannot make the
+// target buffer without bound (nor the origin: requests without an answer are sent with
+// MPI_Isend and their buffers kept until they complete).
 // Needs MPI_THREAD_MULTIPLE (application threads and the progress thread both call MPI).
 #pragma once
 
@@ -65,10 +68,9 @@ using AmLocal = LocalTarget;
 class AmEndpoint {
 public:
     static constexpr std::size_t kMaxMessage = 64 * 1024;
-    static constexpr int kMaxUnflushed = 256;
-
-    // comm is duplicated (collective over it).
-    AmEndpoint(MPI_Comm comm, AmLocal local);
+    // comm is duplicated (collective over it). window: requests beyond the newest answer
+    // from a target before new operations to it are refused (flow control, above).
+    AmEndpoint(MPI_Comm comm, AmLocal local, int window);
     ~AmEndpoint();
     int error() const { return err_; }
 
@@ -303,7 +305,8 @@ private:
     void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (p.mu held)
     void wait_answer(int rank, std::uint64_t seq);
     void note_answered(Peer& p, std::uint64_t seq);
-    void throttle(int rank);  // flow control after an unanswered request
+    void throttle(int rank);  // flow control after an unanswered request (the hard bound)
+    bool admit(int rank);  // room for a new operation's requests (the soft bound)
     void complete_sends(int rank);
     // flush(): what it must wait for, requested. reap_first: take in the answers that have
     // arrived first (mark() does not: the host would move pending answers' data inside it).
@@ -312,6 +315,7 @@ private:
     std::unique_ptr<Peer[]> peers_;
 
     MPI_Comm comm_ = MPI_COMM_NULL;
+    const std::uint64_t max_unanswered_;  // the flow-control window (admit; twice it: throttle)
     AmLocal local_;
     int err_ = MPI_SUCCESS;
     std::atomic<int> tag_{0};

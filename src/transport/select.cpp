@@ -44,8 +44,9 @@ int message_transport_usable(Bootstrap& group, const char* call) {
     return MPI_SUCCESS;
 }
 
-std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const char* call, int* err) {
-    auto ep = std::make_unique<AmEndpoint>(group.mpi_comm(), std::move(local));  // collective
+std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const Config& cfg,
+                                                  const char* call, int* err) {
+    auto ep = std::make_unique<AmEndpoint>(group.mpi_comm(), std::move(local), cfg.am_window);  // collective
     *err = MPI_SUCCESS;
     if (ep->error() != MPI_SUCCESS) {
         *err = raise(MPI_ERR_INTERN, "%s: am: cannot duplicate the communicator", call);

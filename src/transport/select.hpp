@@ -41,7 +41,8 @@ Transport& node_transport();
 int message_transport_usable(Bootstrap& group, const char* call);
 // A message transport serving one window's peers, collective over group. Requests from
 // peers are executed through local. On failure: null, *err an MPI error class (raised).
-std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const char* call, int* err);
+std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const Config& cfg,
+                                                  const char* call, int* err);
 // A network transport serving one window's peers — this process too, so that every atomic
 // on a state word of the window goes through the network's atomicity domain — collective
 // over group. On failure: null, *err an MPI error class (raised).

@@ -47,7 +47,7 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         return MPI_SUCCESS;
     };
     local.grant_lock = [](Transport::LockRequest) { return true; };
-    AmEndpoint ep(MPI_COMM_WORLD, local);
+    AmEndpoint ep(MPI_COMM_WORLD, local, 256);
     ASSERT_EQ(ep.error(), MPI_SUCCESS);
     ep.set_served_elsewhere(false);  // no progress thread: the target serves inside its fence
     if (me == 1) {

@@ -121,7 +121,9 @@ TEST_P(Passive, PutGetAcrossProtocolSizes) {
             ASSERT_EQ(w.base[i], 0) << "bytes before the displacement were written, size " << sz;
             ASSERT_EQ(w.base[sz + i], static_cast<unsigned char>(left * 31 + i * 7 + 1)) << "size " << sz << " i " << i;
         }
-        for (std::size_t i = 2 * sz; i < 2 * sz + 8; ++i) ASSERT_EQ(w.base[i], 0);
+        for (std::size_t i = 2 * sz; i < 2 * sz + 8; ++i) {
+            ASSERT_EQ(w.base[i], 0);
+        }
         MPI_Barrier(MPI_COMM_WORLD);
     }
 }
@@ -306,14 +308,18 @@ TEST_P(Passive, SharedLocksShare) {
 TEST_P(Passive, LocksOnSeveralTargetsAtOnce) {
     const int me = world_rank(), n = world_size();
     TestWin w(GetParam(), 8 * std::size_t(n));
-    for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+    for (int t = 0; t < n; ++t) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+    }
     for (int t = 0; t < n; ++t) {
         std::int64_t v = 1000 * me + t;
         ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, 8 * me, 1, MPI_INT64_T, w.win));
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_local_all(w.win));
-    for (int t = n - 1; t >= 0; --t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+    for (int t = n - 1; t >= 0; --t) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int o = 0; o < n; ++o) EXPECT_EQ(*w.at<std::int64_t>(std::size_t(o)), 1000 * o + me);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -548,7 +554,9 @@ TEST_P(Passive, FourThreadsPostToOneWindow) {
         if (mode == 0) {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
         } else
-            for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+            for (int t = 0; t < n; ++t) {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+            }
         std::vector<std::thread> ts;
         std::atomic<int> errors{0};
         for (int th = 0; th < threads; ++th)
@@ -566,7 +574,9 @@ TEST_P(Passive, FourThreadsPostToOneWindow) {
         if (mode == 0) {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
         } else
-            for (int t = 0; t < n; ++t) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+            for (int t = 0; t < n; ++t) {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+            }
         MPI_Barrier(MPI_COMM_WORLD);
         for (int o = 0; o < n; ++o)
             for (int th = 0; th < threads; ++th)
@@ -696,10 +706,14 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win));
     MPI_Barrier(MPI_COMM_WORLD);
     if (me == 0) {
-        for (std::size_t i = 0; i < 64; ++i) ASSERT_EQ(w.base[i], 0) << "a rejected op wrote byte " << i;
+        for (std::size_t i = 0; i < 64; ++i) {
+            ASSERT_EQ(w.base[i], 0) << "a rejected op wrote byte " << i;
+        }
     }
     if (GetParam() != Flavor::allocate) {
-        for (std::size_t i = 64; i < 128; ++i) ASSERT_EQ(w.base[i], 0xEE) << "guard byte " << i;
+        for (std::size_t i = 64; i < 128; ++i) {
+            ASSERT_EQ(w.base[i], 0xEE) << "guard byte " << i;
+        }
     }
     MPI_Barrier(MPI_COMM_WORLD);
     // Still usable.
@@ -810,9 +824,121 @@ TEST_P(Passive, FloodPastThePoolsUnderAnUngrantedLock) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (me == holder) {
-        for (std::size_t i = 0; i < nops; ++i) ASSERT_EQ(*w.at<std::int32_t>(i), std::int32_t(i + 1)) << i;
+        for (std::size_t i = 0; i < nops; ++i) {
+            ASSERT_EQ(*w.at<std::int32_t>(i), std::int32_t(i + 1)) << i;
+        }
     }
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A transport that is full refuses a new op (Post::retry: over am, 256 requests beyond the
+// newest answer); the op then queues on its Target in whatever synchronization mode, later
+// ops to that target queue behind it, and the progress thread or the completing call issues
+// them. In each mode every rank floods its right neighbour: 1,280-byte MPI_REPLACE
+// accumulates (a message each) onto 8 rotating blocks — the last of each block must win,
+// so the queue kept their order —, small MPI_SUM counts, one small put per op to its own
+// slot, gets of known values, and (lock_all) request-based puts. Every byte is checked.
+TEST_P(Passive, AFullTransportQueuesOpsInEverySyncModeAndKeepsTheirOrder) {
+    using namespace fastrma::detail;
+    const int me = world_rank(), n = world_size();
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    constexpr int K = 1200, kBlock = 160, kBlocks = 8;
+    // Window layout (int64 units): blocks [0, 1280), counter 1280, put slots [1288, 1288+K),
+    // known values [2600, 2600+64), request-put slots [2700, 2700+K/4*1).
+    constexpr std::size_t kCounter = 1280, kSlots = 1288, kKnown = 2600, kReq = 2700;
+    TestWin w(GetParam(), (kReq + K) * 8);
+    Window* win = window_of(w.win);
+    const std::uint64_t retries0 = stat_total(Stat::retries);
+    MPI_Group world_group, left_group, right_group;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    MPI_Group_incl(world_group, 1, &left, &left_group);
+    MPI_Group_incl(world_group, 1, &right, &right_group);
+    enum Mode { lock_all, lock, fence, pscw };
+    for (int mode : {lock_all, lock, fence, pscw}) {
+        SCOPED_TRACE(mode);
+        std::memset(w.base, 0, w.bytes);
+        for (int k = 0; k < 64; ++k) *w.at<std::int64_t>(kKnown + k) = 1000 * me + k;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (mode == lock_all) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        }
+        if (mode == lock) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, w.win));
+        }
+        if (mode == fence) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+        }
+        if (mode == pscw) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(left_group, 0, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(right_group, 0, w.win));
+        }
+        std::vector<std::int64_t> blocks(std::size_t(K) * kBlock), vals(K), got(K, -1), reqv(K);
+        std::vector<MPI_Request> rqs;
+        const std::int64_t one = 1;
+        for (int i = 0; i < K; ++i) {
+            std::int64_t* b = &blocks[std::size_t(i) * kBlock];
+            std::fill(b, b + kBlock, std::int64_t(i) * 4 + mode);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(b, kBlock, MPI_INT64_T, right, MPI_Aint(8 * kBlock * (i % kBlocks)),
+                                                   kBlock, MPI_INT64_T, MPI_REPLACE, w.win));
+            if (i % 3 == 0) {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, right, MPI_Aint(8 * kCounter), 1,
+                                                       MPI_INT64_T, MPI_SUM, w.win));
+            }
+            vals[std::size_t(i)] = 7 * i + 1;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&vals[std::size_t(i)], 1, MPI_INT64_T, right, MPI_Aint(8 * (kSlots + i)), 1,
+                                            MPI_INT64_T, w.win));
+            if (i % 4 == 0) {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got[std::size_t(i)], 1, MPI_INT64_T, right,
+                                                MPI_Aint(8 * (kKnown + i % 64)), 1, MPI_INT64_T, w.win));
+            }
+            if (mode == lock_all && i % 4 == 1) {
+                reqv[std::size_t(i)] = 3 * i + 2;
+                rqs.emplace_back();
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Rput(&reqv[std::size_t(i)], 1, MPI_INT64_T, right, MPI_Aint(8 * (kReq + i)),
+                                                 1, MPI_INT64_T, w.win, &rqs.back()));
+            }
+        }
+        if (mode == lock_all) {
+            ASSERT_EQ(MPI_SUCCESS, MPI_Waitall(int(rqs.size()), rqs.data(), MPI_STATUSES_IGNORE));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        }
+        if (mode == lock) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(right, w.win));
+        }
+        if (mode == fence) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+        }
+        if (mode == pscw) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win));
+        }
+        EXPECT_EQ(win->queued_ops(), 0u);
+        for (int i = 0; i < K; i += 4) EXPECT_EQ(got[std::size_t(i)], 1000 * right + i % 64) << "get " << i;
+        MPI_Barrier(MPI_COMM_WORLD);
+        // What my left neighbour sent me.
+        for (int j = 0; j < kBlocks; ++j) {
+            const std::int64_t last = std::int64_t(K - kBlocks + j) * 4 + mode;
+            for (int e = 0; e < kBlock; ++e)
+                ASSERT_EQ(*w.at<std::int64_t>(std::size_t(j) * kBlock + std::size_t(e)), last)
+                    << "block " << j << " element " << e << ": an earlier accumulate landed after the last";
+        }
+        EXPECT_EQ(*w.at<std::int64_t>(kCounter), (K + 2) / 3);
+        for (int i = 0; i < K; ++i) {
+            ASSERT_EQ(*w.at<std::int64_t>(kSlots + std::size_t(i)), 7 * i + 1) << "put " << i;
+        }
+        for (int i = 1; i < K && mode == lock_all; i += 4) {
+            ASSERT_EQ(*w.at<std::int64_t>(kReq + std::size_t(i)), 3 * i + 2) << "rput " << i;
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    const char* transport = std::getenv("FASTRMA_TRANSPORT");
+    if (win->uses_am() && n > 1 && transport && std::string(transport) == "am") {
+        EXPECT_GT(stat_total(Stat::retries), retries0) << "the flood never filled the am transport";
+    }
+    MPI_Group_free(&left_group);
+    MPI_Group_free(&right_group);
+    MPI_Group_free(&world_group);
 }
 
 TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
@@ -864,7 +990,9 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
                 t2.join();
                 ASSERT_EQ(bad.load(), 0);
             } else {
-                for (int k = 0; k < 4; ++k) ASSERT_EQ(MPI_SUCCESS, put(k));
+                for (int k = 0; k < 4; ++k) {
+                    ASSERT_EQ(MPI_SUCCESS, put(k));
+                }
             }
             int rc = MPI_SUCCESS;
             if (!std::strcmp(mode, "flush"))
@@ -900,7 +1028,9 @@ TEST_P(Passive, LargeTransfersCompleteAtEveryCompletionPoint) {
                 for (std::size_t i = 0; i < sz; ++i)
                     ASSERT_EQ(w.base[std::size_t(k) * region + i], pattern(left, k, i))
                         << mode << " size " << sz << " k " << k << " i " << i;
-            for (int k = 0; k < 4; ++k) ASSERT_EQ(w.base[std::size_t(k) * region + sz], 0) << "past the end";
+            for (int k = 0; k < 4; ++k) {
+                ASSERT_EQ(w.base[std::size_t(k) * region + sz], 0) << "past the end";
+            }
             MPI_Barrier(MPI_COMM_WORLD);
             if (fence) {
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
@@ -944,7 +1074,9 @@ TEST_P(Passive, LargeFetchedResultsArriveIntact) {
     MPI_Barrier(MPI_COMM_WORLD);
     FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
     (void)left;
-    for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(mine[i], double(me * 1000000 + i) + 1.5) << "element " << i;
+    for (std::size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(mine[i], double(me * 1000000 + i) + 1.5) << "element " << i;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -1002,8 +1134,12 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
         }
         MPI_Barrier(MPI_COMM_WORLD);
         FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
-        for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(*w.at<std::int64_t>(i), std::int64_t(1) << 40) << i;
-        for (std::size_t b = count * 8; b < count * 8 + 64; ++b) ASSERT_EQ(w.base[b], 0) << "past the end";
+        for (std::size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(*w.at<std::int64_t>(i), std::int64_t(1) << 40) << i;
+        }
+        for (std::size_t b = count * 8; b < count * 8 + 64; ++b) {
+            ASSERT_EQ(w.base[b], 0) << "past the end";
+        }
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -1051,12 +1187,16 @@ TEST_P(Passive, SmallOpsInterleavedWithOthersLandInOrder) {
         }
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
-    for (std::size_t f = 0; f < fetched.size(); ++f) ASSERT_EQ(fetched[f], expect[f]) << "fetch " << f;
+    for (std::size_t f = 0; f < fetched.size(); ++f) {
+        ASSERT_EQ(fetched[f], expect[f]) << "fetch " << f;
+    }
     std::vector<unsigned char> back(put_off);
     ASSERT_EQ(MPI_SUCCESS,
               FRMA_Get(back.data(), int(put_off), MPI_BYTE, right, MPI_Aint(put_base), int(put_off), MPI_BYTE, w.win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
-    for (std::size_t i = 0; i < put_off; ++i) ASSERT_EQ(back[i], src[i]) << "byte " << i;
+    for (std::size_t i = 0; i < put_off; ++i) {
+        ASSERT_EQ(back[i], src[i]) << "byte " << i;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
     // What the left neighbour did to me.

@@ -60,6 +60,16 @@ public:
     std::uint64_t* words(int r) { return &words_[std::size_t(r) * kWords]; }
     unsigned char* data(int r) { return &data_[std::size_t(r) * kData]; }
     unsigned max_delay_us() const { return max_delay_us_; }
+    // At most this many items from one origin to one target in flight (0: no bound); a
+    // post beyond it is refused (Post::retry), as a full transport does.
+    std::size_t capacity = 0;
+    bool full(int origin, int target) {
+        if (!capacity) return false;
+        std::lock_guard lk(mu_);
+        std::size_t k = 0;
+        for (const Item& it : pending_[std::size_t(origin)]) k += it.target == target;
+        return k >= capacity;
+    }
 
     // An item posted by origin to target, applied when due.
     void post(int origin, int target, std::function<void()> apply, unsigned delay_us) {
@@ -127,6 +137,7 @@ public:
     const char* name() const override { return "fake"; }
     Caps caps(const PeerRegion&) const override { return {false, false, false}; }
     Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override {
+        if (w_.full(me_, p.rank)) return refuse();
         for (std::size_t i = 0; i < n; ++i) {
             std::vector<unsigned char> bytes(static_cast<const unsigned char*>(c[i].local),
                                              static_cast<const unsigned char*>(c[i].local) + c[i].len);
@@ -137,6 +148,7 @@ public:
         return Post::posted;
     }
     Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override {
+        if (w_.full(me_, p.rank)) return refuse();
         for (std::size_t i = 0; i < n; ++i) {
             unsigned char* src = w_.data(p.rank) + c[i].offset;
             auto* dst = static_cast<unsigned char*>(c[i].local);
@@ -158,8 +170,13 @@ public:
     }
     void flush(const PeerRegion& p) override { w_.drain(me_, p.rank); }
     void flush_all() override { w_.drain(me_, -1); }
+    std::atomic<int> refused{0};
 
 private:
+    Post refuse() {
+        ++refused;
+        return Post::retry;
+    }
     unsigned delay() {
         std::lock_guard lk(mu_);
         return std::uniform_int_distribution<unsigned>(0, w_.max_delay_us())(rng_);
@@ -198,7 +215,12 @@ public:
     int issue(int r, const Op& op) override {
         const Chunk c{const_cast<void*>(op.origin ? op.origin : op.result), op.offset, std::size_t(op.bytes)};
         const Post p = op.kind == RmaKind::get ? tp_.get(peer(r), &c, 1) : tp_.put(peer(r), &c, 1);
+        if (p == Post::retry) return kIssueRetry;
         ++issued;
+        {
+            std::lock_guard lk(log_mu);
+            issued_offsets[std::size_t(r)].push_back(op.offset);
+        }
         return accepted(p) ? MPI_SUCCESS : MPI_ERR_OTHER;
     }
     int track_request(int, Completion* done) override {
@@ -213,6 +235,9 @@ public:
     void ring_lock_waiters(int) override {}
 
     std::atomic<int> issued{0};
+    std::mutex log_mu;
+    std::vector<std::vector<std::uint64_t>> issued_offsets = std::vector<std::vector<std::uint64_t>>(64);
+    int refused() const { return tp_.refused.load(); }
 
 private:
     FakeWorld& w_;
@@ -226,8 +251,9 @@ private:
 // (world) once every rank is done, before the world goes.
 void run_ranks(int n, unsigned seed, unsigned max_delay_us,
                const std::function<void(int, Epochs&, FakeHost&, FakeWorld&)>& fn,
-               const std::function<void(FakeWorld&)>& at_end = {}) {
+               const std::function<void(FakeWorld&)>& at_end = {}, std::size_t capacity = 0) {
     FakeWorld world(n, seed, max_delay_us);
+    world.capacity = capacity;
     auto group = std::make_shared<ThreadGroup>(n);
     std::vector<std::thread> ts;
     for (int r = 0; r < n; ++r)
@@ -429,6 +455,87 @@ TEST_P(EpochsFake, FenceCompletesEveryRanksOpsOfTheEpoch) {
         EXPECT_EQ(e.mode(), AccessMode::none);
     });
     EXPECT_EQ(bad.load(), 0);
+}
+
+// A transport that takes at most 2 items in flight per target refuses the rest
+// (Post::retry). In every synchronization mode the refused ops queue on their Target (made
+// for the purpose in the window-wide modes), later ones queue behind them, and the call
+// that completes the epoch issues them, waiting for room (no progress thread here): every
+// value lands, each target got this origin's ops in the order they were posted, and the
+// queues are empty afterwards.
+TEST_P(EpochsFake, OpsAFullTransportRefusesQueueInEveryModeAndGoInOrder) {
+    const int n = 4, per = 40;
+    enum Mode { lock_all, lock, fence, pscw };
+    for (int mode : {lock_all, lock, fence, pscw}) {
+        SCOPED_TRACE(mode);
+        std::atomic<int> bad{0}, refused{0}, out_of_order{0};
+        run_ranks(
+            n, GetParam() + 10 * unsigned(mode), 30,
+            [&](int r, Epochs& e, FakeHost& host, FakeWorld&) {
+                std::vector<int> others;
+                for (int t = 0; t < n; ++t)
+                    if (t != r) others.push_back(t);
+                if (mode == lock_all) {
+                    ASSERT_EQ(MPI_SUCCESS, e.lock_all(0));
+                }
+                if (mode == fence) {
+                    ASSERT_EQ(MPI_SUCCESS, e.fence(0));
+                }
+                if (mode == pscw) {
+                    ASSERT_EQ(MPI_SUCCESS, e.post(others, 0));
+                    ASSERT_EQ(MPI_SUCCESS, e.start(others, 0));
+                }
+                if (mode == lock)
+                    for (int t : others) {
+                        ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_SHARED, t, 0));
+                    }
+                std::vector<std::int64_t> v(std::size_t(n) * per);
+                for (int i = 0; i < per; ++i)
+                    for (int t : others) {
+                        std::int64_t& x = v[std::size_t(t) * per + std::size_t(i)];
+                        x = 100000 * mode + 1000 * r + 10 * i + t;
+                        ASSERT_EQ(MPI_SUCCESS,
+                                  e.submit("put", t, put_op(&x, (std::uint64_t(r) * per + std::uint64_t(i)) * 8, 8),
+                                           nullptr));
+                    }
+                if (mode == lock_all) {
+                    ASSERT_EQ(MPI_SUCCESS, e.flush(others[0], false));  // one target's queue first
+                    ASSERT_EQ(MPI_SUCCESS, e.unlock_all());
+                }
+                if (mode == lock)
+                    for (int t : others) {
+                        ASSERT_EQ(MPI_SUCCESS, e.unlock(t));
+                    }
+                if (mode == fence) {
+                    ASSERT_EQ(MPI_SUCCESS, e.fence(MPI_MODE_NOSUCCEED));
+                }
+                if (mode == pscw) {
+                    ASSERT_EQ(MPI_SUCCESS, e.complete());
+                    ASSERT_EQ(MPI_SUCCESS, e.wait());
+                }
+                EXPECT_EQ(e.queued_ops(), 0u);
+                EXPECT_EQ(e.mode(), AccessMode::none);
+                refused += host.refused();
+                for (int t : others) {
+                    const auto& log = host.issued_offsets[std::size_t(t)];
+                    if (log.size() != std::size_t(per)) bad.fetch_add(1);
+                    for (std::size_t i = 0; i < log.size(); ++i)
+                        if (log[i] != (std::uint64_t(r) * per + i) * 8) out_of_order.fetch_add(1);
+                }
+            },
+            [&](FakeWorld& w) {
+                for (int t = 0; t < n; ++t)
+                    for (int o = 0; o < n; ++o)
+                        for (int i = 0; i < per && o != t; ++i)
+                            if (load64(w, t, std::size_t(o) * per + std::size_t(i)) !=
+                                100000 * mode + 1000 * o + 10 * i + t)
+                                bad.fetch_add(1);
+            },
+            2);
+        EXPECT_EQ(bad.load(), 0);
+        EXPECT_EQ(out_of_order.load(), 0) << "a queued op was issued after a later one";
+        EXPECT_GT(refused.load(), 0) << "the transport never refused: the queue was not exercised";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, EpochsFake, ::testing::Values(1u, 2u, 3u));
