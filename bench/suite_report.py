@@ -25,6 +25,7 @@ import sys
 from collections import defaultdict
 
 FASTRMA = "fastrma"
+FASTRMA_ON_MPICH = "fastrma-mpich"  # fastrma built with MPICH as its host, run beside MPICH's RMA
 PEER_ORDER = ["ompi-sm", "ompi-rdma", "ompi-ucx", "ompi-pt2pt", "mpich"]
 PEER_NOTE = {"ompi-pt2pt": "ompi-pt2pt (MPI_THREAD_SERIALIZED)"}
 FLAVORS = ["allocate", "create", "dynamic"]
@@ -122,8 +123,9 @@ class Data:
         impls = {k[0] for k in self.values}
         self.peers = [p for p in PEER_ORDER if p in impls] + sorted(
             i for i in impls if i not in PEER_ORDER and not i.startswith(FASTRMA) and i != "limit")
+        # fastrma on MPICH (FASTRMA_ON_MPICH) has a section of its own, against MPICH only.
         self.impls = ([FASTRMA] if FASTRMA in impls else []) + sorted(
-            i for i in impls if i.startswith(FASTRMA + "-")) + self.peers
+            i for i in impls if i.startswith(FASTRMA + "-") and i != FASTRMA_ON_MPICH) + self.peers
         self.winmem = self.read_win_memory()
 
     def get(self, impl, flavor, section, sync, op, size, metric, ranks=2, threads=1):
@@ -729,6 +731,44 @@ class Report:
                 refused.add((r["impl"], r["flavor"]))
         return notes, refused
 
+    def mpich_host_section(self):
+        """fastrma built with MPICH as the host (issue 24) against MPICH's own RMA, measured in the
+        same launches (one rma_suite binary, --impl all under mpiexec.mpich)."""
+        d = self.d
+        if not any(k[0] == FASTRMA_ON_MPICH for k in d.values):
+            return []
+        L = ["## MPICH as the host: fastrma on MPICH against MPICH's own RMA\n",
+             "One rma_suite binary built against MPICH (fastrma's MPICH build), run under mpiexec.mpich "
+             "with both implementations in the same launch: MPICH's own RMA (ch4) and fastrma. "
+             "*MPICH ÷ fastrma* = MPICH's time / fastrma's for latencies, fastrma's / MPICH's for "
+             "bandwidth and rate: **> 1 means fastrma is better**.\n",
+             "| measurement | flavor | MPICH | fastrma on MPICH | MPICH ÷ fastrma |", "|---|---|---|---|---|"]
+
+        def row(label, fl, getter, fmt, higher_better):
+            m, f = getter("mpich"), getter(FASTRMA_ON_MPICH)
+            if m is None and f is None:
+                return
+            adv = "—"
+            if m and f:
+                r = f / m if higher_better else m / f
+                adv = f"**{r:.2f}×**" if r >= 1 else f"{r:.2f}×"
+            L.append(f"| {label} | {fl} | {fmt(m)} | {fmt(f)} | {adv} |")
+
+        for fl in FLAVORS:
+            for sync_ in SYNCS:
+                for op in LAT_OPS:
+                    for size in (8, 65536, 1 << 20):
+                        row(f"{op} {size_label(size)} + {sync_}", fl,
+                            lambda i: d.get(i, fl, "lat", sync_, op, size, "ns"), fmt_ns, False)
+            for op in ("put", "get", "acc"):
+                row(f"{op} bandwidth 1 MiB", fl, lambda i: d.get(i, fl, "bw", "flush", op, 1 << 20, "MB/s"),
+                    fmt_bw, True)
+            for t in (1, 4):
+                row(f"message rate, {t} thread{'s' if t > 1 else ''}/rank", fl,
+                    lambda i: d.get(i, fl, "rate", "flush", "put", 8, "Mmsg/s", threads=t),
+                    lambda v: "—" if v is None else f"{v:.2f} M/s", True)
+        return L
+
     def progress_section(self):
         """Issue #4's three tables (overlap, message rate, am latency), with ratios; also written
         as progress_overlap.csv, progress_rate.csv and progress_am_latency.csv."""
@@ -1190,6 +1230,7 @@ class Report:
         r += limits
         r.append("")
         r += progress
+        r += self.mpich_host_section()
         if plots.files:
             r.append("\n## Plots\n")
             for name, caption in plots.files:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """suite_run.py — run the benchmark suite's binaries and collect their output (no building).
 
-usage: bench/suite_run.py [--quick] --build DIR [--mpich-bin FILE] OUTDIR
+usage: bench/suite_run.py [--quick] --build DIR [--mpich-bin FILE] [--mpich-fastrma-bin FILE] OUTDIR
        (scripts/bench_suite.sh builds, then calls this, then bench/suite_report.py)
 
 What runs, in this order (docs/performance.md):
@@ -9,7 +9,8 @@ What runs, in this order (docs/performance.md):
   2. rma_suite --mode p2p, 2 ranks,  once per peer: Open MPI with each osc component forced
                                      (sm, rdma, ucx at MPI_THREAD_MULTIPLE, pt2pt at
                                      MPI_THREAD_SERIALIZED, the level it accepts), MPICH when
-                                     its binary exists, and fastrma alone with
+                                     its binary exists (with fastrma's MPICH build: fastrma on
+                                     MPICH in the same launch, fastrma-mpich), and fastrma alone with
                                      FASTRMA_TRANSPORT=am (its active-message transport forced
                                      for node peers; quick sizes, every section but bibw).
                                      fastrma-offload: fastrma with FASTRMA_OFFLOAD=on, overlap
@@ -262,8 +263,15 @@ class Runner:
             ("ompi-ucx", lambda n: ompi(n, "ucx"), ["--mpi-label", "ompi-ucx"], shm),
             ("ompi-pt2pt", lambda n: ompi(n, "pt2pt"), ["--mpi-label", "ompi-pt2pt", "--thread", "serialized"], shm),
         ]
+        # With fastrma's MPICH build (--mpich-fastrma-bin), the MPICH run is that binary with
+        # both implementations: MPICH's RMA and fastrma on MPICH (fastrma-mpich), same launch.
+        mpich_fastrma = bool(a.mpich_fastrma_bin) and os.access(a.mpich_fastrma_bin, os.X_OK)
+        if mpich_fastrma and shutil.which("mpiexec.mpich"):
+            have_mpich = True
+            a.mpich_bin = a.mpich_fastrma_bin
         if have_mpich:
-            peers.append(("mpich", mpich, ["--mpi-label", "mpich"], {}))
+            peers.append(("mpich", mpich, ["--mpi-label", "mpich"] +
+                          (["--fastrma-label", "fastrma-mpich"] if mpich_fastrma else []), {}))
         else:
             log("== MPICH: not installed (mpich package, mpicxx.mpich): no MPICH peer")
 
@@ -279,7 +287,7 @@ class Runner:
         log("== point to point (2 ranks)")
         for label, launcher, extra, env in peers:
             binary = a.mpich_bin if label == "mpich" else suite
-            impl = "all" if label in fastrma_runs else "mpi"
+            impl = "all" if label in fastrma_runs or (label == "mpich" and mpich_fastrma) else "mpi"
             self.run_suite(label, 2, launcher(2), [binary, "--mode", "p2p", "--impl", impl] + quick + extra, env,
                            skips=known_crashes.get(label, []) if a.quick else [])
         am_flavors = ["--flavors", "allocate"] if a.quick else []  # (quick: allocate windows only)
@@ -356,6 +364,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--build", required=True)
     ap.add_argument("--mpich-bin", default="")
+    ap.add_argument("--mpich-fastrma-bin", default="",
+                    help="rma_suite of fastrma's MPICH build: the MPICH run then measures fastrma on MPICH too")
     ap.add_argument("outdir")
     Runner(ap.parse_args()).run()
 

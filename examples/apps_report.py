@@ -24,6 +24,8 @@ import sys
 # The host implementations in the order they are shown; only those that ran appear.
 HOST_ORDER = ["default", "rdma", "sm", "ucx", "pt2pt"]
 HOST_IMPLS = []
+# MPICH as the host: its own RMA and the drop-in built for it, compared in a table of their own.
+MPICH_IMPLS = {"mpich", "fastrma-mpich"}
 
 # The rows of the summary: (row name, run label, RESULT field timed, what it is).
 ROWS = [
@@ -137,7 +139,7 @@ def main():
 
     merged = merge_repetitions(runs)
     ran = {r["impl"] for r in runs}
-    HOST_IMPLS[:] = [i for i in HOST_ORDER if i in ran] + sorted(ran - set(HOST_ORDER) - {"fastrma", "any"})
+    HOST_IMPLS[:] = [i for i in HOST_ORDER if i in ran] + sorted(ran - set(HOST_ORDER) - {"fastrma", "any"} - MPICH_IMPLS)
 
     def run_of(label, impl):
         return merged.get((label, impl))
@@ -149,7 +151,7 @@ def main():
 
     summary = []
     failed_fastrma = ["%s: %s" % (m["label"], m["status"]) for m in merged.values()
-                      if m["impl"] in ("fastrma", "any") and not m["ok"]]
+                      if m["impl"] in ("fastrma", "any", "fastrma-mpich") and not m["ok"]]
     for name, label, field, what in ROWS:
         is_cxx = label == "kvstore_cxx"
         fr = run_of(label, "any" if is_cxx else "fastrma")
@@ -200,6 +202,21 @@ def main():
         table.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (s["app"], s["size"], s["timed"], host, fmt_time(s["fastrma_s"]), sp,
                                                            s["host_checks"], s["fastrma_check"]))
     notes = ["speed-up = best host time / fastrma time (above 1: fastrma faster); %s ranks on this machine." % ranks]
+
+    # MPICH as the host: the same applications built for MPICH, alone and preloaded.
+    mpich_table = []
+    if any(i in ran for i in MPICH_IMPLS):
+        mpich_table = ["| app | timed | MPICH (its own RMA) | fastrma on MPICH | speed-up | check: MPICH | check: fastrma |",
+                       "|---|---|---|---|---|---|---|"]
+        for name, label, field, what in ROWS:
+            mr, fr = run_of(label, "mpich"), run_of(label, "fastrma-mpich")
+            if mr is None and fr is None:
+                continue
+            mt, ft = time_of(mr, field), time_of(fr, field)
+            sp = "%.2fx" % (mt / ft) if (mt is not None and ft) else "—"
+            mpich_table.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                name, what, fmt_time(mt), fmt_time(ft), sp, mr["status"] if mr else "not run",
+                fr["status"] if fr else "not run"))
     if any(s["cxx"] for s in summary):
         notes.append("¹ kvstore_cxx is written on fastrma's C++ API and always runs on fastrma; its host column is kvstore's (same work).")
 
@@ -234,6 +251,10 @@ def main():
         f.write("\n".join(table) + "\n\n")
         for n in notes:
             f.write("- " + n + "\n")
+        if mpich_table:
+            f.write("\n## MPICH as the host\n\nThe same applications built for MPICH, under mpiexec.mpich: "
+                    "MPICH's own RMA against the MPICH build of libfastrma-mpi.so preloaded (speed-up = MPICH "
+                    "time / fastrma time).\n\n" + "\n".join(mpich_table) + "\n")
         if plot_note:
             f.write("- " + plot_note + "\n")
         f.write("\n## Every run\n\n" + "\n".join(details) + "\n")
@@ -243,6 +264,9 @@ def main():
     print()
     for n in notes:
         print("- " + n)
+    if mpich_table:
+        print("\nMPICH as the host (mpiexec.mpich; MPICH's RMA vs the drop-in built for MPICH):")
+        print("\n".join(mpich_table))
     if plot_note:
         print("- " + plot_note)
     print("Files: %s/table.md, summary.csv, results.csv, apps.png; logs in %s/raw/" % (out, out))

@@ -11,10 +11,17 @@
 # on 2 cores), and taking turns spreads the drift over all of them. A component that
 # crashed or timed out is not tried again.
 #
+# With MPICH as a second host (issue 24): where APPS_MPICH_BUILD_DIR (default build-mpich,
+# built against MPICH: scripts/main.sh does it) has the examples, the same applications
+# built for MPICH run under mpiexec.mpich alone ("mpich": MPICH's own RMA, ch4) and with the
+# MPICH build of libfastrma-mpi.so preloaded ("fastrma-mpich"); the report compares those
+# two in a table of their own.
+#
 # Environment: APPS_BUILD_DIR (default build), APPS_RANKS (4), APPS_TIMEOUT (s per run, 60),
-# APPS_IMPLS (default "default rdma sm ucx fastrma": "default" is Open MPI's own choice, a
-# name is --mca osc NAME, "fastrma" the preloaded drop-in; add pt2pt to try osc pt2pt, which
-# serves only the runs with one thread per rank), MPIEXEC (mpiexec).
+# APPS_IMPLS (default "default rdma sm ucx fastrma", plus "mpich fastrma-mpich" when the
+# MPICH build is there: "default" is Open MPI's own choice, a name is --mca osc NAME,
+# "fastrma" the preloaded drop-in; add pt2pt to try osc pt2pt, which serves only the runs
+# with one thread per rank), APPS_MPICH_BUILD_DIR, MPIEXEC (mpiexec).
 # Exit status: 1 when a fastrma run failed its check or did not finish (the host MPI's
 # crashes are recorded in the table, not treated as failures of this job), 2 on bad usage.
 set -euo pipefail
@@ -39,7 +46,14 @@ done
 build=${APPS_BUILD_DIR:-build}
 ranks=${APPS_RANKS:-4}
 timeout_s=${APPS_TIMEOUT:-60}
-impls=(${APPS_IMPLS:-default rdma sm ucx fastrma})
+mpich_build=${APPS_MPICH_BUILD_DIR:-build-mpich}
+mpich_bin="$repo_root/$mpich_build/examples"
+mpich_preload="$repo_root/$mpich_build/src/mpi/libfastrma-mpi.so"
+default_impls="default rdma sm ucx fastrma"
+if command -v mpiexec.mpich > /dev/null && [[ -x $mpich_bin/fft3d ]]; then
+  default_impls+=" mpich fastrma-mpich"
+fi
+impls=(${APPS_IMPLS:-$default_impls})
 mpiexec=${MPIEXEC:-mpiexec}
 preload="$repo_root/$build/src/mpi/libfastrma-mpi.so"
 bin="$repo_root/$build/examples"
@@ -84,6 +98,10 @@ printf 'label\timpl\trep\trc\tseconds\tlog\tcommand\n' > "$runs_tsv"
   echo "mpi: $("$mpiexec" --version 2>/dev/null | head -n 1)"
   echo "ranks: $ranks, repetitions: $reps, timeout per run: ${timeout_s}s, quick: $quick"
   echo "drop-in: $([[ -e $preload ]] && echo "$preload" || echo "not built")"
+  if [[ " ${impls[*]} " == *" mpich "* ]]; then
+    echo "mpich: $(mpiexec.mpich --version 2>/dev/null | grep -m1 -i version | tr -s ' '), binaries $mpich_bin"
+    echo "drop-in for MPICH: $([[ -e $mpich_preload ]] && echo "$mpich_preload" || echo "not built")"
+  fi
   echo "started: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 } > "$out/raw/settings.txt"
 
@@ -98,8 +116,23 @@ run_one() {
   shift 5
   [[ -n ${given_up[$label.$impl]:-} ]] && return
   local log="$out/raw/$label.$impl.$rep.log"
-  local cmd=("${mpiexec_base[@]}")
+  local cmd=("${mpiexec_base[@]}") dir=$bin lib=$preload
   case "$impl" in
+    mpich | fastrma-mpich)
+      # MPICH's launcher (hydra): no Open MPI options; it oversubscribes by itself.
+      cmd=(mpiexec.mpich -n "$ranks")
+      dir=$mpich_bin lib=$mpich_preload ;;
+  esac
+  case "$impl" in
+    mpich) ;;
+    fastrma-mpich)
+      if [[ ! -e $lib ]]; then
+        printf '%s\t%s\t%s\t%s\t0\t%s\t%s\n' "$label" "$impl" "$rep" "missing" "$log" "-" >> "$runs_tsv"
+        echo "drop-in library for MPICH not built: $lib" > "$log"
+        given_up[$label.$impl]=missing
+        return
+      fi
+      cmd+=(-genv LD_PRELOAD "$lib") ;;
     fastrma)
       if [[ ! -e $preload ]]; then
         printf '%s\t%s\t%s\t%s\t0\t%s\t%s\n' "$label" "$impl" "$rep" "missing" "$log" "-" >> "$runs_tsv"
@@ -111,7 +144,7 @@ run_one() {
     any|default) ;;
     *) cmd+=(--mca osc "$impl") ;;
   esac
-  cmd+=("$bin/$prog" "$@")
+  cmd+=("$dir/$prog" "$@")
   printf '  %-13s %-8s #%s ' "$label" "$impl" "$rep"
   local t0 t1 rc=0
   t0=$(date +%s.%N)

@@ -38,14 +38,24 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFASTRMA_BUILD_BENCH=ON > "$b
   || { cat "$build/suite-configure.log" >&2; exit 1; }
 cmake --build "$build" -j "$jobs" --target rma_suite phys_limits win_memory
 
-# The MPICH peer: the same source, compiled against MPICH only (fastrma is built against
-# Open MPI). mpicxx.mpich and mpiexec.mpich by name, so Open MPI stays the default MPI.
-mpich_bin=
+# The MPICH peer: rma_suite of fastrma's MPICH build (build-mpich/, MPICH as the host), which
+# measures MPICH's own RMA and fastrma on MPICH in the same launch; if that build fails, the
+# same source compiled against MPICH alone. mpicxx.mpich and mpiexec.mpich by name, so Open
+# MPI stays the default MPI.
+mpich_bin= mpich_fastrma_bin=
+mpich_build=${BENCH_SUITE_MPICH_BUILD_DIR:-build-mpich}
 if command -v mpicxx.mpich > /dev/null && command -v mpiexec.mpich > /dev/null; then
-  mpich_bin=$build/bench/rma_suite_mpich
-  if [[ ! -x $mpich_bin || bench/rma_suite.cpp -nt $mpich_bin ]]; then
-    echo "bench_suite.sh: building the MPICH variant ($mpich_bin)" >&2
-    mpicxx.mpich -O2 -std=c++20 -pthread -DRMA_SUITE_NO_FASTRMA bench/rma_suite.cpp -o "$mpich_bin"
+  echo "bench_suite.sh: building fastrma with MPICH as the host in $mpich_build/" >&2
+  if cmake -S . -B "$mpich_build" -DCMAKE_BUILD_TYPE=Release -DMPI_C_COMPILER=mpicc.mpich \
+       -DMPI_CXX_COMPILER=mpicxx.mpich -DFASTRMA_BUILD_BENCH=ON > "$build/suite-mpich-configure.log" 2>&1 &&
+     cmake --build "$mpich_build" -j "$jobs" --target rma_suite > "$build/suite-mpich-build.log" 2>&1; then
+    mpich_fastrma_bin=$mpich_build/bench/rma_suite
+  else
+    echo "bench_suite.sh: fastrma's MPICH build failed ($build/suite-mpich-*.log): MPICH alone" >&2
+    mpich_bin=$build/bench/rma_suite_mpich
+    if [[ ! -x $mpich_bin || bench/rma_suite.cpp -nt $mpich_bin ]]; then
+      mpicxx.mpich -O2 -std=c++20 -pthread -DRMA_SUITE_NO_FASTRMA bench/rma_suite.cpp -o "$mpich_bin"
+    fi
   fi
 else
   echo "bench_suite.sh: MPICH not installed (Debian package mpich): the MPICH peer is left out" >&2
@@ -63,7 +73,8 @@ mkdir -p "$outdir"
 {
   echo "fastrma commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
 } > "$outdir/commit.txt"
-"$py" bench/suite_run.py "${quick[@]}" --build "$build" ${mpich_bin:+--mpich-bin "$mpich_bin"} "$outdir"
+"$py" bench/suite_run.py "${quick[@]}" --build "$build" ${mpich_bin:+--mpich-bin "$mpich_bin"} \
+  ${mpich_fastrma_bin:+--mpich-fastrma-bin "$mpich_fastrma_bin"} "$outdir"
 cat "$outdir/commit.txt" >> "$outdir/raw/settings.txt"
 echo "build: $((built - start)) s" >> "$outdir/raw/settings.txt"
 "$py" bench/suite_report.py "$outdir"

@@ -134,7 +134,8 @@ if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-aut
   if command -v mpicc.mpich >/dev/null && command -v mpicxx.mpich >/dev/null; then
     mpich_rc=0
     FASTRMA_BUILD_DIR=build-mpich bash scripts/build.sh -- \
-      -DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich -DFASTRMA_BUILD_BENCH=OFF || mpich_rc=$?
+      -DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich -DFASTRMA_BUILD_TESTS=ON \
+      -DFASTRMA_BUILD_BENCH=OFF || mpich_rc=$?
     if ((mpich_rc == 0)); then
       run_ctest build-mpich "${FASTRMA_TEST_TIMEOUT:-1800}" -R "$MPICH_TESTS" || mpich_rc=$?
     fi
