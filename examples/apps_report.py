@@ -252,7 +252,8 @@ def main():
         for n in notes:
             f.write("- " + n + "\n")
         if mpich_table:
-            f.write("\n## MPICH as the host\n\nThe same applications built for MPICH, under mpiexec.mpich: "
+            f.write("\n## MPICH as the host\n\nThe same applications built for MPICH, under mpiexec.mpich "
+                    "(on the ranks settings.txt names): "
                     "MPICH's own RMA against the MPICH build of libfastrma-mpi.so preloaded (speed-up = MPICH "
                     "time / fastrma time).\n\n" + "\n".join(mpich_table) + "\n")
         if plot_note:
