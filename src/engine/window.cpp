@@ -721,8 +721,11 @@ void Window::ring_lock_waiters(int rank) {
     // a node with fewer cores than ranks only takes the cores from the next holder.
     const std::size_t nw = post_bitmap_words(nprocs_);
     std::uint64_t* words = &state[lock_waiters_word0(nprocs_)];
+    std::size_t start = std::size_t(rank_ + 1) / 64;  // my successor's word (no division below:
+    if (start >= nw) start = 0;  // this runs at every unlock)
     for (std::size_t k = 0; k <= nw; ++k) {
-        const std::size_t w = (std::size_t(rank_ + 1) / 64 + k) % nw;
+        std::size_t w = start + k;
+        while (w >= nw) w -= nw;
         std::uint64_t bits = __atomic_load_n(&words[w], __ATOMIC_SEQ_CST);
         if (k == 0) bits &= ~0ull << ((rank_ + 1) % 64);  // ranks after me in my own word
         if (!bits) continue;
