@@ -186,6 +186,7 @@ Window::~Window() {
     // dropped: free drained them before its barrier; after it, peers' memory may be gone.)
     wait_offloads();
     if (host_hooked_) host_progress_remove(remote_.get());
+    stop_serving_atomics();
     finish_requests();
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
     if (leave_node_) leave_node();
@@ -492,6 +493,14 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
     // at the next completion point instead of one each (ops/cma_batch.hpp).
     if (is_create || is_dynamic) w->cma_max_ = eng.config().cma_batch;
+    // Peers reach my part by cross-memory attach: their fetch_and_op and compare_and_swap
+    // are served here while a thread of mine is inside MPI (ops/served_atomic.hpp).
+    if ((is_create || is_dynamic) && !w->cpu_atomics_) {
+        w->served_ = std::make_unique<served::Server>();
+        Window* me_w = w.get();
+        if (eng.config().host_progress)
+            w->served_hooked_ = host_progress_add(w->served_.get(), [me_w] { return me_w->serve_atomics(true); });
+    }
     (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;
     w->local_size_ = is_dynamic ? 0 : size;
@@ -689,6 +698,7 @@ int Window::free_collective() {
     poller_id_ = 0;
     if (host_hooked_) host_progress_remove(remote_.get());
     host_hooked_ = false;
+    stop_serving_atomics();
     finish_requests();  // every op completed before the barrier
     eng_.live_windows().fetch_sub(1);
     return MPI_SUCCESS;
@@ -721,8 +731,11 @@ void Window::ring_lock_waiters(int rank) {
     // a node with fewer cores than ranks only takes the cores from the next holder.
     const std::size_t nw = post_bitmap_words(nprocs_);
     std::uint64_t* words = &state[lock_waiters_word0(nprocs_)];
+    std::size_t start = std::size_t(rank_ + 1) / 64;  // my successor's word (no division below:
+    if (start >= nw) start = 0;  // this runs at every unlock)
     for (std::size_t k = 0; k <= nw; ++k) {
-        const std::size_t w = (std::size_t(rank_ + 1) / 64 + k) % nw;
+        std::size_t w = start + k;
+        while (w >= nw) w -= nw;
         std::uint64_t bits = __atomic_load_n(&words[w], __ATOMIC_SEQ_CST);
         if (k == 0) bits &= ~0ull << ((rank_ + 1) % 64);  // ranks after me in my own word
         if (!bits) continue;
@@ -757,11 +770,32 @@ int Window::sync() {
 // ---------------------------------------------------------------------------------------
 // Progress: retry lock acquisitions whose time has come, issue queues of granted targets.
 
+bool Window::serve_atomics(bool beat) {
+    const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
+    return served_->poll(
+        my_state_,
+        [this, dynamic](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
+                        const void* cmp, void* res) {
+            const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
+            if (dynamic && ti && !attached_here(toff, ti->extent)) return served::kRefused;  // the origin reports it
+            return apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
+        },
+        beat);
+}
+
+void Window::stop_serving_atomics() {
+    if (served_hooked_) host_progress_remove(served_.get());
+    served_hooked_ = false;
+    // No origin posts here any more (a recycled segment must not look served).
+    if (served_) __atomic_store_n(my_state_ + kServedBeat, 0, __ATOMIC_RELEASE);
+}
+
 Poll Window::poll() {
     // A message transport: serve what peers asked of us, send what waited to leave. MPI has
     // no wake-up for an incoming message, so while such a window exists the thread polls
     // with bounded back-off (Poll::waiting).
     bool served = remote_ && remote_->progress();
+    if (served_ && serve_atomics(false)) served = true;
     Poll p = epochs_.poll();
     if (poll_requests()) served = true;
     if (served) return Poll::busy;

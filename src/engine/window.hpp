@@ -31,6 +31,7 @@
 #include "ops/completion.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
+#include "ops/served_atomic.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/select.hpp"
@@ -215,6 +216,8 @@ private:
     Transport& tp(int r) const override { return tp_all_ ? *tp_all_ : *tp_[std::size_t(r)]; }
     PeerRegion peer(int r) const override;
     std::uint64_t* my_word(std::size_t w) const override { return my_state_ + w; }
+    // Without a message transport every peer is a node peer on shared memory (peer()).
+    std::uint64_t* mapped_state(int r) const override { return remote_ ? nullptr : state_of(r); }
     Transport& group_tp() const override { return *tps_.back(); }
     Bootstrap& group() override { return *bs_; }
     Transport* serving_tp() const override { return remote_.get(); }
@@ -270,6 +273,13 @@ private:
     // words: one atomicity domain with the peers'), so my PeerRegion maps no state.
     bool net_ = false;
     bool host_hooked_ = false;  // remote_ is served from the host's progress loop too
+    // Create and dynamic windows on shared memory whose part peers cannot map: their
+    // fetch_and_op / compare_and_swap served here (ops/served_atomic.hpp) from the host's
+    // progress loop (served_hooked_) and the progress thread.
+    std::unique_ptr<served::Server> served_;
+    bool served_hooked_ = false;
+    bool serve_atomics(bool beat);
+    void stop_serving_atomics();
     std::vector<std::uint64_t> remote_size_, remote_du_;
     std::size_t remote_inline_max_ = 0;  // remote_'s Caps::inline_max
 

@@ -32,6 +32,7 @@
 #include "epochs/host.hpp"
 #include "ops/pool.hpp"
 #include "ops/slot_table.hpp"
+#include "ops/spin_lock.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
 
@@ -41,6 +42,9 @@ class Epochs {
 public:
     Epochs(EpochHost& host, ProgressEngine& progress, const Config& cfg, Pool<Op>* global_ops,
            Pool<Target>* global_targets);
+    ~Epochs();
+    Epochs(const Epochs&) = delete;
+    Epochs& operator=(const Epochs&) = delete;
 
     // The window's info no_locks=true: lock and lock_all are errors.
     void set_no_locks(bool yes) { no_locks_.store(yes, std::memory_order_relaxed); }
@@ -115,6 +119,8 @@ private:
     bool try_lock_all_once();  // one attempt at lock_all
     bool try_acquire(Target* t);
     void release(Target* t);
+    // unlock's fast path (kNotMapped: take the general one); *freed: the Target to recycle.
+    int unlock_mapped(int rank, Target** freed);
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
 
     // Flush (flush.cpp): completion of everything issued to rank; unlock's core.
@@ -146,9 +152,10 @@ private:
     const int rank_, nprocs_;
     std::atomic<bool> no_locks_{false};
 
-    std::mutex epoch_mu_;
+    SpinLock epoch_mu_;  // held for a few dozen instructions (state checks, transitions)
     std::atomic<AccessMode> mode_{AccessMode::none};
     int n_locks_ = 0;  // per-target locks held (epoch_mu_)
+    Target* spare_target_ = nullptr;  // the last unlocked target, for the next lock (epoch_mu_)
     int lock_all_assert_ = 0;
     bool lock_all_acquired_ = false;
     std::atomic<std::uint64_t> kick_seen_{0};  // the last kLockKick value poll saw

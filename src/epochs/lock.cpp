@@ -12,6 +12,11 @@
 namespace fastrma::detail {
 
 bool Epochs::try_lock(Target* t) {
+    // Words mapped here: the same rules on them directly (no transport call, no PeerRegion).
+    if (std::uint64_t* tw = h_.mapped_state(t->rank)) {
+        if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared_mapped(tw);
+        if (std::uint64_t* mw = h_.mapped_state(0)) return lockproto::try_exclusive_mapped(mw, tw);
+    }
     if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared(tp(t->rank), peer(t->rank));
     return lockproto::try_exclusive(tp(0), peer(0), tp(t->rank), peer(t->rank));
 }
@@ -33,11 +38,19 @@ bool Epochs::try_acquire(Target* t) {
 
 void Epochs::release(Target* t) {
     if (!t->acquired) return;
-    Transport& tp = this->tp(t->rank);
-    if (t->lock_type == MPI_LOCK_SHARED)
-        lockproto::unlock_shared(tp, peer(t->rank));
-    else
-        lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
+    std::uint64_t* tw = h_.mapped_state(t->rank);
+    std::uint64_t* mw = tw && t->lock_type != MPI_LOCK_SHARED ? h_.mapped_state(0) : nullptr;
+    if (tw && t->lock_type == MPI_LOCK_SHARED) {
+        lockproto::unlock_shared_mapped(tw);
+    } else if (mw) {
+        lockproto::unlock_exclusive_mapped(mw, tw);
+    } else {
+        Transport& tp = this->tp(t->rank);
+        if (t->lock_type == MPI_LOCK_SHARED)
+            lockproto::unlock_shared(tp, peer(t->rank));
+        else
+            lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
+    }
     t->acquired = false;
     // A request parked at my target side for this lock may take it now: progress retries.
     if (t->rank == rank_ && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();
@@ -62,7 +75,17 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
         std::lock_guard sl(s.mu);
         if (slots_.find(rank))
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process", rank);
-        t = target_pool_.get();
+        if ((t = spare_target_)) {
+            // unlock_mapped left it unlinked, released, with nothing queued and no error;
+            // the fields it may have changed are reset here (not `*t = Target{}`: a
+            // rep stos that cost a fifth of this function).
+            spare_target_ = nullptr;
+            t->issued = 0;
+            t->backoff_us = 0;
+            t->next_try_ns = 0;
+        } else {
+            t = target_pool_.get();
+        }
         if (!t)
             return raise(MPI_ERR_NO_MEM,
                          "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise "
@@ -72,12 +95,18 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
         t->lock_type = lock_type;
         t->assert_ = assert_;
         t->state = AccessState::lock_called;
-        waiting_targets_.fetch_add(1);
         slots_.insert(t);
         ++n_locks_;
         mode_.store(AccessMode::per_target, std::memory_order_release);
-        // One attempt now; most locks are free.
-        if (try_acquire(t)) return MPI_SUCCESS;
+        // One attempt now; most locks are free. Only a lock that must wait is counted for
+        // the progress thread (before the slot mutex goes: poll() then sees both).
+        if ((assert_ & MPI_MODE_NOCHECK) || try_lock(t)) {
+            t->acquired = !(assert_ & MPI_MODE_NOCHECK);
+            t->state = AccessState::lock_granted;
+            return MPI_SUCCESS;
+        }
+        bump(Stat::lock_retries);
+        waiting_targets_.fetch_add(1);
     }
     // A lock on ourselves must be granted on return: MPI lets us load and store under it.
     if (rank == rank_) {
@@ -95,14 +124,46 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
     return MPI_SUCCESS;
 }
 
+namespace {
+constexpr int kNotMapped = -1;
+}
+
+// The fast path of unlock: a granted lock whose words are mapped here, nothing queued,
+// nothing failed behind it — what wait_target(rank, unlock) does in that case, in one pass
+// under the slot mutex: the epoch's ops completed at issue (shared memory) but for what the
+// window left beside the transport (complete_deferred), the transport's flush orders them
+// before the release, and the release is one CPU atomic per word. (Mapped words mean no
+// message transport, so no target refuses requests: refused_by_targets has nothing to say.)
+int Epochs::unlock_mapped(int rank, Target** freed) {
+    std::uint64_t* tw = h_.mapped_state(rank);
+    if (!tw) return kNotMapped;
+    Slot& s = slots_.slot_of(rank);
+    std::lock_guard sl(s.mu);
+    Target* t = slots_.find(rank);
+    if (!t || t->state != AccessState::lock_granted || t->head || t->error) return kNotMapped;
+    const PeerRegion p = peer(rank);
+    tp(rank).flush(p);
+    const int rc = h_.complete_deferred();
+    release(t);
+    slots_.remove(t);
+    *freed = t;  // recycled under epoch_mu_ by the caller
+    return rc;
+}
+
 int Epochs::unlock(int rank) {
     if (int rc = check_target_rank("FRMA_Win_unlock", rank, nprocs_)) return rc;
     if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
     if (int rc = sync_error(SyncCall::unlock, "FRMA_Win_unlock", mode_.load(), false)) return rc;
-    int rc = wait_target(rank, SyncFlag::unlock, true);
+    Target* freed = nullptr;
+    int rc = unlock_mapped(rank, &freed);
+    if (rc == kNotMapped) rc = wait_target(rank, SyncFlag::unlock, true);
     if (rc == MPI_ERR_RMA_SYNC) return rc;
     std::lock_guard lk(epoch_mu_);
     if (--n_locks_ == 0) mode_.store(AccessMode::none, std::memory_order_release);
+    if (freed) {  // the next lock takes it without a trip through the pool
+        if (spare_target_) Pool<Target>::put(spare_target_);
+        spare_target_ = freed;
+    }
     return rc;
 }
 

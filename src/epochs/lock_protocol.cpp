@@ -8,31 +8,54 @@ namespace fastrma::detail::lockproto {
 namespace {
 constexpr std::uint64_t kMinusOne = ~0ull;  // fetch-add of -1 (two's complement)
 
-bool take_shared(Transport& tp, const PeerRegion& t) {
-    std::uint64_t old = tp.atomic8(t, kLockLocal, AtomicOp::fetch_add, 1);
+// A process's lock words, as the rules below reach them: through a transport's atomics, or
+// mapped here (CPU atomics: the same words a node peer's shm transport updates).
+struct ByTransport {
+    Transport& tp;
+    const PeerRegion& p;
+    std::uint64_t rmw(std::size_t w, AtomicOp op, std::uint64_t x, std::uint64_t c = 0) const {
+        return tp.atomic8(p, w, op, x, c);
+    }
+};
+struct Mapped {
+    std::uint64_t* words;
+    std::uint64_t rmw(std::size_t w, AtomicOp op, std::uint64_t x, std::uint64_t c = 0) const {
+        return apply_atomic8(words + w, op, x, c);
+    }
+};
+
+template <class W>
+bool take_shared(const W& t) {
+    std::uint64_t old = t.rmw(kLockLocal, AtomicOp::fetch_add, 1);
     if (!(old & kLocalExclusive)) return true;
-    tp.atomic8(t, kLockLocal, AtomicOp::fetch_add, kMinusOne);
+    t.rmw(kLockLocal, AtomicOp::fetch_add, kMinusOne);
     return false;
 }
 
-bool take_exclusive_target(Transport& tt, const PeerRegion& t) {
-    return tt.atomic8(t, kLockLocal, AtomicOp::compare_swap, kLocalExclusive, 0) == 0;
+template <class W>
+bool take_exclusive_target(const W& t) {
+    return t.rmw(kLockLocal, AtomicOp::compare_swap, kLocalExclusive, 0) == 0;
 }
 
 // An exclusive holder's count on the master; fails (undone) while lock_all holders exist.
-bool take_master(Transport& tm, const PeerRegion& master) {
-    if (!(tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, 1) >> 32)) return true;
-    tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
+template <class W>
+bool take_master(const W& master) {
+    if (!(master.rmw(kLockGlobal, AtomicOp::fetch_add, 1) >> 32)) return true;
+    master.rmw(kLockGlobal, AtomicOp::fetch_add, kMinusOne);
     return false;
 }
 
 // Both words one after the other: the master's count, then the target's bit.
-bool take_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t) {
-    if (!take_master(tm, master)) return false;
-    if (take_exclusive_target(tt, t)) return true;
-    tm.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
+template <class M, class T>
+bool take_exclusive(const M& master, const T& t) {
+    if (!take_master(master)) return false;
+    if (take_exclusive_target(t)) return true;
+    master.rmw(kLockGlobal, AtomicOp::fetch_add, kMinusOne);
     return false;
 }
+
+bool take_shared(Transport& tp, const PeerRegion& t) { return take_shared(ByTransport{tp, t}); }
+bool take_master(Transport& tm, const PeerRegion& master) { return take_master(ByTransport{tm, master}); }
 
 bool same_peer(const PeerRegion& a, const PeerRegion& b) { return a.rank >= 0 && a.rank == b.rank; }
 }  // namespace
@@ -76,7 +99,22 @@ bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const
         tm.notify8(master, kLockGlobal, AtomicOp::fetch_add, kMinusOne);
         return false;
     }
-    return take_exclusive(tm, master, tt, t);
+    return take_exclusive(ByTransport{tm, master}, ByTransport{tt, t});
+}
+
+bool try_shared_mapped(std::uint64_t* target) { return take_shared(Mapped{target}); }
+
+bool try_exclusive_mapped(std::uint64_t* master, std::uint64_t* target) {
+    return take_exclusive(Mapped{master}, Mapped{target});
+}
+
+void unlock_shared_mapped(std::uint64_t* target) {
+    apply_atomic8(target + kLockLocal, AtomicOp::fetch_add, kMinusOne, 0);
+}
+
+void unlock_exclusive_mapped(std::uint64_t* master, std::uint64_t* target) {
+    apply_atomic8(target + kLockLocal, AtomicOp::fetch_add, ~kLocalExclusive + 1, 0);
+    apply_atomic8(master + kLockGlobal, AtomicOp::fetch_add, kMinusOne, 0);
 }
 
 bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what) {
@@ -84,9 +122,9 @@ bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what) {
     case Transport::LockRequest::shared:
         return take_shared(tp, me);
     case Transport::LockRequest::exclusive:
-        return take_exclusive_target(tp, me);
+        return take_exclusive_target(ByTransport{tp, me});
     case Transport::LockRequest::exclusive_with_master:
-        return take_exclusive(tp, me, tp, me);
+        return take_exclusive(ByTransport{tp, me}, ByTransport{tp, me});
     }
     return false;
 }

@@ -32,4 +32,11 @@ void unlock_shared(Transport& tp, const PeerRegion& target);
 void unlock_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
 void unlock_all(Transport& tp, const PeerRegion& master);
 
+// The same rules on words mapped here and updated with CPU atomics (EpochHost::mapped_state:
+// node peers over shared memory), without a transport call: the lock fast path.
+bool try_shared_mapped(std::uint64_t* target);
+bool try_exclusive_mapped(std::uint64_t* master, std::uint64_t* target);
+void unlock_shared_mapped(std::uint64_t* target);
+void unlock_exclusive_mapped(std::uint64_t* master, std::uint64_t* target);
+
 }  // namespace fastrma::detail::lockproto

@@ -21,6 +21,10 @@ Epochs::Epochs(EpochHost& host, ProgressEngine& progress, const Config& cfg, Poo
       op_pool_(cfg.win_op_pool, global_ops),
       target_pool_(cfg.win_target_pool, global_targets) {}
 
+Epochs::~Epochs() {
+    if (spare_target_) Pool<Target>::put(spare_target_);  // it may be the global pool's
+}
+
 int Epochs::sync_failure(SyncCall call, const char* name, AccessMode m, bool exposed) const {
     return raise(MPI_ERR_RMA_SYNC, "%s: %s (%s is open)", name, illegal(call, m, exposed), mode_name(m));
 }

@@ -10,6 +10,7 @@
 #include "engine/errors.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
+#include "ops/served_atomic.hpp"
 #include "ops/state_words.hpp"
 
 namespace fastrma::detail {
@@ -331,6 +332,21 @@ int issue_op(const IssueContext& ctx, const Op& op) {
         return transfer(ctx, op, false);
     default:
         break;
+    }
+    // A fetch_and_op or compare_and_swap on a node peer reached by cross-memory attach: the
+    // peer applies it itself when one of its threads waits in MPI (ops/served_atomic.hpp),
+    // behind what this origin batched for it.
+    const bool served = (op.kind == RmaKind::fop || op.kind == RmaKind::cas) && !ctx.peer.mapped && ctx.peer.state &&
+                        op.type && op.type->size == op.type->extent && op.type->extent <= 8;
+    if (served) {
+        if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
+        const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id),
+                                 op.offset,    op.type->size,       op.op == MPI_NO_OP ? nullptr : op.origin,
+                                 op.compare};
+        int rc = MPI_SUCCESS;
+        if (served::try_remote(ctx.peer.state, rq, op.result, &rc))
+            return rc ? raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank)
+                      : MPI_SUCCESS;
     }
     if (op.kind != RmaKind::cas && batch_accumulate(ctx, op)) return MPI_SUCCESS;
     // An accumulate that reads and writes the target now: what this origin batched goes first.

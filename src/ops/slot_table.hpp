@@ -22,7 +22,13 @@ class SlotTable {
 public:
     explicit SlotTable(std::size_t n) : slots_(n ? n : 1) {}
     std::size_t size() const { return slots_.size(); }
-    Slot& slot_of(int rank) { return slots_[std::size_t(rank) % slots_.size()]; }
+    // No division when rank < n (every rank of a window at most n wide): a 64-bit div is
+    // tens of cycles, and a lock + op + unlock looks the slot up eight times.
+    Slot& slot_of(int rank) {
+        std::size_t i = std::size_t(rank);
+        if (i >= slots_.size()) i %= slots_.size();
+        return slots_[i];
+    }
     Slot& slot_at(std::size_t i) { return slots_[i]; }
     // The caller holds slot_of(rank).mu for these three.
     Target* find(int rank);

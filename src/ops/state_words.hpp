@@ -51,7 +51,14 @@ constexpr std::size_t kArenaSegWords = 12;
 constexpr std::size_t kInfoBell = kInfoArenaSeg + kArenaSegWords;  // kArenaSegWords words
 constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
-static_assert((kLockKick + 1) * 8 <= kStateBytes);
+// Atomics applied by this process for node peers that cannot map its memory
+// (ops/served_atomic.hpp): a beat (when a thread of mine last served from inside MPI), a
+// count of posts, and kServedSlots request slots of one line each.
+constexpr std::size_t kServedBeat = kLockKick + kWordsPerLine;
+constexpr std::size_t kServedPosts = kServedBeat + kWordsPerLine;
+constexpr std::size_t kServedSlot0 = kServedPosts + kWordsPerLine;
+constexpr std::size_t kServedSlots = 8;
+static_assert((kServedSlot0 + kServedSlots * kWordsPerLine) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
 constexpr std::uint64_t kGlobalLockAll = 1ull << 32;  // in kLockGlobal

@@ -57,7 +57,7 @@ static int check_rank(void) {
  * is MPICH (MPI_Get_library_version names it). MPICH 4.0 (ch4:ucx) does not check target
  * ranges (no MPI_ERR_RMA_RANGE: the put lands out of bounds) nor refuse windows on an
  * intercommunicator; those runs use errors it does detect instead (docs/dropin.md). */
-static int host_run_on_mpich(void) {
+static inline int host_run_on_mpich(void) {
     const char* mode = getenv("DROPIN_MODE");
     if (!mode || strcmp(mode, "host") != 0) return 0;
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
