@@ -2,6 +2,7 @@
 #include "transport/ofi.hpp"
 
 #include <mpi.h>
+#include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -164,8 +165,11 @@ public:
     bool native_type(int type_id) const override { return native_[std::size_t(type_id) & 255]; }
     Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
                     std::size_t elem_bytes, const void* src, const void* compare, void* result) override;
-    bool serve() override { return drive(); }
-    bool progress() override { return drive(); }
+    bool serve() override { return progress(); }
+    bool progress() override {
+        const bool traffic = arrived();
+        return drive() || traffic;
+    }
     void sync_served() override {
         drive();
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -224,6 +228,19 @@ private:
 
     Post rma(int r, const Chunk* c, std::size_t n, bool write);
     bool drive();  // one pass over the CQ: completions counted, waiters woken
+    // Whether something arrived for the provider (fi_trywait refuses, or the CQ's wait fd
+    // is readable): passive-target traffic, which gives this process no completion, counts
+    // as work for the progress thread, which otherwise backed off to FASTRMA_POLL_IDLE_US
+    // (5 ms) while peers waited on it (an origin's op + flush with the target computing did
+    // not complete within the suite's 1-s patience). False where the CQ has no wait fd.
+    bool arrived() {
+        if (wait_fd_ < 0) return false;
+        fid* f = &cq_->fid;
+        if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) return true;  // (and clears the wait fd's signal)
+        pollfd p{wait_fd_, POLLIN, 0};
+        return ::poll(&p, 1, 0) > 0;
+    }
+    int wait_fd_ = -1;
     void complete(void* ctx, int err, const char* msg);
     void note_failure(int r, int err, const std::string& msg);
     void wait_peer(int r);
@@ -528,9 +545,15 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     if (!err) {
         fi_cq_attr cq{};
         cq.format = FI_CQ_FORMAT_CONTEXT;
-        cq.wait_obj = FI_WAIT_NONE;
         cq.size = info_->tx_attr->size ? info_->tx_attr->size * 2 : 1024;
-        step(fi_cq_open(domain_, &cq, &cq_, nullptr), "fi_cq_open");
+        // A wait fd where the provider has one (arrived()); else none.
+        cq.wait_obj = FI_WAIT_FD;
+        if (fi_cq_open(domain_, &cq, &cq_, nullptr) != 0) {
+            cq.wait_obj = FI_WAIT_NONE;
+            step(fi_cq_open(domain_, &cq, &cq_, nullptr), "fi_cq_open");
+        } else if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
+            wait_fd_ = -1;
+        }
     }
     if (!err) step(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
     if (!err) step(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind (av)");
