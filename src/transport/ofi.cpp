@@ -627,6 +627,9 @@ OfiTransport::~OfiTransport() {
 }
 
 void OfiTransport::complete(void* ctx, int err, const char* msg) {
+    // No context: none of ours (rxm reports errors of its own operations, e.g. when a
+    // connection drops, with a null context); what of ours it took fails on its own.
+    if (!ctx) return;
     auto v = reinterpret_cast<std::uintptr_t>(ctx);
     if (!(v & 1) && *static_cast<int*>(ctx) == kHoldCtx) {
         auto* h = static_cast<Hold*>(ctx);
