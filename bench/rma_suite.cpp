@@ -23,7 +23,8 @@
  *     bibw.<op>        both ranks put (get) to each other at once: aggregate bandwidth;
  *     rate.t<T>        message rate with T = 1, 2, 4 threads per rank (8 B puts, 64 + flush;
  *                      sync "flush-asleep" in the rows when run with --target-wait poll);
- *     overlap          put / get / accumulate, 8 B .. 1 MiB: origin: op, compute, flush;
+ *     overlap          put / get / accumulate, 8 B .. 1 MiB, fetch_and_op 8 B: origin: op,
+ *                      compute, flush;
  *                      target computes without calling MPI.
  *   The target is idle in MPI_Barrier during the passive sections (so a host MPI that needs
  *   target progress gets it; with --target-wait poll it sleeps instead, calling MPI_Test
@@ -887,8 +888,9 @@ struct P2P {
             };
             if (!note("overlap lock_all", Impl::lock_all(win)) && !note("overlap heartbeat", heartbeat())) {
                 bool stop = false;
-                for (const char* o : {"put", "get", "acc"}) {
-                    for (size_t s : overlap_sizes()) {
+                for (const char* o : {"put", "get", "acc", "fetch_and_op"}) {
+                    const std::string os = o;
+                    for (size_t s : os == "fetch_and_op" ? std::vector<size_t>{8} : overlap_sizes()) {
                         if ((stop = target_gave_up())) break;
                         progress(impl, flavor, phase, s);
                         // Calibration: op + flush alone sizes the work and the batches.

@@ -304,7 +304,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     int wants_am = 0;  // the farthest medium this process needs (a Medium)
     for (int r = 0; r < n && !err; ++r) {
         Medium m = Medium::node;
-        err = select_medium(eng.config().transport, topo, r, is_shared, is_dynamic, &m);
+        err = select_medium(eng.config().transport, eng.config().ofi_provider, topo, r, is_shared, is_dynamic, &m);
         wants_am = std::max(wants_am, m == Medium::message ? 2 : m == Medium::network ? 1 : 0);
     }
     std::string msg = err ? last_error_message() : std::string();
@@ -622,6 +622,7 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
         part.data_size = flavor == MPI_WIN_FLAVOR_CREATE || data ? std::uint64_t(size) : 0;
         part.state = w->my_state_;
         part.state_bytes = w->state_bytes_;
+        part.dynamic = is_dynamic;
         w->remote_ = make_network_transport(b, part, eng.config(), call, &err);  // collective
     } else {
         w->remote_ = make_message_transport(b, std::move(local), eng.config(), call, &err);  // collective

@@ -110,6 +110,7 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
         c.regions.resize(count);
         for (std::uint64_t i = 0; i < count; ++i) c.regions[i] = {words[2 * i], words[2 * i + 1]};
         c.version = v1;
+        tp(r).learn_regions(peer(r), words.data(), std::size_t(count));  // (ofi: each region's key)
     }
     return inside();
 }
@@ -119,7 +120,12 @@ bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
 }
 
 int Window::refused_by_targets(const char* call, int lo, int hi) {
-    if (!remote_ || flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
+    if (!remote_) return MPI_SUCCESS;
+    // Operations that failed after they were posted (a network transport's failed
+    // completion): the first one, with the transport's message.
+    for (int r = lo; r < hi; ++r)
+        if (int e = tp(r).failed(peer(r), call)) return e;
+    if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
     remote_->collect_refusals();
     int first = -1;
     std::uint64_t total = 0;
@@ -177,6 +183,9 @@ int Window::attach(void* base, MPI_Aint size) {
     if (count >= dyn_capacity_)
         return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_attach: %zu regions are attached already (FASTRMA_DYN_REGIONS)",
                      dyn_capacity_);
+    // A network transport registers the region before any peer can read it in the table.
+    if (remote_)
+        if (int rc = remote_->expose_region(base, std::uint64_t(size))) return rc;
     __atomic_fetch_add(&table[0], 1, __ATOMIC_ACQ_REL);  // odd: changing
     __atomic_store_n(&table[kDynHeaderWords + 2 * count], b, __ATOMIC_RELAXED);
     __atomic_store_n(&table[kDynHeaderWords + 2 * count + 1], std::uint64_t(size), __ATOMIC_RELAXED);
@@ -208,8 +217,10 @@ int Window::detach(const void* base) {
     }
     if (!found) return raise(MPI_ERR_RMA_ATTACH, "FRMA_Win_detach: %p is not the base of an attached region", base);
     // Over am the server checked requests against the table it saw: once this returns,
-    // none of them touches the region any more (the caller may free it).
+    // none of them touches the region any more (the caller may free it). Over ofi the
+    // region's registration closes.
     for (Transport* t : tps_) t->settle();
+    if (remote_) remote_->withdraw_region(base);
     return MPI_SUCCESS;
 }
 

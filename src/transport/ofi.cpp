@@ -1,6 +1,8 @@
 // ofi.cpp — see ofi.hpp.
 #include "transport/ofi.hpp"
 
+#include <mpi.h>
+#include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -10,12 +12,15 @@
 #include <rdma/fi_rma.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/bootstrap.hpp"
@@ -24,6 +29,18 @@
 namespace fastrma::detail {
 
 namespace ofi {
+namespace {
+std::atomic<int> g_bad_keys{0};
+// Whether this operation takes one of the injected bad keys.
+bool take_bad_key() {
+    for (int n = g_bad_keys.load(std::memory_order_relaxed); n > 0;)
+        if (g_bad_keys.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return true;
+    return false;
+}
+}  // namespace
+
+void inject_bad_keys(int n) { g_bad_keys.store(n, std::memory_order_relaxed); }
+
 int error_class(int fi_err) {
     switch (fi_err < 0 ? -fi_err : fi_err) {
     case FI_SUCCESS:
@@ -74,6 +91,11 @@ fi_info* hints_for(const char* provider) {
     h->domain_attr->threading = FI_THREAD_SAFE;
     h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
     if (provider && *provider) h->fabric_attr->prov_name = strdup(provider);
+    // sockets offers both progress models; its automatic one runs a provider thread per
+    // domain (here: per window and process) that spins FI_SOCKETS_PE_WAITTIME (10 ms) after
+    // every event, taking the cores from the ranks and from our own progress thread, which
+    // reads the CQ anyway. Manual: the CQ reads make the progress, as with tcp.
+    if (provider && std::strcmp(provider, "sockets") == 0) h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
     return h;
 }
 
@@ -96,7 +118,7 @@ struct alignas(8) Waiter {
     int kind = kWaiterCtx;
     std::atomic<bool> done{false};
     int err = 0;
-    int prov_err = 0;
+    std::string msg;  // the provider's text of a failed completion
 };
 
 class OfiTransport final : public Transport {
@@ -128,13 +150,26 @@ public:
         for (int r = 0; r < n_; ++r) wait_peer(r);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
     }
+    int fence_sync(Bootstrap& group) override {
+        flush_all();
+        return barrier(group);
+    }
+    int close_sync(Bootstrap& group) override { return fence_sync(group); }
+    int failed(const PeerRegion& p, const char* call) override;
+    void set_served_elsewhere(bool yes) override { served_elsewhere_ = yes; }
+    int expose_region(void* base, std::uint64_t size) override;
+    void withdraw_region(const void* base) override;
+    void learn_regions(const PeerRegion& p, const std::uint64_t* pairs, std::size_t count) override;
     bool declare_native_type(int type_id, ElemKind kind, std::uint32_t op_bits, bool cas) override;
     void enable_native_type(int type_id) override { native_[std::size_t(type_id) & 255] = true; }
     bool native_type(int type_id) const override { return native_[std::size_t(type_id) & 255]; }
     Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
                     std::size_t elem_bytes, const void* src, const void* compare, void* result) override;
-    bool serve() override { return drive(); }
-    bool progress() override { return drive(); }
+    bool serve() override { return progress(); }
+    bool progress() override {
+        const bool traffic = arrived();
+        return drive() || traffic;
+    }
     void sync_served() override {
         drive();
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -159,7 +194,15 @@ private:
         std::uint64_t data_base = 0, data_key = 0, data_size = 0;
         std::uint64_t state_base = 0, state_key = 0;
         std::atomic<std::uint64_t> issued{0}, completed{0};
+        // The first failure since failed() last looked: a libfabric error and the
+        // provider's text (under err_mu).
         std::atomic<int> error{0};
+        std::mutex err_mu;
+        std::string err_msg;
+        // Dynamic windows: the peer's attached regions as this process last read them
+        // (base -> size; the base is also the registration's key), under regions_mu.
+        std::mutex regions_mu;
+        std::map<std::uint64_t, std::uint64_t> regions;
         // What the last operation posted to the peer was (kRma, kAtomic): one origin's
         // operations to a peer apply in order (an accumulate after a get of the same bytes,
         // a put after an accumulate), and the provider does not order RMA and atomics
@@ -185,9 +228,23 @@ private:
 
     Post rma(int r, const Chunk* c, std::size_t n, bool write);
     bool drive();  // one pass over the CQ: completions counted, waiters woken
-    void complete(void* ctx, int err, int prov_err);
+    // Whether something arrived for the provider (fi_trywait refuses, or the CQ's wait fd
+    // is readable): passive-target traffic, which gives this process no completion, counts
+    // as work for the progress thread, which otherwise backed off to FASTRMA_POLL_IDLE_US
+    // (5 ms) while peers waited on it (an origin's op + flush with the target computing did
+    // not complete within the suite's 1-s patience). False where the CQ has no wait fd.
+    bool arrived() {
+        if (wait_fd_ < 0) return false;
+        fid* f = &cq_->fid;
+        if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) return true;  // (and clears the wait fd's signal)
+        pollfd p{wait_fd_, POLLIN, 0};
+        return ::poll(&p, 1, 0) > 0;
+    }
+    int wait_fd_ = -1;
+    void complete(void* ctx, int err, const char* msg);
+    void note_failure(int r, int err, const std::string& msg);
     void wait_peer(int r);
-    void check_peer(int r);
+    int barrier(Bootstrap& group);
     Scratch* take_scratch();
     void give_scratch(Scratch* s);
     template <class Op>
@@ -201,6 +258,24 @@ private:
 
     std::string prov_;
     int me_ = 0, n_ = 0;
+    // Whether a progress thread or the host's progress hook reads the CQ while an
+    // application thread blocks in a group collective; if not, barrier() reads it itself.
+    bool served_elsewhere_ = true;
+    // A dynamic window: my attached regions' registrations (base -> mr) under mine_mu_.
+    bool dynamic_ = false;
+    std::mutex mine_mu_;
+    struct MyRegion {
+        fid_mr* mr;
+        std::uint64_t size;
+    };
+    std::map<std::uint64_t, MyRegion> mine_;
+    // Dynamic windows: the region of peer r (its own table for me_) holding addr: its base
+    // and the bytes left in it from addr; false if none.
+    bool region_at(int r, std::uint64_t addr, std::uint64_t* base, std::uint64_t* left);
+    // The remote address and key of [addr, ...) at peer q (r): the window's data part, or
+    // (dynamic) the region holding addr, whose registration's key is its base; *left: the
+    // bytes one operation may cover from there. False: no registration holds addr.
+    bool target_of(int r, std::uint64_t addr, std::uint64_t* raddr, std::uint64_t* key, std::uint64_t* left);
     fi_info* info_ = nullptr;
     fid_fabric* fabric_ = nullptr;
     fid_domain* domain_ = nullptr;
@@ -325,7 +400,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
     ssize_t rc = 0;
     for (std::uint64_t i = 0; i < n && rc == 0;) {
-        const std::size_t k = std::size_t(std::min<std::uint64_t>(per, n - i));
+        std::size_t k = std::size_t(std::min<std::uint64_t>(per, n - i));
         const std::uint64_t at = i * elem_bytes, bytes = k * elem_bytes;
         // (FI_ATOMIC_READ ignores its operand; it is given the result buffer, never null.)
         const void* in = src ? static_cast<const unsigned char*>(src) + at : static_cast<unsigned char*>(result) + at;
@@ -336,7 +411,14 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         rc = reg_local(in, bytes, &mrs[0], &desc[0]);
         if (!rc) rc = reg_local(out, bytes, &mrs[1], &desc[1]);
         if (!rc) rc = reg_local(cmp, bytes, &mrs[2], &desc[2]);
-        const std::uint64_t addr = ofi::remote_address(q.data_base, toff + at);
+        std::uint64_t addr = 0, key = 0, left = 0;
+        if (!target_of(p.rank, toff + at, &addr, &key, &left) || left < elem_bytes) {
+            rc = -FI_EINVAL;  // (the window checked the range: a region detached meanwhile)
+            for (fid_mr* m : mrs)
+                if (m) fi_close(&m->fid);
+            break;
+        }
+        if (left < bytes) k = std::size_t(left / elem_bytes);  // the rest goes in the next round
         Hold* hold = nullptr;
         if (mrs[0] || mrs[1] || mrs[2]) {  // released by this operation's own completion
             hold = new Hold;
@@ -348,12 +430,11 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         if (!rc)
             rc = post_retry([&] {
                 if (cmp)
-                    return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, q.data_key,
-                                             dt, FI_CSWAP, octx);
+                    return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, key, dt,
+                                             FI_CSWAP, octx);
                 if (out)
-                    return fi_fetch_atomic(ep_, in, k, desc[0], out, desc[1], q.addr, addr, q.data_key, dt, fi_op(op),
-                                           octx);
-                return fi_atomic(ep_, in, k, desc[0], q.addr, addr, q.data_key, dt, fi_op(op), octx);
+                    return fi_fetch_atomic(ep_, in, k, desc[0], out, desc[1], q.addr, addr, key, dt, fi_op(op), octx);
+                return fi_atomic(ep_, in, k, desc[0], q.addr, addr, key, dt, fi_op(op), octx);
             });
         if (rc) {
             q.issued.fetch_sub(1, std::memory_order_acq_rel);
@@ -390,6 +471,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     prov_ = opt.provider;
     peers_.reset(new Peer[std::size_t(n_)]);
     my_data_ = static_cast<unsigned char*>(part.data);
+    dynamic_ = part.dynamic;
     // Everything local first; the verdict travels with the card, so a failure anywhere fails
     // the window everywhere instead of leaving peers in the exchange.
     struct Card {
@@ -463,9 +545,15 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     if (!err) {
         fi_cq_attr cq{};
         cq.format = FI_CQ_FORMAT_CONTEXT;
-        cq.wait_obj = FI_WAIT_NONE;
         cq.size = info_->tx_attr->size ? info_->tx_attr->size * 2 : 1024;
-        step(fi_cq_open(domain_, &cq, &cq_, nullptr), "fi_cq_open");
+        // A wait fd where the provider has one (arrived()); else none.
+        cq.wait_obj = FI_WAIT_FD;
+        if (fi_cq_open(domain_, &cq, &cq_, nullptr) != 0) {
+            cq.wait_obj = FI_WAIT_NONE;
+            step(fi_cq_open(domain_, &cq, &cq_, nullptr), "fi_cq_open");
+        } else if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
+            wait_fd_ = -1;
+        }
     }
     if (!err) step(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
     if (!err) step(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind (av)");
@@ -528,6 +616,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
 
 OfiTransport::~OfiTransport() {
     if (ep_) fi_close(&ep_->fid);
+    for (auto& [b, m] : mine_) fi_close(&m.mr->fid);
     for (fid_mr* m : {data_mr_, state_mr_, scratch_mr_})
         if (m) fi_close(&m->fid);
     if (av_) fi_close(&av_->fid);
@@ -537,7 +626,10 @@ OfiTransport::~OfiTransport() {
     if (info_) fi_freeinfo(info_);
 }
 
-void OfiTransport::complete(void* ctx, int err, int prov_err) {
+void OfiTransport::complete(void* ctx, int err, const char* msg) {
+    // No context: none of ours (rxm reports errors of its own operations, e.g. when a
+    // connection drops, with a null context); what of ours it took fails on its own.
+    if (!ctx) return;
     auto v = reinterpret_cast<std::uintptr_t>(ctx);
     if (!(v & 1) && *static_cast<int*>(ctx) == kHoldCtx) {
         auto* h = static_cast<Hold*>(ctx);
@@ -546,18 +638,59 @@ void OfiTransport::complete(void* ctx, int err, int prov_err) {
         delete h;
     }
     if (v & 1) {
-        Peer& q = peers_[std::size_t(v >> 1)];
-        if (err) {
-            int none = 0;
-            q.error.compare_exchange_strong(none, err);
-        }
-        q.completed.fetch_add(1, std::memory_order_acq_rel);
+        const int r = int(v >> 1);
+        if (err) note_failure(r, err, msg ? msg : fi_strerror(err));
+        peers_[std::size_t(r)].completed.fetch_add(1, std::memory_order_acq_rel);
         return;
     }
     auto* w = static_cast<Waiter*>(ctx);
     w->err = err;
-    w->prov_err = prov_err;
+    if (err) w->msg = msg ? msg : fi_strerror(err);
     w->done.store(true, std::memory_order_release);  // the last touch: the waiter may return
+}
+
+void OfiTransport::note_failure(int r, int err, const std::string& msg) {
+    Peer& q = peers_[std::size_t(r)];
+    std::lock_guard lk(q.err_mu);
+    if (q.error.load(std::memory_order_relaxed)) return;  // the first one is reported
+    q.err_msg = msg;
+    q.error.store(err, std::memory_order_release);
+}
+
+int OfiTransport::failed(const PeerRegion& p, const char* call) {
+    Peer& q = peers_[std::size_t(p.rank)];
+    if (!q.error.load(std::memory_order_acquire)) return MPI_SUCCESS;
+    std::lock_guard lk(q.err_mu);
+    const int e = q.error.exchange(0);
+    // On a dynamic window the origin checked the address against its copy of the peer's
+    // region table, so a refusal means the region was detached since: MPI_ERR_RMA_RANGE, as
+    // over am (tcp;ofi_rxm reports an unknown key as a cancelled operation).
+    if (dynamic_)
+        return raise(MPI_ERR_RMA_RANGE,
+                     "%s: ofi (%s): an operation to rank %d was not applied (a region the target detached after "
+                     "this process last read its regions?): %s",
+                     call, prov_.c_str(), p.rank, q.err_msg.c_str());
+    return raise(ofi::error_class(e), "%s: ofi (%s): an operation to rank %d failed: %s", call, prov_.c_str(), p.rank,
+                 q.err_msg.c_str());
+}
+
+int OfiTransport::barrier(Bootstrap& group) {
+    // Without a progress thread or the host hook, a peer still flushing in its fence waits
+    // for this process to read its CQ (a manual-progress provider moves the peer's data
+    // into our memory only then), so the barrier is non-blocking and the CQ read meanwhile.
+    const MPI_Comm comm = group.mpi_comm();
+    if (served_elsewhere_ || comm == MPI_COMM_NULL) {
+        group.barrier();
+        return MPI_SUCCESS;
+    }
+    MPI_Request rq;
+    if (PMPI_Ibarrier(comm, &rq) != MPI_SUCCESS) return MPI_ERR_INTERN;
+    for (unsigned spins = 0;; ++spins) {
+        int done = 0;
+        if (PMPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return MPI_ERR_INTERN;
+        if (done) return MPI_SUCCESS;
+        if (!drive() && spins > 64) sched_yield();
+    }
 }
 
 bool OfiTransport::drive() {
@@ -566,14 +699,19 @@ bool OfiTransport::drive() {
     for (;;) {
         const ssize_t got = fi_cq_read(cq_, e, 16);
         if (got > 0) {
-            for (ssize_t i = 0; i < got; ++i) complete(e[i].op_context, 0, 0);
+            for (ssize_t i = 0; i < got; ++i) complete(e[i].op_context, 0, nullptr);
             any = true;
             continue;
         }
         if (got == -FI_EAVAIL) {
             fi_cq_err_entry ee{};
             if (fi_cq_readerr(cq_, &ee, 0) > 0) {
-                complete(ee.op_context, ee.err ? ee.err : FI_EOTHER, ee.prov_errno);
+                const int e = ee.err ? ee.err : FI_EOTHER;
+                char buf[256];
+                const char* prov = fi_cq_strerror(cq_, ee.prov_errno, ee.err_data, buf, sizeof buf);
+                std::string msg = fi_strerror(e);
+                if (prov && *prov) msg += std::string(" (provider: ") + prov + ")";
+                complete(ee.op_context, e, msg.c_str());
                 any = true;
                 continue;
             }
@@ -583,23 +721,13 @@ bool OfiTransport::drive() {
     return any;
 }
 
-void OfiTransport::check_peer(int r) {
-    if (const int e = peers_[std::size_t(r)].error.exchange(0)) {
-        // flush() has no error path: a failed transfer is reported and the job stops, as
-        // MPI's default error handler would.
-        raise(ofi::error_class(e), "ofi (%s): an operation to rank %d failed: %s", prov_.c_str(), r, fi_strerror(e));
-        std::fprintf(stderr, "fastrma: %s\n", last_error_message().c_str());
-        std::abort();
-    }
-}
-
 void OfiTransport::wait_peer(int r) {
     Peer& q = peers_[std::size_t(r)];
     const std::uint64_t target = q.issued.load(std::memory_order_acquire);
     for (unsigned spins = 0; q.completed.load(std::memory_order_acquire) < target; ++spins) {
         if (!drive() && spins > 64) sched_yield();
     }
-    check_peer(r);
+    // A failure is left for failed(): the completion point that called us reports it.
 }
 
 Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
@@ -613,9 +741,44 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         }
         return Post::done;
     }
+    if (r == me_ && dynamic_) {  // my own attached memory: offsets are addresses here
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!c[i].len) continue;
+            auto* at = reinterpret_cast<unsigned char*>(c[i].offset);
+            if (write)
+                std::memcpy(at, c[i].local, c[i].len);
+            else
+                std::memcpy(c[i].local, at, c[i].len);
+        }
+        return Post::done;
+    }
+    // Dynamic windows: each piece within one region (an access may span regions attached
+    // back to back, each a registration of its own).
+    std::vector<Chunk> split;
+    if (dynamic_) {
+        for (std::size_t i = 0; i < n; ++i) {
+            std::uint64_t off = c[i].offset, left = 0, base = 0;
+            auto* local = static_cast<unsigned char*>(c[i].local);
+            for (std::size_t len = c[i].len; len;) {
+                if (!region_at(r, off, &base, &left)) {
+                    raise(MPI_ERR_RMA_RANGE, "%s: ofi: address %#llx is in no region rank %d has attached",
+                          write ? "FRMA_Put" : "FRMA_Get", static_cast<unsigned long long>(off), r);
+                    return Post::error;
+                }
+                const std::size_t piece = std::size_t(std::min<std::uint64_t>(len, left));
+                split.push_back(Chunk{local, off, piece});
+                local += piece;
+                off += piece;
+                len -= piece;
+            }
+        }
+        c = split.data();
+        n = split.size();
+    }
     Peer& q = peers_[std::size_t(r)];
     order_before(r, kRma, true);
     void* const ctx = reinterpret_cast<void*>((std::uintptr_t(r) << 1) | 1);
+    const bool bad_key = ofi::take_bad_key();
     bool posted = false;
     ssize_t rc = 0;
     const bool ok = ofi::plan_rma(c, n, lim_, [&](const ofi::Piece* p, std::size_t k) {
@@ -634,7 +797,9 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
                 iov[i].iov_base = bounce.get() + at;
                 at += p[i].len;
             }
-            riov[i] = fi_rma_iov{ofi::remote_address(q.data_base, p[i].offset), p[i].len, q.data_key};
+            std::uint64_t raddr = 0, key = 0, left = 0;
+            target_of(r, p[i].offset, &raddr, &key, &left);  // (found above for dynamic windows)
+            riov[i] = fi_rma_iov{raddr, p[i].len, bad_key ? ~key : key};
             if (mr_local_) {
                 rc = reg(iov[i].iov_base, p[i].len, write ? FI_WRITE | FI_SEND : FI_READ | FI_RECV,
                          next_key_.fetch_add(1, std::memory_order_relaxed), &local[i]);
@@ -682,6 +847,84 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         return Post::error;
     }
     return posted ? Post::posted : Post::done;
+}
+
+bool OfiTransport::region_at(int r, std::uint64_t addr, std::uint64_t* base, std::uint64_t* left) {
+    auto find = [&](const auto& map, auto size_of) {
+        auto it = map.upper_bound(addr);
+        if (it == map.begin()) return false;
+        --it;
+        const std::uint64_t size = size_of(it->second);
+        if (addr - it->first >= size) return false;
+        *base = it->first;
+        *left = size - (addr - it->first);
+        return true;
+    };
+    if (r == me_) {
+        std::lock_guard lk(mine_mu_);
+        return find(mine_, [](const MyRegion& m) { return m.size; });
+    }
+    Peer& q = peers_[std::size_t(r)];
+    std::lock_guard lk(q.regions_mu);
+    return find(q.regions, [](std::uint64_t size) { return size; });
+}
+
+bool OfiTransport::target_of(int r, std::uint64_t addr, std::uint64_t* raddr, std::uint64_t* key, std::uint64_t* left) {
+    const Peer& q = peers_[std::size_t(r)];
+    if (!dynamic_) {
+        *raddr = ofi::remote_address(q.data_base, addr);
+        *key = q.data_key;
+        *left = ~std::uint64_t(0);
+        return true;
+    }
+    std::uint64_t base = 0;
+    if (!region_at(r, addr, &base, left)) return false;
+    *raddr = (mr_mode_ & FI_MR_VIRT_ADDR) ? addr : addr - base;
+    *key = base;
+    return true;
+}
+
+int OfiTransport::expose_region(void* base, std::uint64_t size) {
+    if (!dynamic_ || !size) return MPI_SUCCESS;  // (an empty region: nothing to reach)
+    const std::uint64_t b = reinterpret_cast<std::uint64_t>(base);
+    fid_mr* mr = nullptr;
+    if (const int rc = reg(base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, b, &mr))
+        return fail(rc, "FRMA_Win_attach", "fi_mr_reg (attached region)");
+    std::lock_guard lk(mine_mu_);
+    mine_[b] = MyRegion{mr, size};
+    return MPI_SUCCESS;
+}
+
+void OfiTransport::withdraw_region(const void* base) {
+    if (!dynamic_) return;
+    // My own operations on the region (atomics through my endpoint) complete first; a
+    // peer's arriving after the registration is closed fail at the provider and are
+    // reported to that peer.
+    wait_peer(me_);
+    fid_mr* mr = nullptr;
+    {
+        std::lock_guard lk(mine_mu_);
+        auto it = mine_.find(reinterpret_cast<std::uint64_t>(base));
+        if (it == mine_.end()) return;
+        mr = it->second.mr;
+        mine_.erase(it);
+    }
+    fi_close(&mr->fid);
+    // An answer to a peer's read that was served before the close may still be leaving
+    // from the region (a software provider sends it from there). One atomic to each peer
+    // goes out behind it on the same connection: when it is answered, what was queued
+    // before it has left, and the caller may reuse the memory.
+    for (int r = 0; r < n_; ++r)
+        if (r != me_) (void)atomic8(PeerRegion{.rank = r}, 0, AtomicOp::load, 0, 0);
+}
+
+void OfiTransport::learn_regions(const PeerRegion& p, const std::uint64_t* pairs, std::size_t count) {
+    if (!dynamic_ || p.rank == me_) return;
+    Peer& q = peers_[std::size_t(p.rank)];
+    std::lock_guard lk(q.regions_mu);
+    q.regions.clear();
+    for (std::size_t i = 0; i < count; ++i)
+        if (pairs[2 * i + 1]) q.regions[pairs[2 * i]] = pairs[2 * i + 1];
 }
 
 Scratch* OfiTransport::take_scratch() {
@@ -748,14 +991,14 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
             if (!drive() && spins > 64) sched_yield();
     const std::uint64_t old = s->result;
     give_scratch(s);
-    const int e = rc ? int(rc) : w.err;
-    if (e) {
-        // Synchronization words have no error path (Transport::atomic8 returns the old value):
-        // a failed one stops the job, with the reason.
-        raise(ofi::error_class(e), "ofi (%s): 8-byte atomic on state word %zu of rank %d failed: %s", prov_.c_str(),
-              word, p.rank, fi_strerror(e < 0 ? -e : e));
-        std::fprintf(stderr, "fastrma: %s\n", last_error_message().c_str());
-        std::abort();
+    if (const int e = rc ? int(rc) : w.err) {
+        // atomic8 returns the old value and has no error path: the failure is recorded for
+        // the peer and reported by the next completion point (flush, unlock, fence,
+        // complete) that asks failed(); the old value reads as 0.
+        note_failure(p.rank, e < 0 ? -e : e,
+                     std::string("8-byte atomic on state word ") + std::to_string(word) + ": " +
+                         (rc ? fi_strerror(int(rc < 0 ? -rc : rc)) : w.msg.c_str()));
+        return 0;
     }
     return old;
 }
@@ -768,6 +1011,30 @@ std::unique_ptr<Transport> make_ofi_transport(Bootstrap& group, const NetworkPar
     *err = t->open(group, part, opt, call);  // collective
     if (*err) return nullptr;
     return t;
+}
+
+bool ofi_dynamic_supported(const std::string& provider) {
+    static std::mutex mu;
+    static std::map<std::string, bool> known;
+    std::lock_guard lk(mu);
+    if (auto it = known.find(provider); it != known.end()) return it->second;
+    bool ok = false;
+    if (fi_info* hints = hints_for(provider.c_str())) {
+        fi_info* list = nullptr;
+        if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
+            for (fi_info* i = list; i; i = i->next) {
+                const char* name = i->fabric_attr ? i->fabric_attr->prov_name : nullptr;
+                if (provider.empty() && (!name || is_software(name))) continue;  // auto: hardware only
+                const auto mode = std::uint64_t(i->domain_attr->mr_mode);
+                ok = mode != FI_MR_BASIC && !(mode & FI_MR_PROV_KEY) && i->domain_attr->mr_key_size <= 8;
+                break;
+            }
+            fi_freeinfo(list);
+        }
+        fi_freeinfo(hints);
+    }
+    known[provider] = ok;
+    return ok;
 }
 
 bool ofi_hardware_present() {

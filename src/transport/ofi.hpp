@@ -22,12 +22,21 @@
 // "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on the peer's
 // registered state words (FI_UINT64), waited for. -FI_EAGAIN is retried while the CQ is
 // read (which is what drives a manual-progress provider); a posting error is an MPI error
-// class with fi_strerror's text (raise()); an error completion of a synchronization atomic
-// is fatal (atomic8 has no error path).
+// class with fi_strerror's text (raise()). A failed completion (fi_cq_readerr), of a
+// transfer or of a synchronization atomic, is kept per peer with the provider's text
+// (fi_cq_strerror) and returned by failed() to the completion point that asks next.
 //
-// The target's CPU is never asked to act, but manual-progress providers (tcp, rxm's
-// emulated atomics) move data only while somebody reads the CQ: progress()/serve() do,
-// called by the window's poller, by waiting threads and by the host MPI's progress hook.
+// Dynamic windows: each attached region is registered at attach under the key of its base
+// address (providers that hand out their own keys, FI_MR_PROV_KEY, leave dynamic windows on
+// am: ofi_dynamic_supported), so an origin names it from the peer's region table it read
+// (learn_regions); detach closes the registration, then sends one atomic to each peer
+// behind any read answer still leaving from the region.
+//
+// The target's CPU is never asked to act, but manual-progress providers (tcp, sockets as
+// we open it, rxm's emulated atomics) move data only while somebody reads the CQ:
+// progress()/serve() do, called by the window's poller, by waiting threads and by the host
+// MPI's progress hook; and a fence's or free's barrier, when neither of the first and last
+// runs (set_served_elsewhere(false)), is non-blocking and reads the CQ until it completes.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +56,9 @@ struct NetworkPart {
     std::uint64_t data_size = 0;
     std::uint64_t* state = nullptr;  // my state words (lock words, PSCW, stripes)
     std::size_t state_bytes = 0;
+    // A dynamic window: no data part; each attached region is registered on its own
+    // (expose_region) under a key peers derive from its base address.
+    bool dynamic = false;
 };
 
 struct OfiOptions {
@@ -58,6 +70,11 @@ struct OfiOptions {
 std::unique_ptr<Transport> make_ofi_transport(Bootstrap& group, const NetworkPart& part, const OfiOptions& opt,
                                               const char* call, int* err);
 
+// Whether dynamic windows can go over ofi with this provider (empty: the first hardware
+// one): the provider takes the keys we ask for (no FI_MR_PROV_KEY), so that an origin names
+// an attached region's registration by the region's base address alone. Probed once per name.
+bool ofi_dynamic_supported(const std::string& provider);
+
 // Whether libfabric offers an RDM provider with RMA and atomics on real hardware (not tcp,
 // sockets, udp, shm): FASTRMA_TRANSPORT=auto then sends other nodes' peers over ofi.
 // Probed once.
@@ -66,6 +83,11 @@ bool ofi_hardware_present();
 namespace ofi {
 // A libfabric error (a negative or positive fi_errno) as an MPI error class.
 int error_class(int fi_err);
+
+// Error injection for tests: the next n puts and gets to another process name a key its
+// peer never registered, so the provider fails them (at the target, reported in the
+// origin's completion queue).
+void inject_bad_keys(int n);
 
 // Provider limits that cut a chunk list into messages.
 struct Limits {

@@ -9,8 +9,8 @@
 
 namespace fastrma::detail {
 
-int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, bool dynamic,
-                  Medium* out) {
+int select_medium(const std::string& want, const std::string& provider, const NodeTopology& topo, int rank,
+                  bool load_store, bool dynamic, Medium* out) {
     const int me = topo.local_ranks[std::size_t(topo.my_local_index)];
     const bool same_node = topo.node_of[std::size_t(rank)] == topo.node_of[std::size_t(me)];
     if (want != "auto" && want != "shm" && want != "am" && want != "ofi")
@@ -25,7 +25,8 @@ int select_medium(const std::string& want, const NodeTopology& topo, int rank, b
     if (want == "shm")
         return raise(MPI_ERR_UNSUPPORTED_OPERATION, "rank %d is on another node and FASTRMA_TRANSPORT=shm", rank);
     const bool network = want == "ofi" || (want == "auto" && ofi_hardware_present());
-    *out = network && !dynamic ? Medium::network : Medium::message;
+    const bool reachable = network && (!dynamic || ofi_dynamic_supported(want == "auto" ? std::string() : provider));
+    *out = reachable ? Medium::network : Medium::message;
     return MPI_SUCCESS;
 }
 

@@ -22,14 +22,15 @@ enum class Medium : std::uint8_t {
     network,  // libfabric RMA and atomics (ofi), no target CPU (but progress, see ofi.hpp)
 };
 
-// want: FASTRMA_TRANSPORT (auto, shm, am, ofi); load_store: the window's contract is
-// load/store (allocate_shared), which only shared memory gives; dynamic: a dynamic window
-// (attach registers nothing with a NIC yet, so it never goes over the network: messages).
+// want: FASTRMA_TRANSPORT (auto, shm, am, ofi); provider: FASTRMA_OFI_PROVIDER; load_store:
+// the window's contract is load/store (allocate_shared), which only shared memory gives;
+// dynamic: a dynamic window, which goes over the network only where the provider lets an
+// origin name an attached region's registration (ofi_dynamic_supported), else messages.
 // auto takes the network for peers on other nodes only when libfabric has a hardware
 // provider (ofi_hardware_present), else messages. MPI_SUCCESS and *out, or an MPI error
 // class (raised) when nothing can reach the peer.
-int select_medium(const std::string& want, const NodeTopology& topo, int rank, bool load_store, bool dynamic,
-                  Medium* out);
+int select_medium(const std::string& want, const std::string& provider, const NodeTopology& topo, int rank,
+                  bool load_store, bool dynamic, Medium* out);
 
 // The node transport (one object for every window: what it needs of a peer is in the
 // peer's PeerRegion).

@@ -192,6 +192,18 @@ public:
     // refusal notices that arrived (one call before asking any number of peers).
     virtual void collect_refusals() {}
     virtual std::uint64_t refused(const PeerRegion& /*peer*/) { return 0; }
+    // Origin side: the first operation to the peer that failed after it was posted (a
+    // failed completion), since the last call: an MPI error class, raised with the
+    // medium's message naming call; 0 if none. Every completion point asks it.
+    virtual int failed(const PeerRegion& /*peer*/, const char* /*call*/) { return 0; }
+    // Dynamic windows over a transport that registers memory with the network (ofi): this
+    // process attaches [base, base + size) (registered before any peer can learn of it; an
+    // MPI error class, raised) or detaches it (no access lands in it once this returns);
+    // an origin read a peer's table of attached regions (count pairs base, size) and tells
+    // the transport, which names each region's registration by it. Default: nothing to do.
+    virtual int expose_region(void* /*base*/, std::uint64_t /*size*/) { return 0; }
+    virtual void withdraw_region(const void* /*base*/) {}
+    virtual void learn_regions(const PeerRegion& /*peer*/, const std::uint64_t* /*pairs*/, std::size_t /*count*/) {}
 
     // Gated access epochs (Caps::gates_access). Target side: the exposure to origin opens
     // (MPI_Win_post). Origin side: whether this process may open its next access epoch to

@@ -8,7 +8,10 @@
 #                 preloaded into the ranks (mpiexec -x / -genv): every rank must print
 #                 "fastrma stats: windows=N" with N > 0, i.e. its windows were fastrma's;
 #   MODE=linked   the program was linked with -lfastrma-mpi before -lmpi (PRELOAD unused):
-#                 the same check as fastrma.
+#                 the same check as fastrma;
+#   MODE=ofi      as fastrma, over the network transport (FASTRMA_TRANSPORT=ofi, libfabric's
+#                 default provider here tcp;ofi_rxm, bound to the loopback interface): every
+#                 rank must also report windows_ofi=N, N > 0.
 set -u
 mode=$1 preload=$2 mpiexec=$3 np_flag=$4 np=$5
 shift 5
@@ -34,6 +37,12 @@ setenv DROPIN_MODE "$mode"
 case "$mode" in
     host) for kv in ${RUN_DROPIN_HOST_ENV:-}; do setenv "${kv%%=*}" "${kv#*=}"; done ;;
     fastrma) setenv LD_PRELOAD "$preload" ;;
+    ofi)
+        setenv LD_PRELOAD "$preload"
+        setenv FASTRMA_TRANSPORT ofi
+        setenv FI_TCP_IFACE lo
+        setenv FI_SOCKETS_IFACE lo
+        ;;
     linked) ;;
     *) echo "run_dropin.sh: unknown mode $mode"; exit 2 ;;
 esac
@@ -62,6 +71,13 @@ used=$(printf '%s\n' "$stats" | grep -c 'windows=[1-9]' || true)
 if [ "$lines" -ne "$np" ] || [ "$used" -ne "$np" ]; then
     echo "run_dropin.sh: FAIL: expected $np stats lines with windows > 0, got $lines lines, $used with windows > 0"
     exit 1
+fi
+if [ "$mode" = ofi ]; then
+    ofi=$(printf '%s\n' "$out" | grep -c 'windows_ofi=[1-9]' || true)
+    if [ "$ofi" -ne "$np" ]; then
+        echo "run_dropin.sh: FAIL: expected $np ranks with windows_ofi > 0, got $ofi"
+        exit 1
+    fi
 fi
 echo "run_dropin.sh: PASS (fastrma served all $np ranks)"
 exit 0

@@ -24,6 +24,7 @@
 #include "engine/engine.hpp"
 #include "engine/window.hpp"
 #include "progress/spin_wait.hpp"
+#include "transport/ofi.hpp"
 
 namespace {
 
@@ -1401,9 +1402,10 @@ TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
         for (int i = 0; i < kRun; ++i) {
             const double v = 0.5 * (i + 1);
             ASSERT_EQ(MPI_SUCCESS,
-                      FRMA_Accumulate(&v, 1, MPI_DOUBLE, right, 256 + MPI_Aint(i) * 8, 1, MPI_DOUBLE, MPI_SUM, w.win));
+                      FRMA_Accumulate(&v, 1, MPI_DOUBLE, right, 256 + MPI_Aint(i) * 8, 1, MPI_DOUBLE, MPI_SUM, w.win))
+                << FRMA_Last_error_message();
         }
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win)) << FRMA_Last_error_message();
     EXPECT_EQ(seen[0], 5);
     EXPECT_EQ(seen[1], 5);
     EXPECT_EQ(seen[2], 10);
@@ -1456,6 +1458,69 @@ TEST(Waiting, SpinBudgetFollowsRanksOnTheNodeAgainstTheCpuset) {
         want = std::uint64_t(std::atol(v)) * 1000;
     TestWin w(Flavor::allocate, 64);
     EXPECT_EQ(g_wait_spin_ns.load(), want) << local << " ranks on the node, " << pus << " PUs";
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Over ofi an operation can fail after it was posted (the provider reports it in the
+// completion queue): the flush, flush_all or unlock that completes it returns an MPI error
+// class with the provider's message, once, and the job goes on. Injected: puts and gets
+// naming a key the target never registered (ofi::inject_bad_keys). tcp;ofi_rxm cancels
+// such an operation and drops the connection (later operations to that peer on the same
+// window fail too), so each case has a window of its own; a window made afterwards works.
+TEST(OfiErrors, AFailedCompletionIsReportedAtTheCompletionPointThatCompletesIt) {
+    const int me = world_rank(), n = world_size();
+    using fastrma::detail::ofi::inject_bad_keys;
+    for (int round = 0; round < 3; ++round) {
+        TestWin w(Flavor::allocate, 4096);
+        if (n < 2 || !fastrma::detail::window_of(w.win)->uses_network()) GTEST_SKIP() << "not an ofi window";
+        if (me == 0) {
+            std::uint64_t v = 7, got = 0;
+            int rc = MPI_SUCCESS;
+            if (round == 0) {  // a put, completed by a flush
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+                inject_bad_keys(1);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, 1, 0, 1, MPI_UINT64_T, w.win));
+                rc = FRMA_Win_flush(1, w.win);
+            } else if (round == 1) {  // a get, completed by a flush_all
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+                inject_bad_keys(1);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_UINT64_T, 1, 8, 1, MPI_UINT64_T, w.win));
+                rc = FRMA_Win_flush_all(w.win);
+            } else {  // a put under a lock, completed by the unlock
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win));
+                inject_bad_keys(1);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, 1, 0, 1, MPI_UINT64_T, w.win));
+                rc = FRMA_Win_unlock(1, w.win);
+            }
+            inject_bad_keys(0);
+            EXPECT_NE(MPI_SUCCESS, rc) << "round " << round;
+            const std::string msg = FRMA_Last_error_message();
+            EXPECT_NE(std::string::npos, msg.find("ofi")) << msg;
+            EXPECT_NE(std::string::npos, msg.find("rank 1")) << msg;
+            if (round < 2) {
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(w.win));  // reported once
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (me == 1) {
+            EXPECT_EQ(0u, *w.at<std::uint64_t>(0)) << "the failed put landed";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    // The job goes on: a new window moves data.
+    TestWin w(Flavor::allocate, 4096);
+    if (me == 0) {
+        std::uint64_t v = 42;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, 1, 16, 1, MPI_UINT64_T, w.win));
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 1) {
+        FRMA_Win_sync(w.win);
+        EXPECT_EQ(42u, *w.at<std::uint64_t>(2));
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
