@@ -2,7 +2,6 @@
 // queueing it on its Target, draining the queues of granted targets, and the pools with
 // their garbage collection (see epochs.hpp; DESIGN.md §2).
 #include <cstring>
-#include <tuple>
 
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
@@ -80,22 +79,15 @@ int Epochs::drain_open_all(const char* call) {
 }
 
 void Epochs::hold_origin(Op& op, std::size_t inline_max) {
-    if (!inline_max) return;
-    std::int64_t lo = 0, hi = 0;
-    const bool has_origin = op.origin && op.olay && op.kind != RmaKind::get;
-    if (has_origin) std::tie(lo, hi) = footprint(*op.olay, op.ocount);
-    const std::size_t obytes = has_origin ? std::size_t(hi - lo) : 0;
-    const std::size_t cbytes = op.compare && op.type ? op.type->size : 0;
-    if (obytes + cbytes == 0 || obytes + cbytes > inline_max) return;
-    op.held.resize(obytes + cbytes);
-    if (obytes) {
-        std::memcpy(op.held.data(), static_cast<const unsigned char*>(op.origin) + lo, obytes);
-        op.origin = op.held.data() - lo;
-    }
-    if (cbytes) {
-        std::memcpy(op.held.data() + obytes, op.compare, cbytes);
-        op.compare = op.held.data() + obytes;
-    }
+    // Only puts and accumulates without a result: what inline_max promises (a fetching op's
+    // operand may be read until the op completes, after the Op went back to its pool).
+    if (!inline_max || !op.origin || !op.olay || (op.kind != RmaKind::put && op.kind != RmaKind::acc)) return;
+    const auto [lo, hi] = footprint(*op.olay, op.ocount);
+    const std::size_t bytes = std::size_t(hi - lo);
+    if (bytes == 0 || bytes > inline_max) return;
+    op.held.assign(static_cast<const unsigned char*>(op.origin) + lo,
+                   static_cast<const unsigned char*>(op.origin) + hi);
+    op.origin = op.held.data() - lo;
 }
 
 int Epochs::issue_now(const char* call, int r, const Op& desc, Completion* done) {

@@ -37,8 +37,8 @@ struct Op {
     const void* compare = nullptr;
     std::uint64_t offset = 0;  // byte offset in the target's window part
     Completion* done = nullptr;  // request-based operations: signalled once complete
-    // A queued op's own copy of small origin data (and compare value): the transport
-    // promised that buffer free at post (Caps::inline_max), so the queue keeps the promise.
+    // A queued put's or accumulate's own copy of small origin data: the transport promised
+    // that buffer free at post (Caps::inline_max), so the queue keeps the promise.
     std::vector<unsigned char> held;
     Op* next = nullptr;
     void* home = nullptr;  // the pool it came from
