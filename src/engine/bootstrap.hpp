@@ -53,6 +53,7 @@ struct NodeTopology {
     std::vector<int> local_ranks;  // ranks on my node, ascending
     int my_local_index = 0;  // my position in local_ranks
     bool known = false;  // filled in (topology caches)
+    int attach = 0;  // may this process attach to its node peers: 0 not probed, 1 yes, 2 refused
     bool all_local() const { return local_ranks.size() == node_of.size(); }
 };
 NodeTopology discover_topology(Bootstrap& bs);

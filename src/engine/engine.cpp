@@ -1,6 +1,8 @@
 // engine.cpp — see engine.hpp.
 #include "engine/engine.hpp"
 
+#include <sys/prctl.h>
+
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -19,6 +21,8 @@ Engine::Engine(const Config& cfg, int local_index, int local_size)
       offload_(cfg.offload_piece, 1024),
       progress_(cfg, local_index, local_size) {
     sweep_stale_segments();  // names left by ranks that died mid-creation (shm_open method)
+    if (cfg_.ptracer) allow_peer_attach();
+    if (cfg_.fault == "nondumpable") prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);  // peers' attach is refused
     if (cfg_.progress_thread) {
         progress_.start();
         if (cfg_.offload_min) offload_poller_ = progress_.add_poller([this] { return offload_.poll(); });

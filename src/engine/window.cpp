@@ -257,6 +257,29 @@ std::size_t page_round(std::size_t n) {
     return (n + pg - 1) / pg * pg;
 }
 
+// Whether this process may attach to each node peer of the group (pidfd_getfd and
+// cross-memory attach): 1 yes, 2 refused somewhere. Probed on the peers themselves (a probe
+// on oneself always passes), collectively the first time a group asks — every member asks
+// then, since they share the group's topology — and kept with the group's topology.
+int node_attach(Bootstrap& b, NodeTopology& topo) {
+    if (topo.attach) return topo.attach;
+    bool shared_node = false;
+    for (std::size_t r = 0; r < topo.node_of.size() && !shared_node; ++r)
+        for (std::size_t q = r + 1; q < topo.node_of.size() && !shared_node; ++q)
+            shared_node = topo.node_of[r] == topo.node_of[q];
+    int verdict = 1;
+    if (shared_node) {
+        const AttachProbe mine = attach_probe_self();
+        std::vector<AttachProbe> all(std::size_t(b.size()));
+        b.allgather(&mine, sizeof mine, all.data());
+        for (int r : topo.local_ranks)
+            if (r != b.rank() && attach_probe(all[std::size_t(r)]) != 0) verdict = 2;
+    }
+    topo.attach = verdict;
+    if (NodeTopology* cache = b.topology_cache()) cache->attach = verdict;
+    return verdict;
+}
+
 // Every member learns every other's verdict; a failure anywhere fails the call everywhere
 // (with the local message where the failure was local), so nobody is left waiting.
 int agree(Bootstrap& b, int err, const std::string& msg, const char* call) {
@@ -290,6 +313,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // (The arrays of this function are temporaries: the window keeps O(1) per peer.)
     int err = MPI_SUCCESS;
     NodeTopology topo = discover_topology(b);
+    const int attach = node_attach(b, topo);
     w->off_min_ = offload_threshold(eng, topo);
     set_wait_spin(eng, topo);
     if (size < 0)
@@ -315,13 +339,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         int am;
         int acc_stripes;
         std::uint64_t dyn_regions;
+        int attach;
     };
     Sizes mine_sz{err,
                   disp_unit,
                   std::uint64_t(size < 0 ? 0 : size),
                   wants_am,
                   eng.config().acc_stripes,
-                  is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0};
+                  is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0,
+                  attach};
     std::vector<Sizes> sizes(static_cast<std::size_t>(n));
     b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
     for (int r = 0; r < n; ++r)
@@ -355,6 +381,14 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // otherwise the network if any process needs it.
     int farthest = 0;
     for (const Sizes& z : sizes) farthest = std::max(farthest, z.am);
+    // Where some process may not attach to a node peer (docs/guarantees.md), nobody
+    // attaches: segments are named (shm_open), and windows on user memory, which only
+    // attach reaches, use messages (unless FASTRMA_TRANSPORT=shm, which then fails below).
+    bool attach_ok = true;
+    for (const Sizes& z : sizes) attach_ok = attach_ok && z.attach == 1;
+    if (!attach_ok && (is_create || is_dynamic) && eng.config().transport != "shm") farthest = 2;
+    ShmMethod method = eng.config().shm_method;
+    if (!attach_ok && method == ShmMethod::automatic) method = ShmMethod::shm_open;
     if (farthest) {
         std::vector<std::pair<std::uint64_t, int>> sz;
         for (const Sizes& z : sizes) sz.emplace_back(z.size, z.disp_unit);
@@ -402,7 +436,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     left.reset();
     if (!reused && me == 0) {
         // Pages are reserved by their owners (first touch on the owner's NUMA node).
-        err = w->node_.create(total, eng.config().shm_method, false);
+        err = w->node_.create(total, method, false);
         if (!err) err = w->node_.reserve_range(my_off, w->state_bytes_);
         if (!err && my_data_len) err = w->node_.reserve_range(doff[0], my_data_len);
     }
