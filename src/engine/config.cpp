@@ -97,7 +97,8 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
         {"FASTRMA_FAULT", "",
          "Fault injection for tests: kill_after_segment kills the rank right after its segment exists; nondumpable "
-         "makes the process non-dumpable at engine start, so that peers without CAP_SYS_PTRACE may not attach to it."},
+         "makes the process non-dumpable at engine start, so that peers without CAP_SYS_PTRACE may not attach to it; "
+         "kill_holding_stripe kills the process right after it took an accumulate stripe on shared state words."},
     };
     return table;
 }

@@ -27,6 +27,13 @@ namespace fastrma::detail {
 
 namespace {
 constexpr std::size_t kAmDataOffset = 2048;  // build_remote(): an allocate window's page offset
+// The class of a call that fails because a peer died: MPICH's process-failure class, where
+// the host has one; Open MPI 4.1 (without ULFM) has none, so MPI_ERR_OTHER.
+#ifdef MPIX_ERR_PROC_FAILED
+constexpr int kPeerDied = MPIX_ERR_PROC_FAILED;
+#else
+constexpr int kPeerDied = MPI_ERR_OTHER;
+#endif
 
 ElemKind elem_kind(Repr r) {
     switch (r) {
@@ -100,7 +107,49 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
 int Window::complete_deferred() {
     const int rc = drain_cma();
     const int rc2 = wait_offloads();
-    return rc ? rc : rc2;
+    // An accumulate of ours took over a stripe whose holder had died (issue.cpp): if the
+    // holder was one of ours, this completion point reports it.
+    int rc3 = MPI_SUCCESS;
+    if (const std::uint64_t t = g_stripes_taken_over.load(std::memory_order_relaxed); t != stripes_seen_) {
+        rc3 = peer_failure();
+        if (!rc3) stripes_seen_ = t;
+    }
+    return rc ? rc : rc2 ? rc2 : rc3;
+}
+
+// A fence's barrier on a node window: every member adds one to rank 0's kFenceArrive, then
+// waits until it counts p arrivals per fence so far (stores before it are visible after it:
+// acquire/release on the word). Spins, then yields; a member that died fails it.
+int Window::node_barrier() {
+    const std::uint64_t want = std::uint64_t(nprocs_) * ++fences_;
+    std::uint64_t* word = state_of(0) + kFenceArrive;
+    __atomic_fetch_add(word, 1, __ATOMIC_ACQ_REL);
+    SpinWait spin;
+    ProgressEngine& pe = eng_.progress();
+    for (unsigned i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) < want; ++i) {
+        if (!pe.running() && i % 64 == 0) pe.progress_once();  // other windows' requests
+        if (!spin.yielding()) {
+            spin.idle();
+            continue;
+        }
+        sched_yield();
+        if (i % 4096 == 0)
+            if (int e = peer_failure()) return e;
+    }
+    return MPI_SUCCESS;
+}
+
+int Window::peer_failure() {
+    if (!watch_peers_) return MPI_SUCCESS;
+    for (int r = 0; r < nprocs_; ++r) {
+        const pid_t pid = pid_t(state_of(r)[kInfoPid]);
+        if (r != rank_ && pid != getpid() && eng_.exited(pid))
+            return raise(kPeerDied,
+                         "rank %d of the window (pid %d) has died: the locks, accumulate stripes and epochs it took "
+                         "part in cannot complete, and the window is unusable",
+                         r, int(pid));
+    }
+    return MPI_SUCCESS;
 }
 
 int Window::wait_offloads() {
@@ -185,6 +234,7 @@ Window::~Window() {
     // Nothing may copy into or out of memory about to be unmapped. (Batched transfers are
     // dropped: free drained them before its barrier; after it, peers' memory may be gone.)
     wait_offloads();
+    bs_->set_fence_barrier(nullptr);
     if (host_hooked_) host_progress_remove(remote_.get());
     finish_requests();
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
@@ -485,6 +535,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 
     // 4. Create windows: map peers' FRMA_Alloc_mem parts; probe cross-memory attach.
     w->node_.seal();  // everyone has mapped: the name (shm_open method) can go
+    // Node peers in other processes are watched from now on (alive: they just published),
+    // so that waits for them (and fences) fail instead of hanging once one dies.
+    for (int r = 0; r < n; ++r)
+        if (const pid_t pid = pid_t(w->state_of(r)[kInfoPid]); r != me && pid != getpid()) {
+            eng.watch(pid);
+            w->watch_peers_ = true;
+        }
+    Window* const me_w = w.get();
+    b.set_fence_barrier([me_w] { return me_w->node_barrier(); });
     if (is_create) {
         for (int r = 0; r < n && !err; ++r) {
             const std::uint64_t* info = w->state_of(r);

@@ -29,7 +29,7 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove) {
         if (t->state != AccessState::lock_granted && !try_acquire(t)) {
             const bool excl = t->lock_type != MPI_LOCK_SHARED;
             sl.unlock();
-            backoff(pace, rank, excl);
+            if (int e = backoff(pace, rank, excl)) return e;
             continue;
         }
         int rc = drain(t);

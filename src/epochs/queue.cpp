@@ -78,8 +78,10 @@ bool Epochs::collect_garbage() {
 int Epochs::check_epoch_for_op(const char* call, int r, AccessMode* m) {
     *m = mode_.load(std::memory_order_acquire);
     if (*m == AccessMode::lock_all_called) {
-        if (ensure_lock_all() == MPI_SUCCESS)
+        if (const int e = ensure_lock_all(); e == MPI_SUCCESS)
             *m = AccessMode::lock_all_granted;
+        else if (e != MPI_ERR_RMA_SYNC)
+            return e;  // a peer died while we waited for the lock (EpochHost::peer_failure)
         else
             *m = mode_.load(std::memory_order_acquire);
     }

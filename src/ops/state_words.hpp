@@ -50,8 +50,11 @@ constexpr std::size_t kArenaSegWords = 12;
 // and a counter a releaser bumps before ringing it: "a lock you wait for here came free".
 constexpr std::size_t kInfoBell = kInfoArenaSeg + kArenaSegWords;  // kArenaSegWords words
 constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;
+// Node windows' fences: arrivals at the barrier, counted in rank 0's word (monotone: fence k
+// of a window is complete once it reaches k * p).
+constexpr std::size_t kFenceArrive = kLockKick + kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
-static_assert((kLockKick + 1) * 8 <= kStateBytes);
+static_assert((kFenceArrive + 1) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
 constexpr std::uint64_t kGlobalLockAll = 1ull << 32;  // in kLockGlobal
