@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,15 @@ public:
     // out receives size() * bytes, rank i's contribution at i * bytes.
     virtual void allgather(const void* in, std::size_t bytes, void* out) = 0;
     virtual void barrier() = 0;
+    // The barrier of a fence (Transport::fence_sync): barrier(), or the one a window whose
+    // processes share memory sets here (over its state words: a member that died fails it
+    // instead of holding it for ever). MPI_SUCCESS or an MPI error class (raised).
+    int fence_barrier() {
+        if (fence_barrier_) return fence_barrier_();
+        barrier();
+        return MPI_SUCCESS;
+    }
+    void set_fence_barrier(std::function<int()> f) { fence_barrier_ = std::move(f); }
     // Identifies the node this process runs on; equal keys share memory.
     virtual std::string node_key() const;
     // A short description for error messages ("MPI communicator", "threads").
@@ -40,6 +50,9 @@ public:
     // What a freed window leaves for the next window of the same group (its node segment),
     // opaque here; nullptr: nothing is kept.
     virtual struct Leftover* leftover() { return nullptr; }
+
+private:
+    std::function<int()> fence_barrier_;
 };
 
 struct Leftover {
@@ -53,6 +66,7 @@ struct NodeTopology {
     std::vector<int> local_ranks;  // ranks on my node, ascending
     int my_local_index = 0;  // my position in local_ranks
     bool known = false;  // filled in (topology caches)
+    int attach = 0;  // may this process attach to its node peers: 0 not probed, 1 yes, 2 refused
     bool all_local() const { return local_ranks.size() == node_of.size(); }
 };
 NodeTopology discover_topology(Bootstrap& bs);

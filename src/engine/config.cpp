@@ -78,6 +78,10 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_SHM_METHOD", "auto",
          "How node peers map a segment: pidfd (memfd + pidfd_getfd), shm_open (named, 0600, unlinked once mapped), "
          "auto (pidfd, else shm_open)."},
+        {"FASTRMA_PTRACER", "1",
+         "1: let node peers attach to this process where Yama restricts attach to descendants (prctl "
+         "PR_SET_PTRACER_ANY, as Open MPI's vader does). 0: leave the process's ptracer setting alone; where peers "
+         "may then not attach, windows use named shared memory and active messages."},
         {"FASTRMA_TRANSPORT", "auto",
          "auto (shared memory on the node; other nodes over ofi when libfabric has a provider with hardware RMA, i.e. "
          "not tcp, sockets, udp or shm, else by active messages), shm, am (every peer but oneself by active messages: "
@@ -92,7 +96,9 @@ const std::vector<ConfigParam>& config_params() {
          "provider does not ask for it (tests that path on providers without FI_MR_LOCAL)."},
         {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
         {"FASTRMA_FAULT", "",
-         "Fault injection for tests: kill_after_segment kills the rank right after its segment exists."},
+         "Fault injection for tests: kill_after_segment kills the rank right after its segment exists; nondumpable "
+         "makes the process non-dumpable at engine start, so that peers without CAP_SYS_PTRACE may not attach to it; "
+         "kill_holding_stripe kills the process right after it took an accumulate stripe on shared state words."},
     };
     return table;
 }
@@ -168,6 +174,7 @@ Config Config::from_env() {
         else if (std::strcmp(m, "auto"))
             std::fprintf(stderr, "fastrma: ignoring FASTRMA_SHM_METHOD=%s\n", m);
     }
+    c.ptracer = env_long("FASTRMA_PTRACER", 1, 0, 1) != 0;
     if (const char* t = env("FASTRMA_TRANSPORT")) c.transport = t;
     if (const char* p = env("FASTRMA_OFI_PROVIDER")) c.ofi_provider = p;
     c.ofi_mr_local = env_long("FASTRMA_OFI_MR_LOCAL", 0, 0, 1) != 0;

@@ -37,6 +37,7 @@ struct Config {
     int acc_stripes = 16;  // FASTRMA_ACC_STRIPES
     std::size_t dyn_regions = 4096;  // FASTRMA_DYN_REGIONS
     ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD
+    bool ptracer = true;  // FASTRMA_PTRACER
     std::string transport = "auto";  // FASTRMA_TRANSPORT
     std::string ofi_provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
     bool ofi_mr_local = false;  // FASTRMA_OFI_MR_LOCAL

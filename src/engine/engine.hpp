@@ -13,6 +13,8 @@
 #include <mutex>
 #include <string>
 
+#include <sys/types.h>
+
 #include "engine/bootstrap.hpp"
 #include "engine/config.hpp"
 #include "engine/stats.hpp"
@@ -44,6 +46,11 @@ public:
     // Rings a node-local peer's doorbell (its progress thread and dozing threads wake),
     // mapping its bell page on first use. False if it cannot be reached (no shared bell).
     bool ring_peer(const SegmentExport& bell);
+    // Node peers' liveness: a pidfd per peer process, opened while it is known alive (window
+    // creation: watch) and kept for the engine's life. exited(pid): its pidfd has become
+    // readable (the process is gone); a pid never watched counts as alive.
+    void watch(pid_t pid);
+    bool exited(pid_t pid);
     std::string stats_report() const;
 
 private:
@@ -57,6 +64,9 @@ private:
     struct PeerBell;
     std::mutex bells_mu_;
     std::map<std::pair<int, int>, std::unique_ptr<PeerBell>> bells_;  // (pid, fd) -> mapping
+    std::mutex pidfds_mu_;
+    static constexpr int kGone = -1, kUnwatched = -2;  // pidfds_ values besides descriptors
+    std::map<pid_t, int> pidfds_;  // watched peers: a pidfd, kGone (exited already), kUnwatched
 };
 
 }  // namespace fastrma::detail

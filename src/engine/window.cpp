@@ -27,6 +27,13 @@ namespace fastrma::detail {
 
 namespace {
 constexpr std::size_t kAmDataOffset = 2048;  // build_remote(): an allocate window's page offset
+// The class of a call that fails because a peer died: MPICH's process-failure class, where
+// the host has one; Open MPI 4.1 (without ULFM) has none, so MPI_ERR_OTHER.
+#ifdef MPIX_ERR_PROC_FAILED
+constexpr int kPeerDied = MPIX_ERR_PROC_FAILED;
+#else
+constexpr int kPeerDied = MPI_ERR_OTHER;
+#endif
 
 ElemKind elem_kind(Repr r) {
     switch (r) {
@@ -100,7 +107,49 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
 int Window::complete_deferred() {
     const int rc = drain_cma();
     const int rc2 = wait_offloads();
-    return rc ? rc : rc2;
+    // An accumulate of ours took over a stripe whose holder had died (issue.cpp): if the
+    // holder was one of ours, this completion point reports it.
+    int rc3 = MPI_SUCCESS;
+    if (const std::uint64_t t = g_stripes_taken_over.load(std::memory_order_relaxed); t != stripes_seen_) {
+        rc3 = peer_failure();
+        if (!rc3) stripes_seen_ = t;
+    }
+    return rc ? rc : rc2 ? rc2 : rc3;
+}
+
+// A fence's barrier on a node window: every member adds one to rank 0's kFenceArrive, then
+// waits until it counts p arrivals per fence so far (stores before it are visible after it:
+// acquire/release on the word). Spins, then yields; a member that died fails it.
+int Window::node_barrier() {
+    const std::uint64_t want = std::uint64_t(nprocs_) * ++fences_;
+    std::uint64_t* word = state_of(0) + kFenceArrive;
+    __atomic_fetch_add(word, 1, __ATOMIC_ACQ_REL);
+    SpinWait spin;
+    ProgressEngine& pe = eng_.progress();
+    for (unsigned i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) < want; ++i) {
+        if (!pe.running() && i % 64 == 0) pe.progress_once();  // other windows' requests
+        if (!spin.yielding()) {
+            spin.idle();
+            continue;
+        }
+        sched_yield();
+        if (i % 4096 == 0)
+            if (int e = peer_failure()) return e;
+    }
+    return MPI_SUCCESS;
+}
+
+int Window::peer_failure() {
+    if (!watch_peers_) return MPI_SUCCESS;
+    for (int r = 0; r < nprocs_; ++r) {
+        const pid_t pid = pid_t(state_of(r)[kInfoPid]);
+        if (r != rank_ && pid != getpid() && eng_.exited(pid))
+            return raise(kPeerDied,
+                         "rank %d of the window (pid %d) has died: the locks, accumulate stripes and epochs it took "
+                         "part in cannot complete, and the window is unusable",
+                         r, int(pid));
+    }
+    return MPI_SUCCESS;
 }
 
 int Window::wait_offloads() {
@@ -185,6 +234,7 @@ Window::~Window() {
     // Nothing may copy into or out of memory about to be unmapped. (Batched transfers are
     // dropped: free drained them before its barrier; after it, peers' memory may be gone.)
     wait_offloads();
+    bs_->set_fence_barrier(nullptr);
     if (host_hooked_) host_progress_remove(remote_.get());
     stop_serving_atomics();
     finish_requests();
@@ -258,6 +308,29 @@ std::size_t page_round(std::size_t n) {
     return (n + pg - 1) / pg * pg;
 }
 
+// Whether this process may attach to each node peer of the group (pidfd_getfd and
+// cross-memory attach): 1 yes, 2 refused somewhere. Probed on the peers themselves (a probe
+// on oneself always passes), collectively the first time a group asks — every member asks
+// then, since they share the group's topology — and kept with the group's topology.
+int node_attach(Bootstrap& b, NodeTopology& topo) {
+    if (topo.attach) return topo.attach;
+    bool shared_node = false;
+    for (std::size_t r = 0; r < topo.node_of.size() && !shared_node; ++r)
+        for (std::size_t q = r + 1; q < topo.node_of.size() && !shared_node; ++q)
+            shared_node = topo.node_of[r] == topo.node_of[q];
+    int verdict = 1;
+    if (shared_node) {
+        const AttachProbe mine = attach_probe_self();
+        std::vector<AttachProbe> all(std::size_t(b.size()));
+        b.allgather(&mine, sizeof mine, all.data());
+        for (int r : topo.local_ranks)
+            if (r != b.rank() && attach_probe(all[std::size_t(r)]) != 0) verdict = 2;
+    }
+    topo.attach = verdict;
+    if (NodeTopology* cache = b.topology_cache()) cache->attach = verdict;
+    return verdict;
+}
+
 // Every member learns every other's verdict; a failure anywhere fails the call everywhere
 // (with the local message where the failure was local), so nobody is left waiting.
 int agree(Bootstrap& b, int err, const std::string& msg, const char* call) {
@@ -291,6 +364,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // (The arrays of this function are temporaries: the window keeps O(1) per peer.)
     int err = MPI_SUCCESS;
     NodeTopology topo = discover_topology(b);
+    const int attach = node_attach(b, topo);
     w->off_min_ = offload_threshold(eng, topo);
     set_wait_spin(eng, topo);
     if (size < 0)
@@ -316,13 +390,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         int am;
         int acc_stripes;
         std::uint64_t dyn_regions;
+        int attach;
     };
     Sizes mine_sz{err,
                   disp_unit,
                   std::uint64_t(size < 0 ? 0 : size),
                   wants_am,
                   eng.config().acc_stripes,
-                  is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0};
+                  is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0,
+                  attach};
     std::vector<Sizes> sizes(static_cast<std::size_t>(n));
     b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
     for (int r = 0; r < n; ++r)
@@ -356,6 +432,14 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // otherwise the network if any process needs it.
     int farthest = 0;
     for (const Sizes& z : sizes) farthest = std::max(farthest, z.am);
+    // Where some process may not attach to a node peer (docs/guarantees.md), nobody
+    // attaches: segments are named (shm_open), and windows on user memory, which only
+    // attach reaches, use messages (unless FASTRMA_TRANSPORT=shm, which then fails below).
+    bool attach_ok = true;
+    for (const Sizes& z : sizes) attach_ok = attach_ok && z.attach == 1;
+    if (!attach_ok && (is_create || is_dynamic) && eng.config().transport != "shm") farthest = 2;
+    ShmMethod method = eng.config().shm_method;
+    if (!attach_ok && method == ShmMethod::automatic) method = ShmMethod::shm_open;
     if (farthest) {
         std::vector<std::pair<std::uint64_t, int>> sz;
         for (const Sizes& z : sizes) sz.emplace_back(z.size, z.disp_unit);
@@ -403,7 +487,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     left.reset();
     if (!reused && me == 0) {
         // Pages are reserved by their owners (first touch on the owner's NUMA node).
-        err = w->node_.create(total, eng.config().shm_method, false);
+        err = w->node_.create(total, method, false);
         if (!err) err = w->node_.reserve_range(my_off, w->state_bytes_);
         if (!err && my_data_len) err = w->node_.reserve_range(doff[0], my_data_len);
     }
@@ -452,6 +536,15 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 
     // 4. Create windows: map peers' FRMA_Alloc_mem parts; probe cross-memory attach.
     w->node_.seal();  // everyone has mapped: the name (shm_open method) can go
+    // Node peers in other processes are watched from now on (alive: they just published),
+    // so that waits for them (and fences) fail instead of hanging once one dies.
+    for (int r = 0; r < n; ++r)
+        if (const pid_t pid = pid_t(w->state_of(r)[kInfoPid]); r != me && pid != getpid()) {
+            eng.watch(pid);
+            w->watch_peers_ = true;
+        }
+    Window* const me_w = w.get();
+    b.set_fence_barrier([me_w] { return me_w->node_barrier(); });
     if (is_create) {
         for (int r = 0; r < n && !err; ++r) {
             const std::uint64_t* info = w->state_of(r);

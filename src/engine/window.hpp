@@ -232,6 +232,8 @@ private:
     int refused_by_targets(const char* call, int lo, int hi) override;
     void register_lock_wait(int rank) override;  // my bit in rank's lock-waiter bitmap
     void ring_lock_waiters(int rank) override;  // after releasing a lock word of rank's
+    int peer_failure() override;  // a node peer's process has exited (Engine::exited)
+    int node_barrier();  // a fence's barrier on the node's shared state (Bootstrap::fence_barrier)
 
     void leave_node();  // ~Window: node_ to the next window (node_key_)
     Poll poll();
@@ -258,6 +260,9 @@ private:
     unsigned char* node_base_ = nullptr;
     std::size_t state_bytes_ = 0;
     bool uniform_ = false;
+    bool watch_peers_ = false;  // node peers in other processes, watched for exit
+    std::uint64_t fences_ = 0;  // node_barrier calls so far
+    std::uint64_t stripes_seen_ = 0;  // g_stripes_taken_over when last looked
     std::uint64_t uni_size_ = 0, dstride_ = 0, data0_ = 0;
     std::uint64_t uni_du_ = 1;
     Transport* tp_all_ = nullptr;  // the transport of every peer, when they agree

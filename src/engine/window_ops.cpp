@@ -207,11 +207,13 @@ int Window::validate(const OpRequest& rq, Op* op) const {
         if (rq.kind == RmaKind::cas && !rq.compare) return raise(MPI_ERR_ARG, "%s: compare buffer is NULL", call);
     }
 
-    // Displacement: nothing may be written outside the target's part of the window.
+    // Displacement: nothing may be written outside the target's part of the window. A
+    // negative one is an invalid argument (MPI_ERR_DISP, as MPICH answers); a valid one
+    // past the end is out of range. (Dynamic windows take addresses: any value may be one.)
     const PeerRegion pr = peer(rq.target_rank);
     const int du = int(disp_unit_of(rq.target_rank));
     if (rq.target_disp < 0 && flavor_ != MPI_WIN_FLAVOR_DYNAMIC)
-        return raise(MPI_ERR_RMA_RANGE, "%s: target_disp %ld is negative", call, long(rq.target_disp));
+        return raise(MPI_ERR_DISP, "%s: target_disp %ld is negative", call, long(rq.target_disp));
     auto [lo, hi] = footprint(tl, op->tcount);
     op->lo = lo;
     op->hi = hi;

@@ -91,10 +91,13 @@ public:
     // The one wait primitive: until done() holds, help progress (and serve the window's
     // requests), spinning, then yielding, then sleeping on the doorbell. lock_rank >= 0:
     // waiting for that rank's lock words (and the master's, if lock_excl): a long sleep
-    // registers for the releaser's doorbell.
+    // registers for the releaser's doorbell. MPI_SUCCESS, or the error class of a peer that
+    // died meanwhile (EpochHost::peer_failure, asked now and then while sleeping).
     template <class Done>
-    void wait_until(Done done, int lock_rank = -1, bool lock_excl = false) {
-        for (WaitPace pace; !done();) backoff(pace, lock_rank, lock_excl);
+    int wait_until(Done done, int lock_rank = -1, bool lock_excl = false) {
+        for (WaitPace pace; !done();)
+            if (int e = backoff(pace, lock_rank, lock_excl)) return e;
+        return MPI_SUCCESS;
     }
 
 private:
@@ -102,7 +105,7 @@ private:
         SpinWait spin;  // the spin phase
         unsigned step = 0;  // yields, then sleeps, since the spin phase ended
     };
-    void backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
+    int backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
 
     Transport& tp(int r) const { return h_.tp(r); }
     PeerRegion peer(int r) const { return h_.peer(r); }

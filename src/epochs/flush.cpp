@@ -29,13 +29,13 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove) {
         if (t->state != AccessState::lock_granted && !try_acquire(t)) {
             const bool excl = t->lock_type != MPI_LOCK_SHARED;
             sl.unlock();
-            backoff(pace, rank, excl);
+            if (int e = backoff(pace, rank, excl)) return e;
             continue;
         }
         int rc = drain(t);
         if (rc == kIssueRetry) {  // the transport is full: wait for room, then issue the rest
             sl.unlock();
-            backoff(pace);
+            if (int e = backoff(pace)) return e;
             continue;
         }
         if (t->error) {  // an op the progress thread issued behind the lock failed

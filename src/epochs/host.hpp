@@ -55,6 +55,10 @@ public:
     virtual void register_lock_wait(int rank) = 0;
     virtual void ring_lock_waiters(int rank) = 0;
 
+    // A peer that died (docs/guarantees.md): an MPI error class (raised, naming the rank)
+    // once a process of the group has exited, else MPI_SUCCESS. Asked by long waits only.
+    virtual int peer_failure() { return MPI_SUCCESS; }
+
 protected:
     ~EpochHost() = default;
 };

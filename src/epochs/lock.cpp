@@ -111,13 +111,12 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
     // A lock on ourselves must be granted on return: MPI lets us load and store under it.
     if (rank == rank_) {
         Slot& s = slots_.slot_of(rank);
-        wait_until(
+        return wait_until(
             [&] {
                 std::lock_guard sl(s.mu);
                 return try_acquire(t);
             },
             rank, lock_type != MPI_LOCK_SHARED);
-        return MPI_SUCCESS;
     }
     // Remote: return LOCK_CALLED; the progress thread retries and issues queued ops.
     progress_.wake();
@@ -192,7 +191,7 @@ int Epochs::lock_all(int assert_) {
 
 int Epochs::ensure_lock_all() {
     int rc = MPI_SUCCESS;
-    wait_until(
+    const int dead = wait_until(
         [&] {
             std::lock_guard lk(epoch_mu_);
             const AccessMode m = mode_.load();
@@ -210,7 +209,7 @@ int Epochs::ensure_lock_all() {
             return false;
         },
         0, false);
-    return rc;
+    return dead ? dead : rc;
 }
 
 int Epochs::unlock_all() {

@@ -72,13 +72,13 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
     for (int g : group) {
         const PeerRegion p = peer(g);
         if (tp(g).caps(p).gates_access) {
-            wait_until([&] { return tp(g).gate_ready(p); });
+            if (int e = wait_until([&] { return tp(g).gate_ready(p); })) return e;
             tp(g).enter_gate(p);
             continue;
         }
         const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
         const std::uint64_t bit = 1ull << (g % 64);
-        wait_until([&] { return (__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit) != 0; });
+        if (int e = wait_until([&] { return (__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit) != 0; })) return e;
         // Consumed in the domain the posts came through (the bit is set: subtracting it
         // clears it alone).
         tp(rank_).atomic8(peer(rank_), w, AtomicOp::fetch_add, ~bit + 1);
@@ -121,12 +121,12 @@ int Epochs::test(bool* done) {
 
 int Epochs::wait() {
     int rc = MPI_SUCCESS;
-    wait_until([&] {
+    const int dead = wait_until([&] {
         bool done = false;
         rc = test(&done);
         return rc != MPI_SUCCESS || done;
     });
-    return rc;
+    return dead ? dead : rc;
 }
 
 }  // namespace fastrma::detail

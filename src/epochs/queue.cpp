@@ -47,7 +47,7 @@ int Epochs::drain_open(int rank, const char* call) {
         const int d = drain(t);
         if (d == kIssueRetry) {
             sl.unlock();
-            backoff(pace);  // helps progress: the transport's answers make room
+            if (int e = backoff(pace)) return e;  // helps progress: the transport's answers make room
             continue;
         }
         int rc = MPI_SUCCESS;
@@ -145,8 +145,10 @@ bool Epochs::collect_garbage() {
 int Epochs::check_epoch_for_op(const char* call, int r, AccessMode* m) {
     *m = mode_.load(std::memory_order_acquire);
     if (*m == AccessMode::lock_all_called) {
-        if (ensure_lock_all() == MPI_SUCCESS)
+        if (const int e = ensure_lock_all(); e == MPI_SUCCESS)
             *m = AccessMode::lock_all_granted;
+        else if (e != MPI_ERR_RMA_SYNC)
+            return e;  // a peer died while we waited for the lock (EpochHost::peer_failure)
         else
             *m = mode_.load(std::memory_order_acquire);
     }
@@ -229,7 +231,7 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
             for (WaitPace pace;;) {
                 const int e = issue_now(call, r, desc, done);
                 if (e != kIssueRetry) return finish(e);
-                backoff(pace);
+                if (int d = backoff(pace)) return finish(d);
             }
         }
         if (!spare) {
@@ -245,7 +247,7 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
                 for (WaitPace pace;;) {
                     const int e = issue_now(call, r, desc, done);
                     if (e != kIssueRetry) return finish(e);
-                    backoff(pace);
+                    if (int d = backoff(pace)) return finish(d);
                 }
             }
             t->rank = r;

@@ -38,7 +38,7 @@ std::size_t Epochs::metadata_bytes() const {
     return sizeof(Epochs) + start_group_.capacity() * sizeof(int) + slots_.size() * sizeof(Slot);
 }
 
-void Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
+int Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
     // While we wait, help: one pass of the progress engine (cheap when there is nothing).
     // Spin first (SpinWait: what we wait for is usually microseconds away), then yield for
     // a while before sleeping: any sleep costs tens of microseconds of timer slack, far
@@ -60,13 +60,16 @@ void Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
     }
     if (!pace.spin.yielding()) {
         pace.spin.idle();  // a pause, or the first yield once the spin budget is spent
-        return;
+        return MPI_SUCCESS;
     }
     if (step < kYieldSteps) {
         ++step;
         sched_yield();
-        return;
+        return MPI_SUCCESS;
     }
+    // Sleeping: now and then (every 128 dozes, ~13 ms), is everyone we may wait for alive?
+    if ((step - kYieldSteps) % 128 == 0)
+        if (int e = h_.peer_failure()) return e;
     const unsigned us = std::min<unsigned>(1u << std::min(step - kYieldSteps, 16u), unsigned(cfg_.poll_max_us));
     ++step;
     if (lock_rank >= 0 && us >= 16) {  // a long wait for a lock: the releaser rings us
@@ -74,6 +77,7 @@ void Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
         if (lock_excl && lock_rank != 0) h_.register_lock_wait(0);
     }
     progress_.doze(us);  // a peer's release or post rings us awake
+    return MPI_SUCCESS;
 }
 
 Poll Epochs::poll() {

@@ -2,8 +2,11 @@
 #include "ops/issue.hpp"
 
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -90,15 +93,18 @@ constexpr std::uint64_t kStripeUnit = 4096;
 std::size_t stripe_word(int s) { return kAccStripe0 + std::size_t(s) * kWordsPerLine; }
 
 // Takes one stripe word by try_take() (a CAS on the word), spinning, then yielding: the
-// holder may be descheduled (oversubscribed ranks).
-template <class TryTake>
-void take_stripe(TryTake try_take) {
+// holder may be descheduled (oversubscribed ranks). Every 4096 yields (some milliseconds)
+// take_over() may take it from a holder that died.
+template <class TryTake, class TakeOver>
+void take_stripe(TryTake try_take, TakeOver take_over) {
     for (unsigned spins = 0;; ++spins) {
         if (try_take()) return;
-        if (spins > 64)
+        if (spins > 64) {
             sched_yield();
-        else
+            if (spins % 4096 == 0 && take_over()) return;
+        } else {
             __builtin_ia32_pause();
+        }
     }
 }
 
@@ -112,7 +118,8 @@ public:
         }
         for (std::uint64_t m = mask_; m; m &= m - 1) {  // ascending order: no deadlock between origins
             const std::size_t w = stripe_word(__builtin_ctzll(m));
-            take_stripe([&] { return ctx_.tp.atomic8(ctx_.peer, w, AtomicOp::compare_swap, 1, 0) == 0; });
+            take_stripe([&] { return ctx_.tp.atomic8(ctx_.peer, w, AtomicOp::compare_swap, 1, 0) == 0; },
+                        [] { return false; });  // (a holder on another node: no pid to watch)
         }
     }
     ~StripeGuard() {
@@ -288,14 +295,28 @@ std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64
     return mask;
 }
 
+std::atomic<std::uint64_t> g_stripes_taken_over{0};
+std::atomic<bool> g_fault_kill_holding_stripe{false};
+
 void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask) {
+    static const std::uint64_t me = std::uint64_t(getpid());  // the holder's tag (getpid is a syscall)
     for (std::uint64_t m = mask; m; m &= m - 1) {  // ascending order: no deadlock between origins
         std::uint64_t* w = &state[stripe_word(__builtin_ctzll(m))];
-        take_stripe([w] {
-            std::uint64_t expect = 0;
-            return __atomic_compare_exchange_n(w, &expect, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-        });
+        take_stripe(
+            [w] {
+                std::uint64_t expect = 0;
+                return __atomic_compare_exchange_n(w, &expect, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+            },
+            [w] {
+                std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
+                if (holder <= 1 || holder == me || kill(pid_t(holder), 0) == 0 || errno != ESRCH) return false;
+                if (!__atomic_compare_exchange_n(w, &holder, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+                    return false;
+                g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
+                return true;
+            });
     }
+    if (g_fault_kill_holding_stripe.load(std::memory_order_relaxed)) kill(getpid(), SIGKILL);
 }
 
 void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask) {

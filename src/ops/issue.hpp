@@ -13,6 +13,7 @@
 //                     origin, so native atomics and the lock never meet on one element.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -45,9 +46,16 @@ int issue_op(const IssueContext& ctx, const Op& op);
 // The target's striped accumulate lock (acc_locked): the stripes that cover [offset,
 // offset + bytes) of a window part, and taking / freeing them on mapped state words
 // (ascending order, spinning then yielding; as every origin and the owner do).
+// A taken stripe holds its holder's pid. A waiter that finds the holder's process gone
+// takes the stripe over (what the dead process left half-done stays so) and counts it in
+// g_stripes_taken_over, which the window's next completion point reports as a dead peer.
 std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes);
 void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask);
 void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask);
+extern std::atomic<std::uint64_t> g_stripes_taken_over;
+// Fault injection (FASTRMA_FAULT=kill_holding_stripe): the process kills itself right after
+// it took stripes on mapped state words.
+extern std::atomic<bool> g_fault_kill_holding_stripe;
 
 // The locked accumulate domain on mapped memory, for the fast paths: n contiguous elements
 // of ti at target offset toff, under the target's accumulate-lock stripes that cover them,

@@ -50,11 +50,14 @@ constexpr std::size_t kArenaSegWords = 12;
 // and a counter a releaser bumps before ringing it: "a lock you wait for here came free".
 constexpr std::size_t kInfoBell = kInfoArenaSeg + kArenaSegWords;  // kArenaSegWords words
 constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;
+// Node windows' fences: arrivals at the barrier, counted in rank 0's word (monotone: fence k
+// of a window is complete once it reaches k * p).
+constexpr std::size_t kFenceArrive = kLockKick + kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
 // Atomics applied by this process for node peers that cannot map its memory
 // (ops/served_atomic.hpp): a beat (when a thread of mine last served from inside MPI), a
 // count of posts, and kServedSlots request slots of one line each.
-constexpr std::size_t kServedBeat = kLockKick + kWordsPerLine;
+constexpr std::size_t kServedBeat = kFenceArrive + kWordsPerLine;
 constexpr std::size_t kServedPosts = kServedBeat + kWordsPerLine;
 constexpr std::size_t kServedSlot0 = kServedPosts + kWordsPerLine;
 constexpr std::size_t kServedSlots = 8;

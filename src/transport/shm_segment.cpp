@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "engine/errors.hpp"
+#include "transport/cma.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -44,8 +46,8 @@ int fetch_peer_fd(pid_t pid, int fd) {
     return got;
 }
 
-// Can this process take descriptors of its node peers? Probe on ourselves: the kernel
-// applies the same ptrace-access check to any target, and the peers run as our user.
+// Does the kernel offer memfd and pidfd_getfd? Probed on ourselves, which the ptrace rules
+// always allow: whether a peer lets us in is attach_probe()'s question (windows ask it).
 bool pidfd_usable() {
     static const bool usable = [] {  // thread-safe one-time probe
         int fd = memfd("fastrma-probe");
@@ -185,6 +187,33 @@ int sweep_stale_segments() {
     }
     closedir(d);
     return removed;
+}
+
+AttachProbe attach_probe_self() {
+    static const int fd = memfd("fastrma-attach-probe");  // open for the process's life
+    static const unsigned char byte = 1;
+    AttachProbe p;
+    p.pid = getpid();
+    p.fd = fd;
+    p.addr = reinterpret_cast<std::uint64_t>(&byte);
+    return p;
+}
+
+int attach_probe(const AttachProbe& peer) {
+    if (peer.fd >= 0) {
+        const int got = fetch_peer_fd(peer.pid, peer.fd);
+        if (got < 0) return errno ? errno : EPERM;
+        close(got);
+    }
+    return cma_probe(peer.pid, peer.addr);
+}
+
+void allow_peer_attach() {
+    static const bool done = [] {
+        prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // EINVAL without Yama: nothing to do
+        return true;
+    }();
+    (void)done;
 }
 
 }  // namespace fastrma::detail

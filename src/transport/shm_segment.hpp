@@ -68,4 +68,20 @@ private:
 // Removes /dev/shm/fastrma-<uid>-<pid>-* names whose creator is gone. Returns how many.
 int sweep_stale_segments();
 
+// Attach between node peers: pidfd_getfd and cross-memory attach both need the kernel's
+// ptrace-attach permission on the peer, which a process always has on itself but may lack
+// on a sibling (Yama ptrace_scope 1, no CAP_SYS_PTRACE with a non-dumpable peer, seccomp).
+// What a peer needs to probe me: my pid, a descriptor it may duplicate, a byte it may read.
+struct AttachProbe {
+    pid_t pid = 0;
+    int fd = -1;
+    std::uint64_t addr = 0;
+};
+AttachProbe attach_probe_self();
+// Duplicates the peer's descriptor and reads its byte: 0 when both work, else the errno.
+int attach_probe(const AttachProbe& peer);
+// Lets any process of this user attach to this one where Yama restricts attach to
+// descendants (prctl PR_SET_PTRACER_ANY, as Open MPI's vader does); a no-op elsewhere.
+void allow_peer_attach();
+
 }  // namespace fastrma::detail

@@ -1,4 +1,4 @@
-// transport.cpp — the default fence_sync of Transport.
+// transport.cpp — the default fence_sync and close_sync of Transport.
 #include "transport/transport.hpp"
 
 #include <mpi.h>
@@ -8,6 +8,11 @@
 namespace fastrma::detail {
 
 int Transport::fence_sync(Bootstrap& group) {
+    flush_all();
+    return group.fence_barrier();
+}
+
+int Transport::close_sync(Bootstrap& group) {
     flush_all();
     group.barrier();
     return MPI_SUCCESS;

@@ -220,8 +220,10 @@ public:
     virtual int fence_sync(Bootstrap& group);
     // Before a window's memory goes (MPI_Win_free), collective: nothing posted by any member
     // is left to arrive anywhere. An MPI error class.
-    // Default: fence_sync.
-    virtual int close_sync(Bootstrap& group) { return fence_sync(group); }
+    // Default: flush_all, then the group's barrier() — not the fence's barrier of a node
+    // window, whose word rank 0 clears right after (Window::leave_node) while a member may
+    // still be reading it.
+    virtual int close_sync(Bootstrap& group);
 
     // Target side (transports that need the target's CPU).
     // Serve what has arrived (try-locks only: safe inside the host MPI's progress loop);

@@ -5,7 +5,8 @@
  * one-sided benchmarks issue them), shared_query of MPI_PROC_NULL when every part is empty
  * (size 0, NULL base), and a
  * keyval freed while its attribute lives (the attribute stays its own, its delete callback
- * runs when the window is freed). Runs with 2 or more ranks.
+ * runs when the window is freed), a negative target displacement (MPI_ERR_DISP, as both
+ * hosts answer). Runs with 2 or more ranks.
  */
 #include <stdint.h>
 #include <string.h>
@@ -111,6 +112,40 @@ static void test_char_ops(void) {
     MPI_OK(MPI_Win_free(&win));
 }
 
+static void test_negative_disp(void) {
+    SECTION("a negative target displacement: MPI_ERR_DISP in all six calls");
+    int64_t* base = NULL;
+    MPI_Win win;
+    MPI_OK(MPI_Win_allocate(4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+    for (int i = 0; i < 4; ++i) base[i] = -1;
+    MPI_OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_OK(MPI_Win_lock_all(0, win));
+    const int t = (rank + 1) % size;
+    int64_t v = 7, res = 0, cmp = -1;
+    int rc[6], cls;
+    rc[0] = MPI_Put(&v, 1, MPI_INT64_T, t, -1, 1, MPI_INT64_T, win);
+    rc[1] = MPI_Get(&res, 1, MPI_INT64_T, t, -1, 1, MPI_INT64_T, win);
+    rc[2] = MPI_Accumulate(&v, 1, MPI_INT64_T, t, -1, 1, MPI_INT64_T, MPI_SUM, win);
+    rc[3] = MPI_Get_accumulate(&v, 1, MPI_INT64_T, &res, 1, MPI_INT64_T, t, -1, 1, MPI_INT64_T, MPI_SUM, win);
+    rc[4] = MPI_Fetch_and_op(&v, &res, MPI_INT64_T, t, -1, MPI_SUM, win);
+    rc[5] = MPI_Compare_and_swap(&v, &cmp, &res, MPI_INT64_T, t, -1, win);
+    for (int i = 0; i < 6; ++i) {
+        MPI_OK(MPI_Error_class(rc[i], &cls));
+        CHECK_EQ(cls, MPI_ERR_DISP);
+    }
+    MPI_OK(MPI_Put(&v, 1, MPI_INT64_T, t, 3, 1, MPI_INT64_T, win));
+    MPI_OK(MPI_Win_unlock_all(win));
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_OK(MPI_Win_lock_all(0, win)); /* MPICH allows MPI_Win_sync only in a passive epoch */
+    MPI_OK(MPI_Win_sync(win));
+    CHECK_EQ(base[0], -1);
+    CHECK_EQ(base[3], 7);
+    MPI_OK(MPI_Win_unlock_all(win));
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_OK(MPI_Win_free(&win));
+}
+
 static void test_shared_zero(void) {
     SECTION("allocate_shared with zero-size parts; every part empty: MPI_PROC_NULL gives size 0, NULL");
     MPI_Comm node;
@@ -185,6 +220,7 @@ int main(int argc, char** argv) {
     test_bottom();
     test_char_ops();
     test_shared_zero();
+    test_negative_disp();
     test_freed_keyval();
     MPI_Finalize();
     if (rank == 0) printf("dropin_harden: all checks passed\n");

@@ -560,8 +560,17 @@ TEST(CxxErrors, ClassesAndMessages) {
         expect_error(MPI_ERR_RMA_RANGE, "FRMA_Put", [&] { w.put(0, 10, seven); });
         expect_error(MPI_ERR_RMA_RANGE, "FRMA_Get", [&] { w.get(0, 16, std::span(&out, 1)); });
         expect_error(MPI_ERR_RMA_RANGE, "FRMA_Fetch_and_op", [&] { w.fetch_add(0, 16, 1); });
-        expect_error(MPI_ERR_RMA_RANGE, "FRMA_Accumulate",
-                     [&] { w.accumulate(0, std::size_t(-1), one, op::sum); });  // displacement -1
+        // An index that becomes a negative displacement: an invalid argument (MPI_ERR_DISP,
+        // as MPICH answers), in every call that takes one.
+        const std::size_t neg = std::size_t(-1);
+        expect_error(MPI_ERR_DISP, "FRMA_Accumulate", [&] { w.accumulate(0, neg, one, op::sum); });
+        expect_error(MPI_ERR_DISP, "FRMA_Put", [&] { w.put(0, neg, one); });
+        expect_error(MPI_ERR_DISP, "FRMA_Get", [&] { w.get(0, neg, std::span(&out, 1)); });
+        expect_error(MPI_ERR_DISP, "FRMA_Get_accumulate",
+                     [&] { w.get_accumulate(0, neg, one, std::span(&out, 1), op::sum); });
+        expect_error(MPI_ERR_DISP, "FRMA_Fetch_and_op", [&] { w.fetch_add(0, neg, 1); });
+        expect_error(MPI_ERR_DISP, "FRMA_Compare_and_swap", [&] { w.compare_and_swap(0, neg, 0, 1); });
+        expect_error(MPI_ERR_RMA_RANGE, "FRMA_Compare_and_swap", [&] { w.compare_and_swap(0, 16, 0, 1); });
         expect_error(MPI_ERR_RMA_SYNC, "FRMA_Win_lock", [&] { (void)w.lock(0, fastrma::shared); });
         if (n > 1) {
             expect_error(MPI_ERR_RMA_SYNC, "FRMA_Put", [&] { w.put(1, 0, one); });  // rank 1 not locked

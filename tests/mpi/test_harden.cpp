@@ -314,6 +314,60 @@ TEST(Dynamic, ANegativeDisplacementIsOutOfRangeInEveryPath) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
+// ---- 13. a negative displacement is MPI_ERR_DISP ------------------------------------------
+
+// Every call with a target displacement, on allocate and create windows: a negative one is
+// an invalid argument (MPI_ERR_DISP, as MPICH answers); a valid one past the end of the
+// window stays MPI_ERR_RMA_RANGE. Nothing is written either way. (Dynamic windows take
+// addresses: a "negative" one is an address no region holds, MPI_ERR_RMA_RANGE, above.)
+TEST(Displacement, NegativeIsErrDispOutOfRangeIsRmaRange) {
+    const int me = world_rank(), n = world_size();
+    const int t = (me + 1) % n;
+    std::vector<std::int64_t> user(4, -1);
+    for (int flavor : {MPI_WIN_FLAVOR_ALLOCATE, MPI_WIN_FLAVOR_CREATE}) {
+        FRMA_Win win = FRMA_WIN_NULL;
+        std::int64_t* mem = user.data();
+        if (flavor == MPI_WIN_FLAVOR_ALLOCATE)
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(4 * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+        else
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, 4 * 8, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        for (int i = 0; i < 4; ++i) mem[i] = -1;
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        std::int64_t v = 7, res = 0, cmp = -1;
+        for (MPI_Aint d : {MPI_Aint(-1), MPI_Aint(-4), MPI_Aint(-(MPI_Aint(1) << 40))}) {
+            SCOPED_TRACE("flavor " + std::to_string(flavor) + " disp " + std::to_string(long(d)));
+            EXPECT_EQ(MPI_ERR_DISP, FRMA_Put(&v, 1, MPI_INT64_T, t, d, 1, MPI_INT64_T, win));
+            EXPECT_EQ(MPI_ERR_DISP, FRMA_Get(&res, 1, MPI_INT64_T, t, d, 1, MPI_INT64_T, win));
+            EXPECT_EQ(MPI_ERR_DISP, FRMA_Accumulate(&v, 1, MPI_INT64_T, t, d, 1, MPI_INT64_T, MPI_SUM, win));
+            EXPECT_EQ(MPI_ERR_DISP, FRMA_Get_accumulate(&v, 1, MPI_INT64_T, &res, 1, MPI_INT64_T, t, d, 1, MPI_INT64_T,
+                                                        MPI_SUM, win));
+            EXPECT_EQ(MPI_ERR_DISP, FRMA_Fetch_and_op(&v, &res, MPI_INT64_T, t, d, MPI_SUM, win));
+            EXPECT_EQ(MPI_ERR_DISP, FRMA_Compare_and_swap(&v, &cmp, &res, MPI_INT64_T, t, d, win));
+            // Zero elements at a negative displacement: still an invalid argument.
+            EXPECT_EQ(MPI_ERR_DISP, FRMA_Put(&v, 0, MPI_INT64_T, t, d, 0, MPI_INT64_T, win));
+        }
+        // Valid displacements outside the window: MPI_ERR_RMA_RANGE.
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT64_T, t, 4, 1, MPI_INT64_T, win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Get(&res, 1, MPI_INT64_T, t, 4, 1, MPI_INT64_T, win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Accumulate(&v, 1, MPI_INT64_T, t, 4, 1, MPI_INT64_T, MPI_SUM, win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE,
+                  FRMA_Get_accumulate(&v, 1, MPI_INT64_T, &res, 1, MPI_INT64_T, t, 4, 1, MPI_INT64_T, MPI_SUM, win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Fetch_and_op(&v, &res, MPI_INT64_T, t, 4, MPI_SUM, win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Compare_and_swap(&v, &cmp, &res, MPI_INT64_T, t, 4, win));
+        // The window is still usable.
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, 3, 1, MPI_INT64_T, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(win));
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(mem[i], -1) << "element " << i;
+        EXPECT_EQ(mem[3], 7);
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+}
+
 // ---- 10. errors of operations the progress thread issued --------------------------------
 
 TEST(Errors, AFailureOfAnOpIssuedByTheProgressThreadIsReported) {

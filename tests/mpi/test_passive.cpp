@@ -688,7 +688,7 @@ TEST_P(Passive, BadInputGetsItsErrorClassAndLeavesTheWindowUsable) {
     // Out of range: past the end, negative displacement, overflow; nothing written.
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, 61, 1, MPI_INT, w.win));
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 17, MPI_INT, 0, 0, 17, MPI_INT, w.win));
-    EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, -4, 1, MPI_INT, w.win));
+    EXPECT_EQ(MPI_ERR_DISP, FRMA_Put(&v, 1, MPI_INT, 0, -4, 1, MPI_INT, w.win));  // an invalid argument
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(&v, 1, MPI_INT, 0, MPI_Aint(1) << 62, 1, MPI_INT, w.win));
     EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Accumulate(&v, 1, MPI_INT, 0, 64, 1, MPI_INT, MPI_SUM, w.win));
     // Bad rank, count, type, op.

@@ -1,0 +1,153 @@
+/* dead_peer.c — a rank dies mid-epoch (issue 26 item 12); the survivors' calls must fail
+ * with an error class and a message naming it, within seconds, instead of waiting for ever.
+ * dead_peer.sh runs it under a launcher that lets survivors live on (Open MPI's
+ * orte_enable_recovery). The last rank is the victim; argv[1] says where it dies:
+ *   lock      holding an exclusive lock on rank 0: rank 0 locks itself, the others lock
+ *             rank 0, put and unlock
+ *   lock_all  holding an exclusive lock on rank 0: the others lock_all, put and unlock_all
+ *   fence     instead of entering a fence the others wait in
+ *   pscw      before posting to rank 0 (which waits in start) and before completing at
+ *             rank 1 (which waits in wait)
+ *   stripe    holding an accumulate stripe of rank 0 (FASTRMA_FAULT=kill_holding_stripe in
+ *             the victim; a create window, whose accumulates take the stripes); rank 1
+ *             accumulates to the same place and flushes (the process that takes the stripe
+ *             over learns of the death: only one survivor may wait for it, so rank 0 idles)
+ * Each survivor prints "PASS rank R MODE" when its first failing call gave the expected
+ * class (MPI_ERR_OTHER; MPIX_ERR_PROC_FAILED where the host defines it) with a message that
+ * names the victim, within 10 s; then it leaves with _exit (MPI_Finalize needs the victim). */
+#include <fastrma/fastrma.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef MPIX_ERR_PROC_FAILED
+#define EXPECTED_CLASS MPIX_ERR_PROC_FAILED
+#else
+#define EXPECTED_CLASS MPI_ERR_OTHER
+#endif
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int rank, size, victim;
+static double t0;
+
+/* The first failing call decides: right class, names the victim, in time. */
+static void report(const char* mode, const char* call, int rc) {
+    const double dt = now() - t0;
+    char want[32];
+    snprintf(want, sizeof want, "rank %d ", victim);
+    const char* msg = FRMA_Last_error_message();
+    const int ok = rc == EXPECTED_CLASS && strstr(msg, want) != NULL && dt < 10.0;
+    printf("%s rank %d %s: %s returned %d after %.3f s: %s\n", ok ? "PASS" : "FAIL", rank, mode, call, rc, dt, msg);
+    fflush(stdout);
+    sleep(2); /* the other survivor may still be looking: it must find the victim dead, not us */
+    _exit(ok ? 0 : 1);
+}
+#define TRY(mode, call)                                   \
+    do {                                                  \
+        int rc_ = (call);                                 \
+        if (rc_ != MPI_SUCCESS) report(mode, #call, rc_); \
+    } while (0)
+
+static void die(void) {
+    fflush(stdout);
+    raise(SIGKILL);
+}
+
+int main(int argc, char** argv) {
+    int provided;
+    const char* mode = argc > 1 ? argv[1] : "lock";
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    victim = size - 1;
+    if (!strcmp(mode, "stripe") && rank == victim) setenv("FASTRMA_FAULT", "kill_holding_stripe", 1);
+    static int64_t user[64];
+    int64_t* base = user;
+    FRMA_Win win;
+    if (!strcmp(mode, "stripe"))
+        FRMA_Win_create(user, sizeof user, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    else
+        FRMA_Win_allocate(sizeof user, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    int64_t v = 1 + rank;
+
+    if (!strcmp(mode, "lock") || !strcmp(mode, "lock_all")) {
+        if (rank == victim) {
+            FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+            FRMA_Put(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win);
+            FRMA_Win_flush(0, win);
+        }
+        MPI_Barrier(MPI_COMM_WORLD); /* the victim holds the lock */
+        if (rank == victim) die();
+        t0 = now();
+        if (!strcmp(mode, "lock_all")) {
+            TRY(mode, FRMA_Win_lock_all(0, win));
+            TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, win));
+            TRY(mode, FRMA_Win_unlock_all(win));
+        } else {
+            TRY(mode, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+            TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, 0, 1 + rank, 1, MPI_INT64_T, win));
+            TRY(mode, FRMA_Win_unlock(0, win));
+        }
+    } else if (!strcmp(mode, "fence")) {
+        TRY(mode, FRMA_Win_fence(0, win));
+        TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, (rank + 1) % size, 0, 1, MPI_INT64_T, win));
+        TRY(mode, FRMA_Win_fence(0, win));
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == victim) die();
+        t0 = now();
+        TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, (rank + 1) % size, 1, 1, MPI_INT64_T, win));
+        TRY(mode, FRMA_Win_fence(0, win));
+    } else if (!strcmp(mode, "pscw")) {
+        MPI_Group world, one;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_incl(world, 1, &victim, &one);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == victim) die();
+        t0 = now();
+        if (rank == 0) { /* an access epoch to the victim: start waits for its post */
+            TRY(mode, FRMA_Win_start(one, 0, win));
+            TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, victim, 0, 1, MPI_INT64_T, win));
+            TRY(mode, FRMA_Win_complete(win));
+        } else { /* an exposure epoch for the victim: wait waits for its complete */
+            TRY(mode, FRMA_Win_post(one, 0, win));
+            TRY(mode, FRMA_Win_wait(win));
+        }
+    } else if (!strcmp(mode, "stripe")) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == victim) { /* dies inside the flush, holding rank 0's stripe */
+            FRMA_Win_lock_all(0, win);
+            FRMA_Accumulate(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_SUM, win);
+            FRMA_Win_flush(0, win);
+            printf("FAIL rank %d stripe: the fault did not kill the victim\n", rank);
+            _exit(1);
+        }
+        usleep(500 * 1000); /* the victim is dead by now, its stripe taken */
+        if (rank == 0) { /* only one survivor waits for the stripe (see the header) */
+            printf("IDLE rank 0 stripe\n");
+            fflush(stdout);
+            sleep(3);
+            _exit(0);
+        }
+        t0 = now();
+        TRY(mode, FRMA_Win_lock_all(0, win));
+        TRY(mode, FRMA_Accumulate(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_SUM, win));
+        TRY(mode, FRMA_Win_flush(0, win));
+        TRY(mode, FRMA_Win_unlock_all(win));
+    } else {
+        fprintf(stderr, "dead_peer: unknown mode %s\n", mode);
+        _exit(2);
+    }
+    printf("FAIL rank %d %s: every call succeeded although rank %d died\n", rank, mode, victim);
+    fflush(stdout);
+    _exit(1);
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# dead_peer.sh MPIEXEC BINARY [MPIEXEC FLAGS...] — a rank dies mid-epoch (dead_peer.c says
+# where). Under a launcher that lets the survivors live on (Open MPI:
+# orte_enable_recovery), each survivor's call must fail with the expected class naming the
+# dead rank within seconds: every survivor prints PASS. Over am, the default launcher must end
+# the job (Open MPI's mpiexec kills every rank once one dies) instead of letting it hang.
+set -u
+MPIEXEC=$1 BIN=$2
+shift 2
+FLAGS=("$@")
+fail=0
+for mode in lock lock_all fence pscw stripe; do
+  start=$(date +%s.%N)
+  out=$(timeout 60 "$MPIEXEC" --mca orte_enable_recovery 1 -n 3 "${FLAGS[@]}" "$BIN" "$mode" 2>&1)
+  rc=$?
+  secs=$(echo "$(date +%s.%N) - $start" | bc)
+  passes=$(grep -c "^PASS rank [01] $mode:" <<<"$out")
+  want=2
+  [ "$mode" = stripe ] && want=1  # only rank 1 waits for the dead holder's stripe
+  grep -E "^(PASS|FAIL)" <<<"$out"
+  if [ "$rc" = 124 ] || [ "$passes" != "$want" ]; then
+    echo "FAIL: $mode: $passes of $want survivors passed (mpiexec status $rc after ${secs}s)"
+    grep -vE "^(PASS|FAIL)" <<<"$out" | tail -20
+    fail=1
+  else
+    echo "ok: $mode (job ${secs}s)"
+  fi
+done
+# am, the default launcher: the job ends, with the launcher's report of the killed rank.
+start=$(date +%s.%N)
+out=$(FASTRMA_TRANSPORT=am timeout 60 "$MPIEXEC" -n 3 "${FLAGS[@]}" "$BIN" lock 2>&1)
+rc=$?
+secs=$(echo "$(date +%s.%N) - $start" | bc)
+if [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! grep -q "signal 9" <<<"$out"; then
+  echo "FAIL: am under the default launcher: status $rc after ${secs}s"
+  tail -20 <<<"$out"
+  fail=1
+else
+  echo "ok: am, default launcher: the job ended (status $rc) after ${secs}s"
+fi
+exit $fail
