@@ -138,6 +138,7 @@ private:
     int drain_open(int rank, const char* call);
     int drain_open_all(const char* call);
     bool queued_for(int rank);  // ops wait in rank's queue (they go first)
+    bool direct_slow(int rank, AccessMode m);  // direct() past its common case
     // One issue from the calling thread, with a request's tracking: an MPI error class
     // (raised) or kIssueRetry.
     int issue_now(const char* call, int r, const Op& desc, Completion* done);
@@ -175,27 +176,13 @@ private:
     std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
 };
 
-inline bool Epochs::queued_for(int rank) {
-    Slot& s = slots_.slot_of(rank);
-    std::lock_guard sl(s.mu);
-    const Target* t = slots_.find(rank);
-    return t && t->head;
-}
-
 inline bool Epochs::direct(int rank) {
+    // The common case inline (a window-wide epoch with nothing queued anywhere): two loads.
     const AccessMode m = mode_.load(std::memory_order_acquire);
-    if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active)
-        return queued_.load(std::memory_order_acquire) == 0 || !queued_for(rank);
-    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
-    if (m == AccessMode::pscw)
-        return in_start_group(rank) && (queued_.load(std::memory_order_acquire) == 0 || !queued_for(rank));
-    if (m != AccessMode::per_target) return false;
-    Slot& s = slots_.slot_of(rank);
-    std::lock_guard sl(s.mu);
-    Target* t = slots_.find(rank);
-    if (!t || t->head || t->state != AccessState::lock_granted) return false;
-    ++t->issued;
-    return true;
+    if ((m == AccessMode::lock_all_granted || m == AccessMode::fence_active) &&
+        queued_.load(std::memory_order_relaxed) == 0) [[likely]]
+        return true;
+    return direct_slow(rank, m);
 }
 
 }  // namespace fastrma::detail

@@ -90,6 +90,27 @@ void Epochs::hold_origin(Op& op, std::size_t inline_max) {
     op.origin = op.held.data() - lo;
 }
 
+bool Epochs::queued_for(int rank) {
+    Slot& s = slots_.slot_of(rank);
+    std::lock_guard sl(s.mu);
+    const Target* t = slots_.find(rank);
+    return t && t->head;
+}
+
+bool Epochs::direct_slow(int rank, AccessMode m) {
+    if (m == AccessMode::lock_all_granted || m == AccessMode::fence_active) return !queued_for(rank);
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
+    if (m == AccessMode::pscw)
+        return in_start_group(rank) && (queued_.load(std::memory_order_relaxed) == 0 || !queued_for(rank));
+    if (m != AccessMode::per_target) return false;
+    Slot& s = slots_.slot_of(rank);
+    std::lock_guard sl(s.mu);
+    Target* t = slots_.find(rank);
+    if (!t || t->head || t->state != AccessState::lock_granted) return false;
+    ++t->issued;
+    return true;
+}
+
 int Epochs::issue_now(const char* call, int r, const Op& desc, Completion* done) {
     const int rc = h_.issue(r, desc);
     if (rc == kIssueRetry) return rc;

@@ -296,13 +296,18 @@ void AmEndpoint::batch_append(Peer& p, int rank, std::uint32_t kind, const void*
     ++p.batch_records;
 }
 
-Post AmEndpoint::batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
-                         std::size_t blen) {
+Post AmEndpoint::batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b, std::size_t blen,
+                         bool op) {
+    Peer& p = peers_[std::size_t(rank)];
     {
-        Peer& p = peers_[std::size_t(rank)];
         std::lock_guard lk(p.mu);
-        batch_append(p, rank, kind, a, alen, b, blen);
+        // An operation's admission is tested here, where the peer's line is ours anyway.
+        const bool room = !op || p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) <
+                                     max_unanswered_;
+        if (room) batch_append(p, rank, kind, a, alen, b, blen);
+        op = !room;
     }
+    if (op) return admit_full(rank) ? batched(rank, kind, a, alen, b, blen, false) : Post::retry;
     throttle(rank);
     return Post::posted;  // copied into the batch (the caller's buffer is free), applied by the flush
 }
@@ -444,18 +449,15 @@ void AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs) {
 
 void AmEndpoint::throttle(int rank) {
     Peer& p = peers_[std::size_t(rank)];
-    if (p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) >=
-        2 * max_unanswered_)
+    if (p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) >= 2 * max_unanswered_)
         flush(rank);
 }
 
-bool AmEndpoint::admit(int rank) {
+bool AmEndpoint::admit_full(int rank) {
     Peer& p = peers_[std::size_t(rank)];
     auto room = [this, &p] {
-        return p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) <
-               max_unanswered_;
+        return p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) < max_unanswered_;
     };
-    if (room()) return true;
     // Full: take in the answers that arrived, and make sure one covering the newest request
     // is on its way (sends the open batch asking for it, or a flush request; nothing when
     // one is coming already), so that room appears without anyone flushing.
@@ -466,10 +468,10 @@ bool AmEndpoint::admit(int rank) {
 }
 
 Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
-    if (!admit(rank)) return Post::retry;
     // A small piece joins the open batch.
     if (n == 1 && chunks[0].len <= kBatchItemMax)
-        return batched(rank, kPut, &chunks[0].offset, 8, chunks[0].local, chunks[0].len);
+        return batched(rank, kPut, &chunks[0].offset, 8, chunks[0].local, chunks[0].len, true);
+    if (!admit(rank)) return Post::retry;
     // One chunk below the zero-copy size: one message, within the host's eager limit.
     static_assert(sizeof(Header) + 16 + kZeroCopyMin - 1 <= kEagerMax, "must fit one eager message");
     if (n == 1 && chunks[0].len < kZeroCopyMin) {
@@ -677,7 +679,7 @@ void AmEndpoint::end_access(int rank) {  // after complete_notify8, which sent t
 
 void AmEndpoint::lock_request(int rank, Transport::LockRequest what) {
     const std::uint64_t r = std::uint64_t(what);
-    batched(rank, kLockReq, &r, sizeof r, nullptr, 0);
+    batched(rank, kLockReq, &r, sizeof r, nullptr, 0, false);
 }
 
 void AmEndpoint::release(int rank, const Transport::Release* r, std::size_t n) {
@@ -720,12 +722,12 @@ void AmEndpoint::complete_notify8(int rank, std::size_t word, AtomicOp op, std::
 
 Post AmEndpoint::accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
                             std::size_t elem_bytes, const void* src, const void* compare, void* result) {
-    if (!admit(rank)) return Post::retry;
     const std::size_t src_len = src ? n * elem_bytes : 0, cmp_len = compare ? elem_bytes : 0;
     if (!result && !compare && src_len <= kBatchItemMax) {
         const AccRecord r{op_id, type_id, rma_kind, src ? 4u : 0u, toff, n, elem_bytes};
-        return batched(rank, kAccumulate, &r, sizeof r, src, src_len);
+        return batched(rank, kAccumulate, &r, sizeof r, src, src_len, true);
     }
+    if (!admit(rank)) return Post::retry;
     const std::uint32_t flags = (result ? 1u : 0u) | (compare ? 2u : 0u) | (src ? 4u : 0u);
     if (!compare && src_len >= kZeroCopyMin) {
         // Large: a header, then the origin data straight from the caller's buffer (theirs

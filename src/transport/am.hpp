@@ -278,8 +278,10 @@ private:
     void append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // p.mu held
     void notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // ... and sent
     void send_batch(Peer& p, int rank, Ack ack);  // p.mu held; no-op when no batch is open
-    Post batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
-                 std::size_t blen);  // a record into rank's batch, then flow control
+    // A record into rank's batch, then flow control; op: an operation's record, refused
+    // (Post::retry) when admit() would refuse it.
+    Post batched(int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b, std::size_t blen,
+                 bool op);
     std::atomic<int> batches_open_{0};
     // Sends msg (its Header's reply_tag patched when an answer is wanted) and, for put data,
     // the payload after it, under the peer's mutex so that sequence numbers follow MPI's order.
@@ -306,7 +308,13 @@ private:
     void wait_answer(int rank, std::uint64_t seq);
     void note_answered(Peer& p, std::uint64_t seq);
     void throttle(int rank);  // flow control after an unanswered request (the hard bound)
-    bool admit(int rank);  // room for a new operation's requests (the soft bound)
+    // Room for a new operation's requests (the soft bound): two loads when there is.
+    bool admit(int rank) {
+        const Peer& p = peers_[std::size_t(rank)];
+        return p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) < max_unanswered_ ||
+               admit_full(rank);
+    }
+    bool admit_full(int rank);  // ... and when there is not: take in answers, ask for one
     void complete_sends(int rank);
     // flush(): what it must wait for, requested. reap_first: take in the answers that have
     // arrived first (mark() does not: the host would move pending answers' data inside it).
