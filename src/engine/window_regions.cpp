@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "engine/errors.hpp"
 #include "engine/window.hpp"
@@ -119,7 +120,10 @@ bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
 }
 
 int Window::refused_by_targets(const char* call, int lo, int hi) {
-    if (!remote_ || flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
+    if (!remote_) return MPI_SUCCESS;
+    std::string what;
+    if (const int failed = remote_->take_failure(&what)) return raise(failed, "%s: %s", call, what.c_str());
+    if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
     remote_->collect_refusals();
     int first = -1;
     std::uint64_t total = 0;

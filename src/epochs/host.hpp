@@ -39,7 +39,8 @@ public:
     // Completion of what the window left in flight beside the transports (batched small
     // transfers, offloaded copies); remote completion at every target (each transport's
     // flush_all); requests ranks [lo, hi) refused since the last look (dynamic windows),
-    // as an MPI error class. Each an MPI error class or MPI_SUCCESS.
+    // and a failure of the window's message transport (Transport::take_failure), as an MPI
+    // error class. Each an MPI error class or MPI_SUCCESS.
     virtual int complete_deferred() = 0;
     virtual void flush_every_target() = 0;
     virtual int refused_by_targets(const char* call, int lo, int hi) = 0;

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace fastrma::detail {
 
@@ -192,6 +193,11 @@ public:
     // refusal notices that arrived (one call before asking any number of peers).
     virtual void collect_refusals() {}
     virtual std::uint64_t refused(const PeerRegion& /*peer*/) { return 0; }
+    // A failure of the medium itself that no operation could report when it happened (a host
+    // MPI call of the message transport, its progress thread's or server's included): the
+    // first since the last call, as an MPI error class with its message in *what (may be
+    // null); MPI_SUCCESS when none. The window's completion points ask it.
+    virtual int take_failure(std::string* /*what*/) { return 0; }
 
     // Gated access epochs (Caps::gates_access). Target side: the exposure to origin opens
     // (MPI_Win_post). Origin side: whether this process may open its next access epoch to
