@@ -1235,7 +1235,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     };
     auto reply_copy = [&](const void* data, std::size_t n) {
         PageOffsetBuffer b(n);
-        std::memcpy(b.data(), data, n);
+        if (n) std::memcpy(b.data(), data, n);  // (a state read of 0 words: no buffer at all)
         reply_owned(std::move(b), n);
     };
     switch (h.kind) {
@@ -1334,12 +1334,13 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             break;
         }
         MPI_Request rq;
-        unsigned char* dst = local_.base + h.a;
+        unsigned char* dst = nullptr;  // (base + a only once a is known to be inside)
         Landing land;
         if (!accepts(source, h.a, h.b)) {  // received all the same (the stream goes on), then dropped
             land = {PageOffsetBuffer::take(spares_, h.b, 0), nullptr, 0, {}};
             dst = land.buf.data();
-        } else if ((h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
+        } else if (dst = local_.base + h.a;
+                   (h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
             land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b, {}};
             dst = land.buf.data();
         }
