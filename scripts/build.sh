@@ -9,7 +9,8 @@
 #   bash scripts/build.sh -- -DFASTRMA_BUILD_BENCH=OFF
 # FASTRMA_BUILD_JOBS sets the parallel build level (default 2: the target machines have
 # 2 cores). FASTRMA_BUILD_DIR replaces build/ for the plain build (scripts/test.sh builds
-# build-mpich/ against MPICH with it).
+# build-mpich/ against MPICH with it). FASTRMA_BUILD_TARGETS builds only the targets it
+# names (space-separated; scripts/test.sh's sanitizer pass builds the MPI tier's).
 # Assumes the toolchain is installed (scripts/setup.sh).
 set -euo pipefail
 
@@ -52,4 +53,7 @@ esac
 echo "build.sh: configuring $build_dir/ (${opts[*]} ${cmake_extra[*]})" >&2
 cmake -S . -B "$build_dir" "${opts[@]}" "${cmake_extra[@]}"
 echo "build.sh: building $build_dir/ with -j$jobs" >&2
-cmake --build "$build_dir" -j "$jobs"
+# FASTRMA_BUILD_TARGETS: only these targets (space-separated; default: all).
+targets=()
+[[ -n ${FASTRMA_BUILD_TARGETS:-} ]] && read -r -a targets <<<"$FASTRMA_BUILD_TARGETS"
+cmake --build "$build_dir" -j "$jobs" ${targets[@]+--target "${targets[@]}"}

@@ -10,6 +10,8 @@
 # The plain run (no sanitizer, no ctest arguments) then builds build-mpich/ against MPICH
 # (when mpicc.mpich is installed) and runs the MPICH_TESTS tiers there; the exit status is
 # then the first non-zero of the two. FASTRMA_TEST_MPICH=0 skips that pass, =1 requires it.
+# Then the MPI tier (a subset: ASAN_MPI_TESTS) under AddressSanitizer + UBSan: build-asan/
+# with only its targets, ctest -R "$ASAN_MPI_TESTS" there; FASTRMA_TEST_ASAN=0 skips it.
 # FASTRMA_TEST_TIMEOUT: overall limit in seconds for the ctest run (default 3600, three
 # times that for sanitizer builds); every test also has its own TIMEOUT in CMake.
 # Sanitizer runs export ASAN_OPTIONS / LSAN_OPTIONS / UBSAN_OPTIONS / TSAN_OPTIONS with the
@@ -42,6 +44,30 @@ bash scripts/setup.sh
 
 supp_dir="$repo_root/tests/sanitizers"
 launcher=()
+# The AddressSanitizer + UBSan run's environment (docs/building.md, "Sanitizer builds").
+asan_env() {
+  export ASAN_OPTIONS="suppressions=$supp_dir/asan.supp:detect_leaks=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  # fast_unwind_on_malloc=0: see the header of lsan.supp (Open MPI has no frame pointers).
+  # use_tls=0: LeakSanitizer's record of a module's dynamic TLS turned into a bogus range
+  # (docs/building.md) and its exit-time check crashed reading it. Without TLS as a root
+  # it can only report more, never hide a leak.
+  export LSAN_OPTIONS="suppressions=$supp_dir/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0:use_tls=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+  sanitizer_host_env
+}
+# Under any sanitizer: the host libraries' hooks off.
+sanitizer_host_env() {
+  # Open MPI's memory patcher rewrites libc entry points that the sanitizer runtimes
+  # intercept too; Open MPI's developers advise turning it off under sanitizers
+  # (open-mpi/ompi#12819, #13069). It only matters for RDMA registration caches.
+  export OMPI_MCA_memory="${OMPI_MCA_memory:-^patcher}"
+  # UCX (osc ucx, which the drop-in tests' host runs use) hooks mmap/madvise through libucm
+  # for the same purpose; glibc calls madvise on a thread's stack as the thread exits,
+  # after TSan has torn the thread's state down, and the hook's rwlock then segfaults in
+  # TSan's interceptor (seen: dropin_ops, host and fastrma runs alike, at MPI_Finalize).
+  export UCX_MEM_MMAP_HOOK_MODE="${UCX_MEM_MMAP_HOOK_MODE:-none}"
+  export UCX_MEM_MALLOC_HOOKS="${UCX_MEM_MALLOC_HOOKS:-no}"
+}
 case "$sanitizer" in
   none)
     bash scripts/build.sh
@@ -52,13 +78,7 @@ case "$sanitizer" in
     bash scripts/build.sh --asan
     build_dir=build-asan
     timeout_s=${FASTRMA_TEST_TIMEOUT:-10800}
-    export ASAN_OPTIONS="suppressions=$supp_dir/asan.supp:detect_leaks=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-    # fast_unwind_on_malloc=0: see the header of lsan.supp (Open MPI has no frame pointers).
-    # use_tls=0: LeakSanitizer's record of a module's dynamic TLS turned into a bogus range
-    # (docs/building.md) and its exit-time check crashed reading it. Without TLS as a root
-    # it can only report more, never hide a leak.
-    export LSAN_OPTIONS="suppressions=$supp_dir/lsan.supp:fast_unwind_on_malloc=0:print_suppressions=0:use_tls=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+    asan_env
     ;;
   tsan)
     bash scripts/build.sh --tsan
@@ -84,18 +104,7 @@ case "$sanitizer" in
     ;;
 esac
 
-if [[ $sanitizer != none ]]; then
-  # Open MPI's memory patcher rewrites libc entry points that the sanitizer runtimes
-  # intercept too; Open MPI's developers advise turning it off under sanitizers
-  # (open-mpi/ompi#12819, #13069). It only matters for RDMA registration caches.
-  export OMPI_MCA_memory="${OMPI_MCA_memory:-^patcher}"
-  # UCX (osc ucx, which the drop-in tests' host runs use) hooks mmap/madvise through libucm
-  # for the same purpose; glibc calls madvise on a thread's stack as the thread exits,
-  # after TSan has torn the thread's state down, and the hook's rwlock then segfaults in
-  # TSan's interceptor (seen: dropin_ops, host and fastrma runs alike, at MPI_Finalize).
-  export UCX_MEM_MMAP_HOOK_MODE="${UCX_MEM_MMAP_HOOK_MODE:-none}"
-  export UCX_MEM_MALLOC_HOOKS="${UCX_MEM_MALLOC_HOOKS:-no}"
-fi
+if [[ $sanitizer == tsan ]]; then sanitizer_host_env; fi
 
 # run_ctest DIR LIMIT [ctest args...]: ctest on DIR under an overall limit; returns its status.
 # timeout(1) runs ctest in a process group of its own, so that on expiry it kills the whole
@@ -146,5 +155,19 @@ if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-aut
   else
     echo "test.sh: MPICH not installed (mpicc.mpich): the MPICH pass is skipped" >&2
   fi
+fi
+# The MPI tier under AddressSanitizer + UBSan (docs/building.md, "What CI runs"): a subset
+# that runs every suite over shm and am (and the matrix over ofi) plus the hardening, bounds,
+# host-error and fuzz tests, and only the targets it needs. The whole tier under ASan took
+# 700 s here; bash scripts/test.sh --asan -- -R '^mpi_' runs it all.
+ASAN_MPI_TARGETS='test_passive test_active test_matrix test_progress test_harden test_am_bounds test_am_errors test_am_fuzz'
+ASAN_MPI_TESTS='^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_matrix_np2_(am|ofi)$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_am_(bounds|errors)_np2$|^mpi_am_fuzz_np1$|^mpi_pool_flood_np3$'
+if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_ASAN:-1} != 0 ]]; then
+  asan_rc=0
+  FASTRMA_BUILD_TARGETS=$ASAN_MPI_TARGETS bash scripts/build.sh --asan -- -DFASTRMA_BUILD_BENCH=OFF || asan_rc=$?
+  if ((asan_rc == 0)); then
+    (asan_env && run_ctest build-asan "${FASTRMA_TEST_TIMEOUT:-3600}" -R "$ASAN_MPI_TESTS") || asan_rc=$?
+  fi
+  ((rc == 0)) && rc=$asan_rc
 fi
 exit "$rc"

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "engine/errors.hpp"
 #include "engine/window.hpp"
@@ -122,7 +123,8 @@ bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
 int Window::refused_by_targets(const char* call, int lo, int hi) {
     if (!remote_) return MPI_SUCCESS;
     // Operations that failed after they were posted (a network transport's failed
-    // completion): the first one, with the transport's message.
+    // completion) or a failure of the medium itself (a host MPI call of am): the first one,
+    // with the transport's message.
     for (int r = lo; r < hi; ++r)
         if (int e = tp(r).failed(peer(r), call)) return e;
     if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;

@@ -43,8 +43,9 @@ public:
     virtual bool completes_later(const Completion& done) const = 0;
     // Completion of what the window left in flight beside the transports (batched small
     // transfers, offloaded copies); remote completion at every target (each transport's
-    // flush_all); operations to ranks [lo, hi) that failed after they were posted
-    // (Transport::failed) or were refused (dynamic windows) since the last look, as an MPI
+    // flush_all); operations to ranks [lo, hi) that failed after they were posted, or a
+    // failure of the medium (Transport::failed), or were refused (dynamic windows) since
+    // the last look, as an MPI
     // error class. Each an MPI error class or MPI_SUCCESS.
     virtual int complete_deferred() = 0;
     virtual void flush_every_target() = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "engine/errors.hpp"
@@ -18,7 +19,7 @@ namespace fastrma::detail {
 
 namespace {
 constexpr int kTagRequest = 7;
-constexpr int kTagData = 8;  // the payload of a kPutData (in place) or kAccData request
+constexpr int kTagData = AmEndpoint::kPayloadTag;  // the payload of a kPutData (in place) or kAccData request
 // Pieces at least this long travel as a header plus the user's own buffer, received
 // straight into the window: no packing at the origin, no copy out of a bounce buffer at
 // the target (above Open MPI's eager limit the host moves it with one copy). Below it a
@@ -108,8 +109,13 @@ AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local, int window)
         comm_ = MPI_COMM_NULL;
         return;
     }
-    PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    PMPI_Comm_size(comm_, &nprocs_);
+    if (!host_ok(PMPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler") ||
+        !host_ok(PMPI_Comm_size(comm_, &nprocs_), "MPI_Comm_size")) {
+        err_ = take_failure(nullptr);
+        PMPI_Comm_free(&comm_);  // (its own failure changes nothing: creation fails anyway)
+        comm_ = MPI_COMM_NULL;
+        return;
+    }
     peers_.reset(new Peer[std::size_t(nprocs_)]);
     // Each base's page offset: where a get's data starts within its page, known at the origin.
     peer_page_.resize(std::size_t(nprocs_));
@@ -118,16 +124,19 @@ AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local, int window)
     // Reply tags below the host's MPI_TAG_UB (the same value in every process).
     int* tag_ub = nullptr;
     int flag = 0;
-    PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag);
+    if (!host_ok(PMPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &flag), "MPI_Comm_get_attr(MPI_TAG_UB)")) flag = 0;
     const int span = reply_tag_span(flag && tag_ub ? *tag_ub : 32767);
     if (err_ == MPI_SUCCESS && span == 0) err_ = MPI_ERR_INTERN;
     tag_mask_ = span ? span - 1 : 0;
     if (err_ == MPI_SUCCESS && !start_ring()) err_ = MPI_ERR_INTERN;
+    if (err_ == MPI_SUCCESS && failed_.load()) err_ = take_failure(nullptr);
 }
 
 AmEndpoint::~AmEndpoint() {
+    // Teardown reports to no one: a failure of the calls below leaves a request or the
+    // communicator to the host's own finalization.
     int finalized = 0;
-    PMPI_Finalized(&finalized);
+    if (PMPI_Finalized(&finalized) != MPI_SUCCESS) finalized = 1;
     if (comm_ != MPI_COMM_NULL && !finalized) {
         for (int r = 0; r < nprocs_; ++r) {
             wait_until(r, [](const Peer& p) { return p.answers.empty(); });  // acks not yet reaped
@@ -149,10 +158,11 @@ AmEndpoint::~AmEndpoint() {
 bool AmEndpoint::start_ring() {
     ring_buf_.resize(std::size_t(kRing) * kMaxRequest);
     for (int i = 0; i < kRing; ++i) {
-        if (PMPI_Recv_init(ring_buf_.data() + std::size_t(i) * kMaxRequest, int(kMaxRequest), MPI_BYTE, MPI_ANY_SOURCE,
-                           kTagRequest, comm_, &ring_[i]) != MPI_SUCCESS)
+        if (!host_ok(PMPI_Recv_init(ring_buf_.data() + std::size_t(i) * kMaxRequest, int(kMaxRequest), MPI_BYTE,
+                                    MPI_ANY_SOURCE, kTagRequest, comm_, &ring_[i]),
+                     "MPI_Recv_init"))
             return false;
-        if (PMPI_Start(&ring_[i]) != MPI_SUCCESS) return false;
+        if (!host_ok(PMPI_Start(&ring_[i]), "MPI_Start")) return false;
     }
     return true;
 }
@@ -161,9 +171,8 @@ void AmEndpoint::stop_ring() {
     // Called after the window's closing barrier: no request is on its way to us.
     for (auto& rq : ring_) {
         if (rq == MPI_REQUEST_NULL) continue;
-        PMPI_Cancel(&rq);
-        wait_by_test(&rq);
-        PMPI_Request_free(&rq);
+        if (PMPI_Cancel(&rq) == MPI_SUCCESS) wait_by_test(&rq);
+        if (rq != MPI_REQUEST_NULL) PMPI_Request_free(&rq);  // (teardown: see ~AmEndpoint)
     }
 }
 
@@ -183,17 +192,52 @@ void AmEndpoint::note_answered(Peer& p, std::uint64_t seq) {
     while (cur < seq && !p.answered.compare_exchange_weak(cur, seq, std::memory_order_release)) {}
 }
 
+bool AmEndpoint::host_ok(int rc, const char* call, int rank) {
+    if (rc == MPI_SUCCESS) return true;
+    int cls = MPI_ERR_OTHER;
+    if (PMPI_Error_class(rc, &cls) != MPI_SUCCESS || cls == MPI_SUCCESS) cls = MPI_ERR_OTHER;
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (PMPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "error code %d", rc);
+    char what[MPI_MAX_ERROR_STRING + 160];
+    if (rank >= 0)
+        std::snprintf(what, sizeof what, "the host MPI's %s (rank %d) failed in the am transport: %s", call, rank,
+                      text);
+    else
+        std::snprintf(what, sizeof what, "the host MPI's %s failed in the am transport: %s", call, text);
+    std::lock_guard lk(failure_mu_);
+    if (failure_class_ == MPI_SUCCESS) {  // the first one is reported; later ones follow from it
+        failure_class_ = cls;
+        failure_ = what;
+    }
+    failed_.store(true, std::memory_order_release);
+    return false;
+}
+
+int AmEndpoint::take_failure(std::string* what) {
+    if (!failed_.load(std::memory_order_acquire)) return MPI_SUCCESS;
+    std::lock_guard lk(failure_mu_);
+    const int cls = failure_class_;
+    if (what) *what = std::move(failure_);
+    failure_.clear();
+    failure_class_ = MPI_SUCCESS;
+    failed_.store(false, std::memory_order_relaxed);
+    return cls;
+}
+
 namespace {
 // One MPI_Testsome over rqs (one pass of the host's progress engine), then the completed
 // entries go: done(i) for each, and the rest move to the front with move(to, from) keeping
 // their parallel data beside them. Returns the new length; the caller shrinks the parallel
 // arrays to it. Never moves an entry onto itself (a vector moved onto itself frees its
 // buffer: an answer in flight was once sent from freed memory that way).
+// rc: MPI_Testsome's return code (a request that completed in error is freed by the host and
+// counts as done).
 template <class Done, class Move>
-std::size_t test_and_compact(std::vector<MPI_Request>& rqs, std::vector<int>& idx, Done done, Move move) {
+std::size_t test_and_compact(std::vector<MPI_Request>& rqs, std::vector<int>& idx, int& rc, Done done, Move move) {
     if (idx.size() < rqs.size()) idx.resize(rqs.size());
     int outcount = 0;
-    PMPI_Testsome(int(rqs.size()), rqs.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
+    rc = PMPI_Testsome(int(rqs.size()), rqs.data(), &outcount, idx.data(), MPI_STATUSES_IGNORE);
     std::size_t keep = 0;
     for (std::size_t i = 0; i < rqs.size(); ++i) {
         if (rqs[i] == MPI_REQUEST_NULL) {
@@ -213,8 +257,9 @@ std::size_t test_and_compact(std::vector<MPI_Request>& rqs, std::vector<int>& id
 
 void AmEndpoint::reap_sends(Peer& p) {
     if (p.send_rq.empty()) return;
+    int rc = MPI_SUCCESS;
     const std::size_t n = test_and_compact(
-        p.send_rq, p.testsome_idx,
+        p.send_rq, p.testsome_idx, rc,
         [&](std::size_t i) {
             p.big_in_flight -= p.send_big[i];
             // A sent batch's buffer serves the next batch (no 4 KiB malloc per message).
@@ -227,14 +272,16 @@ void AmEndpoint::reap_sends(Peer& p) {
         });
     p.send_buf.resize(n);
     p.send_big.resize(n);
+    host_ok(rc, "MPI_Testsome (sends)");
 }
 
 void AmEndpoint::reap_answers(Peer& p) {
     // Any order (different tags); each one's arrival means the target applied every
     // request up to its sequence number.
     if (p.answer_rq.empty()) return;
+    int rc = MPI_SUCCESS;
     const std::size_t n = test_and_compact(
-        p.answer_rq, p.testsome_idx,
+        p.answer_rq, p.testsome_idx, rc,
         [&](std::size_t i) {
             note_answered(p, p.answers[i].seq);
             if (p.answers[i].ack) p.ack_in_flight = false;
@@ -243,6 +290,7 @@ void AmEndpoint::reap_answers(Peer& p) {
         },
         [&](std::size_t to, std::size_t from) { p.answers[to] = std::move(p.answers[from]); });
     p.answers.resize(n);
+    host_ok(rc, "MPI_Testsome (answers)");
 }
 
 void AmEndpoint::reap(Peer& p) {
@@ -360,10 +408,16 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     const bool want = ack == Ack::always || (ack == Ack::maybe && !p.ack_in_flight);
     const std::uint64_t seq = p.sent.load(std::memory_order_relaxed) + 1;
     p.sent.store(seq, std::memory_order_relaxed);
+    // A host call that fails is recorded (host_ok: reported by the next completion point)
+    // and leaves nothing to wait for: no answer awaited, the request's number taken back.
     if (want) {
         h->reply_tag = next_tag();
         MPI_Request rq;
-        PMPI_Irecv(answer_buf, int(answer_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq);
+        if (!host_ok(PMPI_Irecv(answer_buf, int(answer_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq), "MPI_Irecv",
+                     rank)) {
+            h->reply_tag = -1;  // the target answers no one
+            return send_request(p, rank, std::move(msg), data, data_len, seq, false);
+        }
         const bool big = answer_len > kEagerMax;
         p.answer_rq.push_back(rq);
         p.answers.push_back({seq, ack == Ack::maybe, answer_buf != nullptr, big, std::move(land)});
@@ -372,9 +426,25 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     } else {
         h->reply_tag = -1;
     }
+    return send_request(p, rank, std::move(msg), data, data_len, seq, want);
+}
+
+std::uint64_t AmEndpoint::send_request(Peer& p, int rank, std::vector<unsigned char>&& msg, const void* data,
+                                       std::size_t data_len, std::uint64_t seq, bool answered) {
     MPI_Request rq;
     const bool big = msg.size() > kEagerMax;
-    PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq);
+    if (!host_ok(PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq), "MPI_Isend", rank)) {
+        if (answered) {  // the answer's receive goes again (it is the newest entry)
+            MPI_Request& arq = p.answer_rq.back();
+            if (PMPI_Cancel(&arq) == MPI_SUCCESS) wait_by_test(&arq);
+            if (p.answers.back().ack) p.ack_in_flight = false;
+            if (p.answers.back().big) --p.big_in_flight;
+            p.answer_rq.pop_back();
+            p.answers.pop_back();
+        }
+        p.sent.store(seq - 1, std::memory_order_relaxed);  // never sent: not counted at the target
+        return seq - 1;
+    }
     p.send_rq.push_back(rq);
     p.send_buf.push_back(std::move(msg));
     p.send_big.push_back(big);
@@ -383,7 +453,11 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         // The payload right behind its header (same lock): another thread's pair must not
         // slip between them, or the target would receive its payload for our header. The
         // user's buffer is theirs again when this send completes (by the next flush).
-        PMPI_Isend(data, int(data_len), MPI_BYTE, rank, kTagData, comm_, &rq);
+        // Failed, an empty payload stands in for it: the target's receive must complete.
+        if (!host_ok(PMPI_Isend(data, int(data_len), MPI_BYTE, rank, kTagData, comm_, &rq), "MPI_Isend (payload)",
+                     rank) &&
+            !host_ok(PMPI_Isend(nullptr, 0, MPI_BYTE, rank, kTagData, comm_, &rq), "MPI_Isend (payload)", rank))
+            return seq;
         p.send_rq.push_back(rq);
         p.send_buf.emplace_back();
         p.send_big.push_back(data_len > kEagerMax);
@@ -441,7 +515,8 @@ void AmEndpoint::complete_sends(int rank) {
 void AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs) {
     for (SpinWait pace; !rqs.empty();) {
         int done = 0;
-        PMPI_Testall(int(rqs.size()), rqs.data(), &done, MPI_STATUSES_IGNORE);
+        // Failed: the requests that completed in error are freed; the rest are given up.
+        if (!host_ok(PMPI_Testall(int(rqs.size()), rqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall")) return;
         if (done) return;
         if (!poll()) pace.idle();
     }
@@ -649,10 +724,12 @@ void AmEndpoint::post_to(int rank) {
     {
         std::lock_guard lk(p.mu);
         MPI_Request rq;
-        PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq);
-        p.send_rq.push_back(rq);
-        p.send_buf.push_back(std::move(msg));
-        p.send_big.push_back(0);
+        if (host_ok(PMPI_Isend(msg.data(), int(msg.size()), MPI_BYTE, rank, kTagRequest, comm_, &rq), "MPI_Isend",
+                    rank)) {
+            p.send_rq.push_back(rq);
+            p.send_buf.push_back(std::move(msg));
+            p.send_big.push_back(0);
+        }
     }
     // What that origin sent early for this epoch may be applied now.
     if (has_parked()) poll();
@@ -840,13 +917,15 @@ int AmEndpoint::fence() {
     // dynamic window's region table, an atomic): without a progress thread or the host
     // hook only this thread can give it, so then the exchange is non-blocking and served.
     if (served_elsewhere_) {
-        if (PMPI_Reduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_) != MPI_SUCCESS)
-            return MPI_ERR_INTERN;
+        if (!host_ok(PMPI_Reduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_),
+                     "MPI_Reduce_scatter_block"))
+            return take_failure(nullptr);
     } else {
         MPI_Request rq;
-        if (PMPI_Ireduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_, &rq) != MPI_SUCCESS ||
-            wait_serving(&rq) != MPI_SUCCESS)
-            return MPI_ERR_INTERN;
+        if (!host_ok(PMPI_Ireduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_, &rq),
+                     "MPI_Ireduce_scatter_block"))
+            return take_failure(nullptr);
+        if (int rc = wait_serving(&rq)) return rc;
     }
     for (SpinWait pace; served_.load(std::memory_order_acquire) < to_me;) serve_while_waiting(pace);
     {
@@ -862,16 +941,16 @@ int AmEndpoint::fence() {
 void AmEndpoint::quiesce() { flush_all(); }
 
 int AmEndpoint::barrier() {
-    if (served_elsewhere_) return PMPI_Barrier(comm_) == MPI_SUCCESS ? MPI_SUCCESS : MPI_ERR_INTERN;
+    if (served_elsewhere_) return host_ok(PMPI_Barrier(comm_), "MPI_Barrier") ? MPI_SUCCESS : take_failure(nullptr);
     MPI_Request rq;
-    if (PMPI_Ibarrier(comm_, &rq) != MPI_SUCCESS) return MPI_ERR_INTERN;
+    if (!host_ok(PMPI_Ibarrier(comm_, &rq), "MPI_Ibarrier")) return take_failure(nullptr);
     return wait_serving(&rq);
 }
 
 int AmEndpoint::wait_serving(MPI_Request* rq) {
     for (SpinWait pace;;) {
         int done = 0;
-        if (PMPI_Test(rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return MPI_ERR_INTERN;
+        if (!host_ok(PMPI_Test(rq, &done, MPI_STATUS_IGNORE), "MPI_Test")) return take_failure(nullptr);
         if (done) return MPI_SUCCESS;
         serve_while_waiting(pace);
     }
@@ -899,7 +978,7 @@ void AmEndpoint::flush_local(int rank) {
 // deadlock, seen). So the server completes its receives and replies by testing.
 void AmEndpoint::wait_by_test(MPI_Request* rq) {
     for (int done = 0;;) {
-        PMPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (!host_ok(PMPI_Test(rq, &done, MPI_STATUS_IGNORE), "MPI_Test")) return;  // (given up)
         if (done) return;
         __builtin_ia32_pause();
     }
@@ -907,9 +986,12 @@ void AmEndpoint::wait_by_test(MPI_Request* rq) {
 
 void AmEndpoint::reap_replies() {  // serve_mu_ held
     if (replies_rq_.empty()) return;
+    int rc = MPI_SUCCESS;
     replies_buf_.resize(test_and_compact(
-        replies_rq_, reply_idx_, [&](std::size_t i) { PageOffsetBuffer::recycle(spares_, std::move(replies_buf_[i])); },
+        replies_rq_, reply_idx_, rc,
+        [&](std::size_t i) { PageOffsetBuffer::recycle(spares_, std::move(replies_buf_[i])); },
         [&](std::size_t to, std::size_t from) { replies_buf_[to] = std::move(replies_buf_[from]); }));
+    host_ok(rc, "MPI_Testsome (answers sent)");
 }
 
 bool AmEndpoint::poll() {
@@ -920,8 +1002,9 @@ bool AmEndpoint::poll() {
     reap_replies();
     if (!data_rq_.empty()) {  // payloads in flight: let them land while nothing else waits
         int done = 0;
-        PMPI_Testall(int(data_rq_.size()), data_rq_.data(), &done, MPI_STATUSES_IGNORE);
-        if (done) land_data();
+        const bool ok = host_ok(PMPI_Testall(int(data_rq_.size()), data_rq_.data(), &done, MPI_STATUSES_IGNORE),
+                                "MPI_Testall (payloads)");
+        if (done || !ok) complete_data();  // (failed: what did not complete in error is waited for)
     }
     const std::uint64_t before = served_ring_;
     serve_ring();
@@ -940,15 +1023,22 @@ void AmEndpoint::serve_ring() {  // serve_mu_ held
         MPI_Request& rq = ring_[ring_head_];
         int flag = 0;
         MPI_Status st;
-        PMPI_Test(&rq, &flag, &st);
-        if (!flag) break;
+        // A receive that failed is not served (recorded: host_ok), and goes again.
+        const bool ok = host_ok(PMPI_Test(&rq, &flag, &st), "MPI_Test (request ring)");
+        if (!flag && ok) break;
         int count = 0;
-        PMPI_Get_count(&st, MPI_BYTE, &count);
-        serve(ring_buf_.data() + std::size_t(ring_head_) * kMaxRequest, std::size_t(count), st.MPI_SOURCE);
-        PMPI_Start(&rq);
+        if (ok && host_ok(PMPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count") && count != MPI_UNDEFINED)
+            serve(ring_buf_.data() + std::size_t(ring_head_) * kMaxRequest, std::size_t(count), st.MPI_SOURCE);
+        if (!host_ok(PMPI_Start(&rq), "MPI_Start (request ring)")) break;  // (retried at the next poll)
         ring_head_ = (ring_head_ + 1) % kRing;
         ++served_ring_;
     }
+}
+
+void AmEndpoint::serve_message(const unsigned char* msg, std::size_t len, int source) {
+    std::lock_guard lk(serve_mu_);
+    HostProgressGuard no_reentry;
+    serve(msg, len, source);
 }
 
 void AmEndpoint::serve_arrived() {
@@ -997,16 +1087,38 @@ void AmEndpoint::refuse(int source) {  // serve_mu_ held
     PageOffsetBuffer b(sizeof h);
     std::memcpy(b.data(), &h, sizeof h);
     MPI_Request rq;
-    if (PMPI_Isend(b.data(), int(sizeof h), MPI_BYTE, source, kTagRequest, comm_, &rq) != MPI_SUCCESS) return;
+    if (!host_ok(PMPI_Isend(b.data(), int(sizeof h), MPI_BYTE, source, kTagRequest, comm_, &rq), "MPI_Isend (refusal)",
+                 source))
+        return;
     replies_rq_.push_back(rq);
     replies_buf_.push_back(std::move(b));
 }
 
 void AmEndpoint::discard_data(int source) {  // serve_mu_ held
-    // The payload follows its header on kTagData; a receive of 0 bytes matches and consumes
-    // it (truncated: its status carries MPI_ERR_TRUNCATE, which is the point).
     MPI_Request rq;
-    if (PMPI_Irecv(nullptr, 0, MPI_BYTE, source, kTagData, comm_, &rq) == MPI_SUCCESS) wait_by_test(&rq);
+    receive_payload(source, nullptr, ~std::size_t(0), &rq);  // (never that size: dropped)
+}
+
+// The payload follows its header on kTagData. It is matched first (MPI_Improbe, by test: the
+// server never blocks) and its real size checked against the header's, because a receive
+// shorter than a large message is not safe with every host transport: Open MPI's ob1 over
+// its self path copied a whole rendezvous message into a 0-byte receive (a fuzzed request
+// crashed the server that way), so a payload longer than announced would land past dst.
+bool AmEndpoint::receive_payload(int source, void* dst, std::size_t want, MPI_Request* rq) {  // serve_mu_ held
+    MPI_Message m = MPI_MESSAGE_NULL;
+    MPI_Status st;
+    for (int flag = 0; !flag;) {
+        if (!host_ok(PMPI_Improbe(source, kTagData, comm_, &flag, &m, &st), "MPI_Improbe (payload)", source))
+            return false;
+        if (!flag) __builtin_ia32_pause();
+    }
+    int count = 0;
+    if (!host_ok(PMPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count (payload)", source) || count < 0) count = 0;
+    if (std::size_t(count) == want)
+        return host_ok(PMPI_Imrecv(dst, count, MPI_BYTE, &m, rq), "MPI_Imrecv (payload)", source);
+    std::vector<unsigned char> sink(std::size_t(count) + 1);  // not the announced size: dropped
+    if (host_ok(PMPI_Imrecv(sink.data(), count, MPI_BYTE, &m, rq), "MPI_Imrecv (payload)", source)) wait_by_test(rq);
+    return false;
 }
 
 AmEndpoint::Parked& AmEndpoint::start_parking(int source) {
@@ -1117,9 +1229,16 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     // once instead of one per round of handshakes. A later request that changes the memory
     // an answer is being read from conflicts with that get (MPI leaves the outcome
     // undefined); nothing of ours depends on the order.
+    // An answer that cannot leave is recorded (host_ok: reported at this process's next
+    // completion point) and an empty one tried in its place: the origin's wait must end.
+    auto answer = [&](const void* data, std::size_t n, MPI_Request* rq) {
+        return host_ok(PMPI_Isend(data, int(n), MPI_BYTE, source, h.reply_tag, comm_, rq), "MPI_Isend (answer)",
+                       source) ||
+               host_ok(PMPI_Isend(nullptr, 0, MPI_BYTE, source, h.reply_tag, comm_, rq), "MPI_Isend (answer)", source);
+    };
     auto reply_owned = [&](PageOffsetBuffer&& buf, std::size_t n) {
         MPI_Request rq;
-        PMPI_Isend(buf.data(), int(n), MPI_BYTE, source, h.reply_tag, comm_, &rq);
+        if (!answer(buf.data(), n, &rq)) return;
         replies_rq_.push_back(rq);
         replies_buf_.push_back(std::move(buf));
         note_answer_sent();
@@ -1131,14 +1250,14 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     };
     auto reply = [&](const void* data, std::size_t n) {  // data that outlives the send
         MPI_Request rq;
-        PMPI_Isend(data, int(n), MPI_BYTE, source, h.reply_tag, comm_, &rq);
+        if (!answer(data, n, &rq)) return;
         replies_rq_.push_back(rq);
         replies_buf_.emplace_back();
         note_answer_sent();
     };
     auto reply_copy = [&](const void* data, std::size_t n) {
         PageOffsetBuffer b(n);
-        std::memcpy(b.data(), data, n);
+        if (n) std::memcpy(b.data(), data, n);  // (a state read of 0 words: no buffer at all)
         reply_owned(std::move(b), n);
     };
     switch (h.kind) {
@@ -1210,8 +1329,11 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             } else {
                 AccRecord r;
                 std::memcpy(&r, body, sizeof r);
-                const bool fits = r.elem_bytes && r.n <= (rh[1] - sizeof r) / r.elem_bytes;  // (flags & 4: the data)
-                if (!fits && (r.flags & 4))
+                // Element bytes of a predefined type, a run the ops layer sends, and its data
+                // (flags & 4) in the record: n * elem_bytes then cannot wrap.
+                const bool fits = r.elem_bytes && r.elem_bytes <= 64 && r.n <= kAccRunMax / r.elem_bytes &&
+                                  (!(r.flags & 4) || r.n <= (rh[1] - sizeof r) / r.elem_bytes);
+                if (!fits)
                     refuse(source);
                 else if (accepts(source, r.toff, r.n * r.elem_bytes) &&
                          local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n, r.elem_bytes,
@@ -1234,18 +1356,22 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             break;
         }
         MPI_Request rq;
-        unsigned char* dst = local_.base + h.a;
+        unsigned char* dst = nullptr;  // (base + a only once a is known to be inside)
         Landing land;
         if (!accepts(source, h.a, h.b)) {  // received all the same (the stream goes on), then dropped
             land = {PageOffsetBuffer::take(spares_, h.b, 0), nullptr, 0, {}};
             dst = land.buf.data();
-        } else if ((h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
+        } else if (dst = local_.base + h.a;
+                   (h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
             land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b, {}};
             dst = land.buf.data();
         }
-        PMPI_Irecv(dst, int(h.b), MPI_BYTE, source, kTagData, comm_, &rq);
-        data_rq_.push_back(rq);
-        data_land_.push_back(std::move(land));
+        if (receive_payload(source, dst, h.b, &rq)) {
+            data_rq_.push_back(rq);
+            data_land_.push_back(std::move(land));
+        } else {
+            refuse(source);
+        }
         if (h.reply_tag >= 0) {
             complete_data();
             reply(nullptr, 0);  // the ack
@@ -1334,7 +1460,11 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
             else
                 acc_scratch_ = PageOffsetBuffer(n * eb, page);
             MPI_Request rq;
-            PMPI_Irecv(acc_scratch_.data(), int(n * eb), MPI_BYTE, source, kTagData, comm_, &rq);
+            if (!receive_payload(source, acc_scratch_.data(), n * eb, &rq)) {
+                refuse(source);  // not applied: its data did not come as announced
+                if (h.reply_tag >= 0) reply(nullptr, 0);
+                break;
+            }
             wait_by_test(&rq);
             src = acc_scratch_.data();
         }

@@ -53,8 +53,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "engine/errors.hpp"
 #include "transport/copy.hpp"
 #include "transport/transport.hpp"
 
@@ -73,6 +75,11 @@ public:
     AmEndpoint(MPI_Comm comm, AmLocal local, int window);
     ~AmEndpoint();
     int error() const { return err_; }
+    // The first host MPI call that failed since the last call (a return code other than
+    // MPI_SUCCESS: the endpoint's communicator returns errors): its MPI error class, the
+    // message in *what (may be null); MPI_SUCCESS when none did. The operation it served
+    // was dropped (a request not sent, an answer not received); nothing waits for it.
+    int take_failure(std::string* what);
 
     // Origin side (called through AmTransport).
     Post put(int rank, const Chunk* chunks, std::size_t n);
@@ -155,6 +162,12 @@ public:
 
     // Target side: serve what has arrived (bounded batch). True if anything was served.
     bool poll();
+    // The decoder of one request message from source, as the ring hands it over (serve_mu_
+    // taken here): the narrow entry of the fuzz test (tests/mpi/test_am_fuzz.cpp). A
+    // kPutData / kAccData request receives its payload from source on comm() (tag kPayloadTag).
+    void serve_message(const unsigned char* msg, std::size_t len, int source);
+    MPI_Comm comm() const { return comm_; }
+    static constexpr int kPayloadTag = 8;
     // Called on every pass of a thread waiting here for answers (it serves meanwhile).
     void set_on_wait(std::function<void()> f) { on_wait_ = std::move(f); }
     // Orders what the server threads applied to my memory before this call before the
@@ -189,7 +202,14 @@ private:
     // serving incoming requests meanwhile (so two processes asking each other progress).
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
     void serve(const unsigned char* msg, std::size_t len, int source);
-    static void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
+    void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
+    // rc of a host MPI call: true when MPI_SUCCESS, else the failure is recorded (the first
+    // one, for take_failure) and false. rank: the peer it concerned (-1: none).
+    bool host_ok(int rc, const char* call, int rank = -1);
+    std::mutex failure_mu_;
+    std::atomic<bool> failed_{false};
+    int failure_class_ = MPI_SUCCESS;  // failure_mu_
+    std::string failure_;  // failure_mu_
     int wait_serving(MPI_Request* rq);  // an application thread's wait (serves)
     // One idle pass of an application thread's wait: mark the help, serve, pace.
     void serve_while_waiting(SpinWait& pace);
@@ -295,6 +315,10 @@ private:
     std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
                               std::size_t data_len, void* answer_buf, std::size_t answer_len, int answer_src_page = -1,
                               bool reap_first = true, Landing* landing = nullptr);
+    // send_locked's sends, request seq (answered: its answer's receive is posted, the newest
+    // entry). A request that cannot leave takes its number back: returns seq - 1 then.
+    std::uint64_t send_request(Peer& p, int rank, std::vector<unsigned char>&& msg, const void* data,
+                               std::size_t data_len, std::uint64_t seq, bool answered);
     // landing: where the answer lands instead (a gathered get's buffer and its scatter list).
     // reap_first: one pass over what is in flight before sending when large messages are
     // on their way (their rendezvous advances only inside our MPI calls). A get leaves
@@ -349,6 +373,9 @@ private:
     bool accepts(int source, std::uint64_t off, std::uint64_t n);
     void refuse(int source);  // the notice of accepts() (serve_mu_ held)
     void discard_data(int source);  // consumes a payload message that is not applied (serve_mu_ held)
+    // The payload of source's request: its receive into dst started (*rq) when it is want
+    // bytes long; else received and dropped, false (serve_mu_ held).
+    bool receive_payload(int source, void* dst, std::size_t want, MPI_Request* rq);
     void serve_ring();  // serve_mu_ held: every request the ring has received
     std::uint64_t served_ring_ = 0;  // ring messages served (serve_mu_)
     // Origins whose lock request could not be granted yet (serve_mu_): their requests, in
@@ -427,6 +454,11 @@ public:
         ep_->read_state(p.rank, word, count, out);
     }
     void collect_refusals() override { ep_->serve_arrived(); }
+    int failed(const PeerRegion&, const char* call) override {
+        std::string what;
+        const int e = ep_->take_failure(&what);
+        return e ? raise(e, "%s: %s", call, what.c_str()) : MPI_SUCCESS;
+    }
     std::uint64_t refused(const PeerRegion& p) override { return ep_->take_rejected(p.rank); }
     void open_gate(const PeerRegion& p) override { ep_->post_to(p.rank); }
     bool gate_ready(const PeerRegion& p) override { return ep_->may_start(p.rank); }

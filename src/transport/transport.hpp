@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace fastrma::detail {
 
@@ -193,8 +194,10 @@ public:
     virtual void collect_refusals() {}
     virtual std::uint64_t refused(const PeerRegion& /*peer*/) { return 0; }
     // Origin side: the first operation to the peer that failed after it was posted (a
-    // failed completion), since the last call: an MPI error class, raised with the
-    // medium's message naming call; 0 if none. Every completion point asks it.
+    // failed completion), or a failure of the medium itself that no operation could report
+    // when it happened (a host MPI call of the message transport, its server's included:
+    // reported to whichever peer is asked first), since the last call: an MPI error class,
+    // raised with the medium's message naming call; 0 if none. Every completion point asks.
     virtual int failed(const PeerRegion& /*peer*/, const char* /*call*/) { return 0; }
     // Dynamic windows over a transport that registers memory with the network (ofi): this
     // process attaches [base, base + size) (registered before any peer can learn of it; an

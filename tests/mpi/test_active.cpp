@@ -106,12 +106,11 @@ TEST(Fence, EveryOpOfAnEpochLandsBeforeAnyOfTheNext) {
     for (int e = 1; e <= 60; ++e) {
         const int writer = e % n, target = (writer + 1) % n;
         const std::size_t len = e % 3 == 0 ? 1 : e % 3 == 1 ? 1024 : kBlock;
+        const std::int64_t written = e;  // the accumulate's origin: alive until the fence completes it
         if (me == writer) {
             for (std::size_t i = 0; i < len; ++i) block[i] = 1000 * e + std::int64_t(i % 7);
-            ASSERT_EQ(MPI_SUCCESS,
-                      FRMA_Put(block.data(), int(len), MPI_INT64_T, target, 0, int(len), MPI_INT64_T, w.win));
-            const std::int64_t mark = e;
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&mark, 1, MPI_INT64_T, target, MPI_Aint(kBlock), 1, MPI_INT64_T,
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(block.data(), int(len), MPI_INT64_T, target, 0, int(len), MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&written, 1, MPI_INT64_T, target, MPI_Aint(kBlock), 1, MPI_INT64_T,
                                                    MPI_REPLACE, w.win));
         }
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));

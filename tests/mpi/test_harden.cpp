@@ -207,6 +207,78 @@ TEST(Datatypes, MpiBottomWithAbsoluteAddresses) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- 8. large derived-type accumulates on user memory ------------------------------------
+
+// Every rank accumulates a vector (stride 2) and an indexed type of MPI_INT with 65,530 and
+// 262,144 blocks into rank 0's create window at once, while the last rank puts into the
+// gaps between the blocks: the sums are exact (element-wise atomic against the other
+// origins' accumulates), the gaps hold the puts (an accumulate writes only its own bytes),
+// and a get_accumulate reads the old values back block by block.
+TEST(Accumulate, LargeDerivedTypesOnACreateWindowAreExact) {
+    const int me = world_rank(), n = world_size();
+    for (const int count : {65530, 262144}) {
+        const std::size_t c = std::size_t(count);
+        std::vector<int> mem(2 * c + 8, 0);
+        FRMA_Win win = FRMA_WIN_NULL;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create(mem.data(), MPI_Aint(mem.size() * sizeof(int)), int(sizeof(int)),
+                                               MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Datatype vec, idx;
+        MPI_Type_vector(count, 1, 2, MPI_INT, &vec);
+        MPI_Type_commit(&vec);
+        // Indexed: the same ints as vec (the even ones), in another order: block i is vec's
+        // block pos[i] (first every even-numbered one, then every odd-numbered one).
+        std::vector<int> lens(c, 1), disps(c);
+        for (int i = 0; i < count; ++i) disps[std::size_t(i)] = 2 * (i < count / 2 ? 2 * i : 2 * (i - count / 2) + 1);
+        MPI_Type_indexed(count, lens.data(), disps.data(), MPI_INT, &idx);
+        MPI_Type_commit(&idx);
+        std::vector<int> ones(c), pos(c), want(c);
+        for (int i = 0; i < count; ++i) ones[std::size_t(i)] = i % 1000 + 1;
+        for (int i = 0; i < count; ++i) pos[std::size_t(i)] = disps[std::size_t(i)] / 2;
+        for (int i = 0; i < count; ++i) want[std::size_t(i)] = n * ones[std::size_t(i)];
+        for (int i = 0; i < count; ++i) want[std::size_t(pos[std::size_t(i)])] += n * ones[std::size_t(i)];
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        if (me == n - 1) {
+            std::vector<int> gap_vals(c, -7);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(gap_vals.data(), count, MPI_INT, 0, 1, 1, vec, win));
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), count, MPI_INT, 0, 0, 1, vec, MPI_SUM, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), count, MPI_INT, 0, 0, 1, idx, MPI_SUM, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+        MPI_Barrier(MPI_COMM_WORLD);
+        // Old values, through get_accumulate (MPI_NO_OP) and a fetching SUM of 0.
+        std::vector<int> got(c, -1), old(c, -1), zeros(c, 0);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        ASSERT_EQ(MPI_SUCCESS,
+                  FRMA_Get_accumulate(nullptr, 0, MPI_INT, got.data(), count, MPI_INT, 0, 0, 1, vec, MPI_NO_OP, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(zeros.data(), count, MPI_INT, old.data(), count, MPI_INT, 0, 0, 1,
+                                                   idx, MPI_SUM, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+        long bad = 0;
+        for (int i = 0; i < count; ++i)
+            if (got[std::size_t(i)] != want[std::size_t(i)]) ++bad;
+        EXPECT_EQ(bad, 0) << "count " << count << ": wrong sums read back by get_accumulate";
+        bad = 0;
+        for (int i = 0; i < count; ++i)
+            if (old[std::size_t(i)] != want[std::size_t(pos[std::size_t(i)])]) ++bad;
+        EXPECT_EQ(bad, 0) << "count " << count << ": the indexed get_accumulate's old values";
+        if (me == 0) {
+            bad = 0;
+            for (int i = 0; i < count; ++i) {
+                if (mem[2 * std::size_t(i)] != got[std::size_t(i)]) ++bad;
+                if (mem[2 * std::size_t(i) + 1] != -7) ++bad;
+            }
+            EXPECT_EQ(bad, 0) << "count " << count << ": window contents (sums at even ints, puts at odd ones)";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Type_free(&idx);
+        MPI_Type_free(&vec);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+}
+
 // ---- 9. shared_query with zero-size parts ---------------------------------------------------
 
 TEST(Shared, ZeroSizePartsAndTheQueryOfMpiProcNull) {

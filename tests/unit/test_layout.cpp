@@ -16,8 +16,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -992,6 +994,187 @@ TEST(LayoutElements, PairRunsAreWholeElements) {
                  });
     // Origin pairs at 0, 16, 24, 40 (extent of the vector: 24): runs {0,1}, {16,2}, {40,1}.
     EXPECT_EQ(runs, (std::vector<std::pair<std::int64_t, std::uint64_t>>{{0, 1}, {16, 2}, {40, 1}}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fuzz: random nested derived datatypes against MPI's own walk. Every layout must pass
+// check_against_mpi (size, bounds, merged blocks, the walk == MPI_Pack for 1 and 3 elements),
+// and scattering a packed stream through zip_chunks must leave a buffer exactly as
+// MPI_Unpack does (margins untouched). FASTRMA_FUZZ_SEED (default 1) seeds it,
+// FASTRMA_FUZZ_SECONDS (default 8) bounds its time; a failure names the seed, the iteration
+// and the type.
+
+struct RandomType {
+    Type type;
+    std::string what;
+};
+
+RandomType random_type(std::mt19937_64& rng, int depth) {
+    static const MPI_Datatype kBasic[] = {MPI_INT, MPI_DOUBLE, MPI_CHAR, MPI_SHORT, MPI_DOUBLE_INT, MPI_SHORT_INT};
+    static const char* const kBasicName[] = {"int", "double", "char", "short", "double_int", "short_int"};
+    if (depth == 0 || rng() % 4 == 0) {
+        const std::size_t b = rng() % 6;
+        return {predefined(kBasic[b]), kBasicName[b]};
+    }
+    auto pick = [&](int lo, int hi) { return lo + int(rng() % unsigned(hi - lo + 1)); };
+    // Children with data: Open MPI 4.1 packs a struct holding a zero-size darray at the
+    // struct's size instead of its extent (its own MPI_Type_get_extent disagrees).
+    auto child = [&] {
+        RandomType k = random_type(rng, depth - 1);
+        int ksize = 0;
+        MPI_Type_size(k.type, &ksize);
+        return ksize > 0 ? std::move(k) : RandomType{predefined(MPI_INT), "int"};
+    };
+    RandomType c = child();
+    MPI_Aint lb = 0, ext = 0;
+    MPI_Type_get_extent(c.type, &lb, &ext);
+    const MPI_Aint unit = ext > 0 ? ext : 1;
+    const std::string of = "(" + c.what + ")";
+    switch (rng() % 11) {
+    case 0: {
+        const int n = pick(1, 4);
+        return {contiguous(n, c.type), "contiguous " + std::to_string(n) + of};
+    }
+    case 1: {
+        // A negative stride leaves a gap: Open MPI 4.1 packs blocks that touch or overlap at a
+        // negative stride (vector 2,1,-1 of char; hvector 3,2,-1) as if they ascended, and
+        // its true bounds disagree with the type map.
+        const int n = pick(1, 4), bl = pick(1, 3);
+        const int stride = rng() % 4 ? bl + pick(0, 3) : -(bl + pick(1, 3));
+        return {vector(n, bl, stride, c.type),
+                "vector " + std::to_string(n) + "," + std::to_string(bl) + "," + std::to_string(stride) + of};
+    }
+    case 2: {
+        const int n = pick(1, 4), bl = pick(1, 3);
+        const MPI_Aint stride = rng() % 4 ? MPI_Aint(bl) * unit + pick(0, 3) : -(MPI_Aint(bl) * unit + pick(1, 3));
+        return {hvector(n, bl, stride, c.type),
+                "hvector " + std::to_string(n) + "," + std::to_string(bl) + "," + std::to_string(stride) + of};
+    }
+    case 3:
+    case 4: {
+        const int n = pick(1, 4);
+        const std::size_t sz = std::size_t(n);
+        std::vector<int> bl(sz), disp(sz);
+        std::vector<MPI_Aint> bdisp(sz);
+        std::string w;
+        for (int i = 0; i < n; ++i) {
+            bl[std::size_t(i)] = pick(0, 3);
+            disp[std::size_t(i)] = pick(-2, 10);
+            bdisp[std::size_t(i)] = MPI_Aint(disp[std::size_t(i)]) * unit + pick(0, 7);
+            w += " " + std::to_string(bl[std::size_t(i)]) + "@" +
+                 std::to_string(rng() % 2 ? disp[std::size_t(i)] : bdisp[std::size_t(i)]);
+        }
+        if (rng() % 2) return {indexed(bl, disp, c.type), "indexed" + w + of};
+        return {hindexed(bl, bdisp, c.type), "hindexed(bytes)" + w + of};
+    }
+    case 5:
+    case 6: {
+        const int n = pick(1, 4), bl = pick(1, 3);
+        const std::size_t sz = std::size_t(n);
+        std::vector<int> disp(sz);
+        std::vector<MPI_Aint> bdisp(sz);
+        for (int i = 0; i < n; ++i) {
+            disp[std::size_t(i)] = pick(-2, 10);
+            bdisp[std::size_t(i)] = MPI_Aint(disp[std::size_t(i)]) * unit + pick(0, 7);
+        }
+        if (rng() % 2) return {indexed_block(bl, disp, c.type), "indexed_block " + std::to_string(bl) + of};
+        return {hindexed_block(bl, bdisp, c.type), "hindexed_block " + std::to_string(bl) + of};
+    }
+    case 7: {
+        const int n = pick(1, 3);
+        std::vector<RandomType> kids;
+        std::vector<int> bl;
+        std::vector<MPI_Aint> disp;
+        std::vector<MPI_Datatype> types;
+        std::string w = "struct";
+        kids.push_back(std::move(c));
+        for (int i = 1; i < n; ++i) kids.push_back(child());
+        for (const RandomType& k : kids) {
+            bl.push_back(pick(1, 3));
+            disp.push_back(pick(-16, 64));
+            types.push_back(k.type);
+            w += " " + std::to_string(bl.back()) + "@" + std::to_string(disp.back()) + "(" + k.what + ")";
+        }
+        return {structure(bl, disp, types), w};
+    }
+    case 8: {
+        const MPI_Aint nlb = pick(-8, 8), next = ext + pick(0, 16) > 0 ? ext + pick(0, 16) : 1;
+        return {resized(c.type, nlb, next), "resized " + std::to_string(nlb) + "," + std::to_string(next) + of};
+    }
+    case 9: {
+        const int nd = pick(1, 3), order = rng() % 2 ? MPI_ORDER_C : MPI_ORDER_FORTRAN;
+        std::vector<int> sizes, sub, starts;
+        std::string w = order == MPI_ORDER_C ? "subarray C" : "subarray F";
+        for (int d = 0; d < nd; ++d) {
+            sizes.push_back(pick(1, 4));
+            sub.push_back(pick(1, sizes.back()));
+            starts.push_back(pick(0, sizes.back() - sub.back()));
+            w += " " + std::to_string(sizes.back()) + "/" + std::to_string(sub.back()) + "+" +
+                 std::to_string(starts.back());
+        }
+        return {subarray(sizes, sub, starts, order, c.type), w + of};
+    }
+    default: {
+        const int nprocs = pick(1, 4), rank = pick(0, nprocs - 1), nd = pick(1, 2);
+        const int order = rng() % 2 ? MPI_ORDER_C : MPI_ORDER_FORTRAN;
+        std::vector<int> gsizes, distribs, dargs, psizes;
+        std::string w = "darray " + std::to_string(rank) + "/" + std::to_string(nprocs);
+        for (int d = 0; d < nd; ++d) {
+            gsizes.push_back(pick(1, 6));
+            psizes.push_back(d == 0 ? nprocs : 1);
+            const int dist = psizes.back() == 1 && rng() % 3 == 0 ? MPI_DISTRIBUTE_NONE
+                             : rng() % 2                          ? MPI_DISTRIBUTE_BLOCK
+                                                                  : MPI_DISTRIBUTE_CYCLIC;
+            distribs.push_back(dist);
+            // A block of the default size always fits; cyclic(k) any k.
+            dargs.push_back(dist == MPI_DISTRIBUTE_CYCLIC && rng() % 2 ? pick(1, 2) : MPI_DISTRIBUTE_DFLT_DARG);
+            w += " " + std::to_string(gsizes.back()) + ":" + std::to_string(dist) + ":" + std::to_string(dargs.back());
+        }
+        // Over a predefined type: Open MPI refuses some derived old types (MPI_ERR_TYPE).
+        const bool dbl = rng() % 2;
+        return {darray(nprocs, rank, gsizes, distribs, dargs, psizes, order, dbl ? MPI_DOUBLE : MPI_INT),
+                w + (dbl ? "(double)" : "(int)")};
+    }
+    }
+}
+
+std::uint64_t fuzz_env(const char* name, std::uint64_t dflt) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::strtoull(v, nullptr, 10) : dflt;
+}
+
+TEST(LayoutFuzz, RandomNestedTypesWalkAsMpiPacksAndUnpacks) {
+    const std::uint64_t seed = fuzz_env("FASTRMA_FUZZ_SEED", 1);
+    const double seconds = double(fuzz_env("FASTRMA_FUZZ_SECONDS", 8));
+    std::mt19937_64 rng(seed);
+    const Layout& bytes = *layout_of(MPI_BYTE);
+    std::uint64_t n = 0;
+    const auto stop = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (; std::chrono::steady_clock::now() < stop; ++n) {
+        RandomType r = random_type(rng, 1 + int(rng() % 3));
+        MPI_Count size = 0;
+        MPI_Type_size_x(r.type, &size);
+        if (size > (1 << 20)) continue;
+        SCOPED_TRACE("seed " + std::to_string(seed) + ", type " + std::to_string(n) + ": " + r.what);
+        LayoutPtr l = layout_of(r.type);
+        ASSERT_NE(l, nullptr);
+        check_against_mpi(r.type, *l);
+        for (std::uint64_t count : {1, 2}) {
+            if (l->size() == 0) break;  // (nothing to unpack: MPI_Unpack refuses an empty buffer)
+            Buffer mpi(*l, count, 0xEE), ours(*l, count, 0xEE);
+            std::vector<unsigned char> packed(std::size_t(l->size() * count));
+            fill_pattern(packed, unsigned(n));
+            mpi_unpack(packed, mpi.base(), count, r.type);
+            zip_chunks(bytes, packed.size(), packed.data(), *l, count, 0, [&](const Chunk* c, std::size_t k) {
+                for (std::size_t i = 0; i < k; ++i) std::memcpy(ours.base() + c[i].offset, c[i].local, c[i].len);
+                return true;
+            });
+            ASSERT_EQ(ours.bytes, mpi.bytes) << "count " << count << ": scattered unlike MPI_Unpack";
+        }
+        if (HasFailure()) break;
+    }
+    std::printf("layout fuzz: seed %llu, %llu types\n", static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(n));
 }
 
 }  // namespace
