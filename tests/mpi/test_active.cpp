@@ -17,19 +17,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "common/mpi_world.hpp"
 
 namespace {
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 struct Alloc {
     FRMA_Win win = FRMA_WIN_NULL;
@@ -109,7 +99,8 @@ TEST(Fence, EveryOpOfAnEpochLandsBeforeAnyOfTheNext) {
         const std::int64_t written = e;  // the accumulate's origin: alive until the fence completes it
         if (me == writer) {
             for (std::size_t i = 0; i < len; ++i) block[i] = 1000 * e + std::int64_t(i % 7);
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(block.data(), int(len), MPI_INT64_T, target, 0, int(len), MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Put(block.data(), int(len), MPI_INT64_T, target, 0, int(len), MPI_INT64_T, w.win));
             ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&written, 1, MPI_INT64_T, target, MPI_Aint(kBlock), 1, MPI_INT64_T,
                                                    MPI_REPLACE, w.win));
         }
@@ -366,6 +357,17 @@ TEST(Dynamic, AttachManyRegionsPutGetAccumulateAndDetach) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
+// The window's info key fastrma_transport: which transport its peers went over.
+std::string window_transport(FRMA_Win win) {
+    MPI_Info info;
+    char transport[32] = "";
+    int found = 0;
+    if (FRMA_Win_get_info(win, &info) != MPI_SUCCESS) return "";
+    MPI_Info_get(info, "fastrma_transport", int(sizeof transport) - 1, transport, &found);
+    MPI_Info_free(&info);
+    return transport;
+}
+
 // FASTRMA_TRANSPORT=ofi: a dynamic window goes over libfabric too (each attached region
 // registered), where the provider takes the keys we ask for (tcp;ofi_rxm, sockets); it used
 // to fall back to am.
@@ -374,13 +376,7 @@ TEST(Dynamic, GoesOverTheNetworkTransportWhenAskedFor) {
     if (!want || std::strcmp(want, "ofi") != 0 || world_size() < 2) GTEST_SKIP() << "FASTRMA_TRANSPORT is not ofi";
     FRMA_Win win;
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
-    MPI_Info info;
-    char transport[32] = "";
-    int found = 0;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_info(win, &info));
-    MPI_Info_get(info, "fastrma_transport", int(sizeof transport) - 1, transport, &found);
-    MPI_Info_free(&info);
-    EXPECT_STREQ("ofi", transport);
+    EXPECT_EQ("ofi", window_transport(win));
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
 }
 
@@ -450,13 +446,7 @@ TEST(Dynamic, AccessesToADetachedRegionAreRefusedAndReportedOnce) {
     // Over ofi (tcp;ofi_rxm) the target's provider cancels an access under a key it no
     // longer has and drops the connection: the operations behind it on this window fail
     // too (reported, never applied), so the valid put need not land there.
-    MPI_Info info;
-    char transport[32] = "";
-    int found = 0;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_info(win, &info));
-    MPI_Info_get(info, "fastrma_transport", int(sizeof transport) - 1, transport, &found);
-    MPI_Info_free(&info);
-    if (std::strcmp(transport, "ofi") != 0) {
+    if (window_transport(win) != "ofi") {
         EXPECT_EQ(live[0], 100 + left) << "a valid put after the refused ones did not land";
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, live.data()));

@@ -16,21 +16,11 @@
 #include <vector>
 
 #include "common/fds.hpp"
+#include "common/mpi_world.hpp"
 #include "engine/c_api_internal.hpp"
 #include "engine/window.hpp"
 
 namespace {
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 void* alloc_mem(std::size_t n) {
     void* p = nullptr;

@@ -11,22 +11,12 @@
 #include <cstring>
 #include <vector>
 
+#include "common/mpi_world.hpp"
 #include "transport/am.hpp"
 
 using namespace fastrma::detail;
 
 namespace {
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
     if (world_size() != 2) GTEST_SKIP() << "two ranks";

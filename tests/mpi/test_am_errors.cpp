@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include "common/mpi_world.hpp"
 
 namespace {
 
@@ -23,12 +24,6 @@ thread_local int fail_on_this_thread = 0;
 std::atomic<int> fail_any_thread{0};
 std::atomic<int> min_tag{0};
 std::atomic<int> failed_calls{0};
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
 
 }  // namespace
 

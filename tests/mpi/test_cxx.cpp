@@ -26,6 +26,7 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
+#include "common/mpi_world.hpp"
 
 // A struct of the application's own, made an Element by specializing datatype_of with a
 // committed derived datatype (CxxDerived).
@@ -57,16 +58,6 @@ using fastrma::op;
 using fastrma::value_index;
 using fastrma::Window;
 
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 int right_of(int r) { return (r + 1) % world_size(); }
 int left_of(int r) { return (r + world_size() - 1) % world_size(); }
 

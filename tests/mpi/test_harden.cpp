@@ -21,19 +21,9 @@
 #include <chrono>
 #include <thread>
 #include <vector>
+#include "common/mpi_world.hpp"
 
 namespace {
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 template <class T>
 struct Alloc {

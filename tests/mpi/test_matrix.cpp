@@ -18,19 +18,9 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+#include "common/mpi_world.hpp"
 
 namespace {
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 enum class Flavor { allocate, create, shared, dynamic };
 enum class Sync { fence, pscw, lock, lock_all };

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mpi_world.hpp"
 #include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
 #include "engine/window.hpp"
@@ -27,17 +28,6 @@
 #include "transport/ofi.hpp"
 
 namespace {
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 // create_allocmem: FRMA_Win_create over FRMA_Alloc_mem memory (the ARMCI-MPI pattern).
 enum class Flavor { allocate, create, create_allocmem };

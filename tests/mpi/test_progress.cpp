@@ -14,19 +14,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include "common/mpi_world.hpp"
 
 namespace {
-
-int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-int world_size() {
-    int n;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 void run(bool allocate) {
     const int me = world_rank(), n = world_size();
