@@ -173,6 +173,7 @@ private:
     Pool<Op> op_pool_;
     Pool<Target> target_pool_;
     std::atomic<std::size_t> queued_{0};  // ops waiting in Target queues
+    std::atomic<int> open_targets_{0};  // Targets of window-wide epochs (AccessState::open)
     std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
 };
 

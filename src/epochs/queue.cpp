@@ -58,13 +58,16 @@ int Epochs::drain_open(int rank, const char* call) {
         if (!t->head) {  // nothing left to queue behind: the Target goes
             slots_.remove(t);
             Pool<Target>::put(t);
+            open_targets_.fetch_sub(1, std::memory_order_relaxed);
         }
         return rc;
     }
 }
 
 int Epochs::drain_open_all(const char* call) {
-    if (queued_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;
+    // Every open Target, also one the progress thread emptied: it goes here (lock() must not
+    // find it, and an error of its ops is reported here).
+    if (open_targets_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;
     std::vector<int> ranks;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         Slot& s = slots_.slot_at(i);
@@ -274,6 +277,7 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
             t->rank = r;
             t->state = AccessState::open;
             slots_.insert(t);
+            open_targets_.fetch_add(1, std::memory_order_relaxed);
         }
         void* home = spare->home;
         *spare = desc;

@@ -500,7 +500,16 @@ TEST_P(EpochsFake, OpsAFullTransportRefusesQueueInEveryModeAndGoInOrder) {
                     }
                 if (mode == lock_all) {
                     ASSERT_EQ(MPI_SUCCESS, e.flush(others[0], false));  // one target's queue first
+                    // The progress thread's passes issue the rest; the emptied queues' Targets
+                    // must still go at unlock_all (a lock after it found one: "already locked").
+                    for (int pass = 0; e.queued_ops() != 0 && pass < 100000; ++pass) {
+                        e.poll();
+                        std::this_thread::yield();
+                    }
+                    EXPECT_EQ(e.queued_ops(), 0u);
                     ASSERT_EQ(MPI_SUCCESS, e.unlock_all());
+                    ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_SHARED, others[1], 0));
+                    ASSERT_EQ(MPI_SUCCESS, e.unlock(others[1]));
                 }
                 if (mode == lock)
                     for (int t : others) {
