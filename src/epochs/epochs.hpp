@@ -142,6 +142,7 @@ private:
     // One issue from the calling thread, with a request's tracking: an MPI error class
     // (raised) or kIssueRetry.
     int issue_now(const char* call, int r, const Op& desc, Completion* done);
+    int issue_waiting(const char* call, int r, const Op& desc, Completion* done);  // ... until taken
     // A queued put's or accumulate's small origin data copied into it, up to the transport's
     // inline_max: the caller may reuse its buffer at once, as with a post.
     static void hold_origin(Op& op, std::size_t inline_max);

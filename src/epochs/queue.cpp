@@ -39,6 +39,7 @@ int Epochs::drain(Target* t) {
 }
 
 int Epochs::drain_open(int rank, const char* call) {
+    if (open_targets_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;  // (every flush asks)
     Slot& s = slots_.slot_of(rank);
     for (WaitPace pace;;) {
         std::unique_lock sl(s.mu);
@@ -194,6 +195,14 @@ int Epochs::check_epoch_for_op(const char* call, int r, AccessMode* m) {
     }
 }
 
+int Epochs::issue_waiting(const char* call, int r, const Op& desc, Completion* done) {
+    for (WaitPace pace;;) {
+        const int rc = issue_now(call, r, desc, done);
+        if (rc != kIssueRetry) return rc;
+        if (int e = backoff(pace)) return e;  // helps progress: the transport's answers make room
+    }
+}
+
 int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
     AccessMode m;
     if (int rc = check_epoch_for_op(call, r, &m)) return rc;
@@ -252,11 +261,7 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
             sl.unlock();
             const int rc = window_wide ? drain_open(r, call) : wait_target(r, SyncFlag::flush_local, false);
             if (rc) return finish(rc);
-            for (WaitPace pace;;) {
-                const int e = issue_now(call, r, desc, done);
-                if (e != kIssueRetry) return finish(e);
-                if (int d = backoff(pace)) return finish(d);
-            }
+            return finish(issue_waiting(call, r, desc, done));
         }
         if (!spare) {
             // Queue it; allocation may have to collect garbage, never under a slot mutex.
@@ -268,11 +273,7 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
             t = target_pool_.get();
             if (!t) {  // every Target in use: wait here for the transport instead
                 sl.unlock();
-                for (WaitPace pace;;) {
-                    const int e = issue_now(call, r, desc, done);
-                    if (e != kIssueRetry) return finish(e);
-                    if (int d = backoff(pace)) return finish(d);
-                }
+                return finish(issue_waiting(call, r, desc, done));
             }
             t->rank = r;
             t->state = AccessState::open;
