@@ -13,7 +13,7 @@
 #include "engine/errors.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
-#include "ops/served_atomic.hpp"
+#include "ops/served.hpp"
 #include "ops/state_words.hpp"
 
 namespace fastrma::detail {
@@ -212,7 +212,8 @@ private:
             const std::size_t k = std::min(kChunksPerCall, chunks_.size() - i);
             bool first = false;  // under the stripes: a retry is waited out
             const Post p = post_piece(ctx_, &first, [&] {
-                return put ? ctx_.tp.put(ctx_.peer, chunks_.data() + i, k) : ctx_.tp.get(ctx_.peer, chunks_.data() + i, k);
+                return put ? ctx_.tp.put(ctx_.peer, chunks_.data() + i, k)
+                           : ctx_.tp.get(ctx_.peer, chunks_.data() + i, k);
             });
             if (!accepted(p)) return MPI_ERR_OTHER;
             posted = posted || p == Post::posted;
@@ -421,7 +422,7 @@ int issue_op(const IssueContext& ctx, const Op& op) {
         break;
     }
     // A fetch_and_op or compare_and_swap on a node peer reached by cross-memory attach: the
-    // peer applies it itself when one of its threads waits in MPI (ops/served_atomic.hpp),
+    // peer applies it itself when one of its threads waits in MPI (ops/served.hpp),
     // behind what this origin batched for it.
     const bool served = (op.kind == RmaKind::fop || op.kind == RmaKind::cas) && !ctx.peer.mapped && ctx.peer.state &&
                         op.type && op.type->size == op.type->extent && op.type->extent <= 8;
