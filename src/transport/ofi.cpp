@@ -475,6 +475,18 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         const void* in = src ? static_cast<const unsigned char*>(src) + at : static_cast<unsigned char*>(result) + at;
         void* out = result ? static_cast<unsigned char*>(result) + at : nullptr;
         const void* cmp = compare ? static_cast<const unsigned char*>(compare) + at : nullptr;
+        // An accumulate without result of up to kBounceMax bytes: its operand is copied, as
+        // Caps::inline_max promises (the caller's buffer is free at once; the epochs layer
+        // returns a queued op's copy of it to its pool once the op is issued). The provider
+        // may read the operand after the call returns: sockets does, from its progress
+        // engine, and read the dead stack slot or the recycled op (the "garbage" its
+        // accumulates and the fetches behind them showed).
+        std::unique_ptr<unsigned char[]> bounce;
+        if (src && !out && !cmp && bytes <= kBounceMax) {
+            bounce.reset(new unsigned char[bytes]);
+            std::memcpy(bounce.get(), in, bytes);
+            in = bounce.get();
+        }
         fid_mr* mrs[3] = {};
         void* desc[3] = {};
         rc = reg_local(in, bytes, &mrs[0], &desc[0]);
@@ -489,9 +501,10 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         }
         if (left < bytes) k = std::size_t(left / elem_bytes);  // the rest goes in the next round
         Hold* hold = nullptr;
-        if (mrs[0] || mrs[1] || mrs[2]) {  // released by this operation's own completion
+        if (mrs[0] || mrs[1] || mrs[2] || bounce) {  // released by this operation's own completion
             hold = new Hold;
             hold->rank = p.rank;
+            hold->bounce = std::move(bounce);
             for (int j = 0; j < 3; ++j) hold->mrs[j] = mrs[j];
         }
         void* const octx = hold ? static_cast<void*>(hold) : ctx;
