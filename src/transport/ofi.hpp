@@ -20,11 +20,15 @@
 // max_msg_size (plan_rma). Every such operation is counted per peer (issued) and its
 // completion too (completed, from the CQ: the context names the peer), so flush(peer) is
 // "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on the peer's
-// registered state words (FI_UINT64), waited for. -FI_EAGAIN is retried while the CQ is
-// read (which is what drives a manual-progress provider); a posting error is an MPI error
-// class with fi_strerror's text (raise()). A failed completion (fi_cq_readerr), of a
-// transfer or of a synchronization atomic, is kept per peer with the provider's text
-// (fi_cq_strerror) and returned by failed() to the completion point that asks next.
+// registered state words (FI_UINT64), waited for. An operation whose first message the
+// provider will not take (-FI_EAGAIN) or that would pass the per-peer window on messages in
+// flight (FASTRMA_OFI_WINDOW) is refused whole (Post::retry: the epochs queue it); its later
+// messages wait in place, bounded (post_message). A posting error is an MPI error class with
+// fi_strerror's text (raise()). A failed completion (fi_cq_readerr), of a transfer or of a
+// synchronization atomic, is kept per peer with the provider's text (fi_cq_strerror) and
+// returned by failed() to the completion point that asks next; it also marks the peer's
+// connection broken, and the next operation to it waits (refused) until a probe read of the
+// peer's state went through (tcp;ofi_rxm closes a connection on a refused key).
 //
 // Dynamic windows: each attached region is registered at attach under the key of its base
 // address (providers that hand out their own keys, FI_MR_PROV_KEY, leave dynamic windows on
