@@ -94,6 +94,10 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_OFI_MR_LOCAL", "0",
          "1: register every origin buffer of an ofi put or get (as FI_MR_LOCAL providers require) even when the "
          "provider does not ask for it (tests that path on providers without FI_MR_LOCAL)."},
+        {"FASTRMA_OFI_WINDOW", "256",
+         "ofi flow control: with this many messages to one peer not yet completed, a new put, get or accumulate to it "
+         "is refused by the transport (as when the provider answers -FI_EAGAIN) and queues until completions come; "
+         "an operation already started may take the count to twice this before it waits in place."},
         {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
         {"FASTRMA_FAULT", "",
          "Fault injection for tests: kill_after_segment kills the rank right after its segment exists; nondumpable "
@@ -178,6 +182,7 @@ Config Config::from_env() {
     if (const char* t = env("FASTRMA_TRANSPORT")) c.transport = t;
     if (const char* p = env("FASTRMA_OFI_PROVIDER")) c.ofi_provider = p;
     c.ofi_mr_local = env_long("FASTRMA_OFI_MR_LOCAL", 0, 0, 1) != 0;
+    c.ofi_window = int(env_long("FASTRMA_OFI_WINDOW", 256, 1, 65536));
     c.stats = env_long("FASTRMA_STATS", 0, 0, 1) != 0;
     if (const char* f = env("FASTRMA_FAULT")) c.fault = f;
     return c;

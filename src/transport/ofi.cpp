@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,7 @@
 
 #include "engine/bootstrap.hpp"
 #include "engine/errors.hpp"
+#include "engine/stats.hpp"
 
 namespace fastrma::detail {
 
@@ -37,6 +39,8 @@ bool take_bad_key() {
         if (g_bad_keys.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return true;
     return false;
 }
+// ... given back by an operation that was refused (Post::retry: it goes again later).
+void give_back_bad_key() { g_bad_keys.fetch_add(1, std::memory_order_relaxed); }
 }  // namespace
 
 void inject_bad_keys(int n) { g_bad_keys.store(n, std::memory_order_relaxed); }
@@ -111,7 +115,20 @@ struct alignas(32) Scratch {
 };
 
 // A CQ context that is a pointer (even address) starts with its kind.
-enum : int { kWaiterCtx = 0, kHoldCtx = 1 };
+enum : int { kWaiterCtx = 0, kHoldCtx = 1, kProbeCtx = 2 };
+
+// How long a message of an operation already under way (or a synchronization atomic) waits
+// in place for the provider to take it, and a peer whose connection failed for a working
+// one, with nothing completing meanwhile, before it is given up as an error.
+constexpr std::chrono::seconds kPatience{30};
+// Least time between two probes of a peer whose connection failed (rxm notices a closed
+// connection on its own connection-management pass, every 10 ms by default).
+constexpr std::chrono::milliseconds kProbeGap{2};
+
+std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 // A thread waiting for one operation's completion.
 struct alignas(8) Waiter {
@@ -203,6 +220,17 @@ private:
         // (base -> size; the base is also the registration's key), under regions_mu.
         std::mutex regions_mu;
         std::map<std::uint64_t, std::uint64_t> regions;
+        // The connection: healthy; broken (an operation to the peer failed: the next one
+        // first sends a probe, a read of the peer's state word 0, because tcp;ofi_rxm closes
+        // a connection when the target refuses a key and fails everything on it until it
+        // noticed; the probe's success reconnects and proves it); probing (the probe is out).
+        // Times in steady-clock ns: when it broke, when the last probe left.
+        std::atomic<int> health{0};
+        std::atomic<std::int64_t> broken_at{0}, probed_at{0};
+        struct Probe {
+            int kind = kProbeCtx;
+            int rank = 0;
+        } probe;
         // What the last operation posted to the peer was (kRma, kAtomic): one origin's
         // operations to a peer apply in order (an accumulate after a get of the same bytes,
         // a put after an accumulate), and the provider does not order RMA and atomics
@@ -227,6 +255,44 @@ private:
     }
 
     Post rma(int r, const Chunk* c, std::size_t n, bool write);
+    // Messages to q posted and not completed.
+    static std::int64_t outstanding(const Peer& q) {
+        const std::int64_t d =
+            std::int64_t(q.issued.load(std::memory_order_acquire) - q.completed.load(std::memory_order_acquire));
+        return d > 0 ? d : 0;
+    }
+    // Whether the window on messages in flight to q lets one more go: the first message of an
+    // operation below the bound, a later one below twice the bound.
+    bool room(const Peer& q, bool started) const {
+        return outstanding(q) < (started ? 2 * std::int64_t(window_) : std::int64_t(window_));
+    }
+    // One message to r through ofi::post_message (see ofi.hpp). Each attempt is counted as
+    // issued before it is made (its completion may be counted by another thread before the
+    // call returns), and one the provider did not take as completed at once: both counters
+    // only grow, so a flush that read `issued` meanwhile waits for nothing that never comes.
+    template <class Fn>
+    ssize_t post_counted(int r, bool started, Fn fn) {
+        Peer& q = peers_[std::size_t(r)];
+        return ofi::post_message(
+            [&] {
+                q.issued.fetch_add(1, std::memory_order_acq_rel);
+                const ssize_t rc = fn();
+                if (rc != 0) q.completed.fetch_add(1, std::memory_order_acq_rel);
+                return rc;
+            },
+            [this] { return drive(); }, [&](bool st) { return room(q, st); }, started, kPatience);
+    }
+    // Whether operations may go to r now: its connection is healthy, or a probe just proved
+    // it working again (else the probe is sent or awaited; *lost: the peer has been
+    // unreachable for kPatience).
+    bool usable(int r, bool* lost);
+    // A failed completion for r: its connection may be gone (see Peer::health).
+    void mark_broken(int r);
+    std::size_t window_ = 256;
+    static Post refuse() {
+        bump(Stat::retries);
+        return Post::retry;
+    }
     bool drive();  // one pass over the CQ: completions counted, waiters woken
     // Whether something arrived for the provider (fi_trywait refuses, or the CQ's wait fd
     // is readable): passive-target traffic, which gives this process no completion, counts
@@ -247,14 +313,6 @@ private:
     int barrier(Bootstrap& group);
     Scratch* take_scratch();
     void give_scratch(Scratch* s);
-    template <class Op>
-    ssize_t post_retry(Op op) {
-        for (;;) {
-            const ssize_t rc = op();
-            if (rc != -FI_EAGAIN) return rc;
-            drive();
-        }
-    }
 
     std::string prov_;
     int me_ = 0, n_ = 0;
@@ -393,12 +451,23 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     const int op = fi_op_of(op_id);
     if (op < 0) return Post::error;
     if (!result && op == FI_ATOMIC_READ) return Post::done;  // an accumulate with MPI_NO_OP
+    if (bool lost = false; !usable(p.rank, &lost)) {
+        if (!lost) return refuse();  // a probe of the connection is out: nothing taken
+        raise(MPI_ERR_OTHER, "accumulate: ofi (%s): rank %d has been unreachable for %llds", prov_.c_str(), p.rank,
+              static_cast<long long>(kPatience.count()));
+        return Post::error;
+    }
+    if (!room(q, false)) {  // (before the ordering wait: a refused operation waits for nothing)
+        drive();
+        if (!room(q, false)) return refuse();
+    }
     // MPI orders one origin's accumulates to a location (accumulate_ordering's default):
     // where the provider does not, the previous ones complete first.
     order_before(p.rank, kAtomic, acc_ordered_);
     void* const ctx = reinterpret_cast<void*>((std::uintptr_t(p.rank) << 1) | 1);
     const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
     ssize_t rc = 0;
+    bool posted = false;
     for (std::uint64_t i = 0; i < n && rc == 0;) {
         std::size_t k = std::size_t(std::min<std::uint64_t>(per, n - i));
         const std::uint64_t at = i * elem_bytes, bytes = k * elem_bytes;
@@ -406,6 +475,18 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         const void* in = src ? static_cast<const unsigned char*>(src) + at : static_cast<unsigned char*>(result) + at;
         void* out = result ? static_cast<unsigned char*>(result) + at : nullptr;
         const void* cmp = compare ? static_cast<const unsigned char*>(compare) + at : nullptr;
+        // An accumulate without result of up to kBounceMax bytes: its operand is copied, as
+        // Caps::inline_max promises (the caller's buffer is free at once; the epochs layer
+        // returns a queued op's copy of it to its pool once the op is issued). The provider
+        // may read the operand after the call returns: sockets does, from its progress
+        // engine, and read the dead stack slot or the recycled op (the "garbage" its
+        // accumulates and the fetches behind them showed).
+        std::unique_ptr<unsigned char[]> bounce;
+        if (src && !out && !cmp && bytes <= kBounceMax) {
+            bounce.reset(new unsigned char[bytes]);
+            std::memcpy(bounce.get(), in, bytes);
+            in = bounce.get();
+        }
         fid_mr* mrs[3] = {};
         void* desc[3] = {};
         rc = reg_local(in, bytes, &mrs[0], &desc[0]);
@@ -420,15 +501,15 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         }
         if (left < bytes) k = std::size_t(left / elem_bytes);  // the rest goes in the next round
         Hold* hold = nullptr;
-        if (mrs[0] || mrs[1] || mrs[2]) {  // released by this operation's own completion
+        if (mrs[0] || mrs[1] || mrs[2] || bounce) {  // released by this operation's own completion
             hold = new Hold;
             hold->rank = p.rank;
+            hold->bounce = std::move(bounce);
             for (int j = 0; j < 3; ++j) hold->mrs[j] = mrs[j];
         }
         void* const octx = hold ? static_cast<void*>(hold) : ctx;
-        q.issued.fetch_add(1, std::memory_order_acq_rel);
         if (!rc)
-            rc = post_retry([&] {
+            rc = post_counted(p.rank, posted, [&] {
                 if (cmp)
                     return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, key, dt,
                                              FI_CSWAP, octx);
@@ -437,16 +518,21 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
                 return fi_atomic(ep_, in, k, desc[0], q.addr, addr, key, dt, fi_op(op), octx);
             });
         if (rc) {
-            q.issued.fetch_sub(1, std::memory_order_acq_rel);
             for (fid_mr* m : mrs)
                 if (m) fi_close(&m->fid);
             delete hold;
             break;
         }
+        posted = true;
         i += k;
     }
+    if (rc == ofi::kRefused) return refuse();  // (only ever the first message: nothing was posted)
     if (rc) {
-        fail(int(rc), "accumulate", compare ? "fi_compare_atomic" : result ? "fi_fetch_atomic" : "fi_atomic");
+        fail(int(rc), "accumulate",
+             rc == ofi::kStuck ? "the provider took no message for 30 s (-FI_EAGAIN)"
+             : compare         ? "fi_compare_atomic"
+             : result          ? "fi_fetch_atomic"
+                               : "fi_atomic");
         return Post::error;
     }
     return Post::posted;
@@ -470,6 +556,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     n_ = group.size();
     prov_ = opt.provider;
     peers_.reset(new Peer[std::size_t(n_)]);
+    for (int r = 0; r < n_; ++r) peers_[std::size_t(r)].probe.rank = r;
+    window_ = std::size_t(std::max(1, opt.window));
     my_data_ = static_cast<unsigned char*>(part.data);
     dynamic_ = part.dynamic;
     // Everything local first; the verdict travels with the card, so a failure anywhere fails
@@ -574,9 +662,11 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         card.state_key = prov_key ? fi_mr_key(state_mr_) : kKeyState;
     }
     if (!err) {
-        scratch_.reset(new Scratch[kScratchSlots]);
+        // kScratchSlots for atomic8, then one per peer for its connection probe (usable()).
+        const std::size_t slots = std::size_t(kScratchSlots + n_);
+        scratch_.reset(new Scratch[slots]);
         for (int i = kScratchSlots - 1; i >= 0; --i) scratch_free_.push_back(i);
-        step(reg(scratch_.get(), sizeof(Scratch) * kScratchSlots, FI_READ | FI_WRITE | FI_SEND | FI_RECV, kKeyScratch,
+        step(reg(scratch_.get(), sizeof(Scratch) * slots, FI_READ | FI_WRITE | FI_SEND | FI_RECV, kKeyScratch,
                  &scratch_mr_),
              "fi_mr_reg (atomic operands)");
     }
@@ -631,6 +721,12 @@ void OfiTransport::complete(void* ctx, int err, const char* msg) {
     // connection drops, with a null context); what of ours it took fails on its own.
     if (!ctx) return;
     auto v = reinterpret_cast<std::uintptr_t>(ctx);
+    if (!(v & 1) && *static_cast<int*>(ctx) == kProbeCtx) {  // a connection probe (usable())
+        Peer& q = peers_[std::size_t(static_cast<Peer::Probe*>(ctx)->rank)];
+        if (err) q.probed_at.store(now_ns(), std::memory_order_relaxed);
+        q.health.store(err ? 1 : 0, std::memory_order_release);
+        return;
+    }
     if (!(v & 1) && *static_cast<int*>(ctx) == kHoldCtx) {
         auto* h = static_cast<Hold*>(ctx);
         h->release();
@@ -644,12 +740,13 @@ void OfiTransport::complete(void* ctx, int err, const char* msg) {
         return;
     }
     auto* w = static_cast<Waiter*>(ctx);
-    w->err = err;
+    w->err = err;  // (atomic8 marks the peer broken: note_failure, or before it goes again)
     if (err) w->msg = msg ? msg : fi_strerror(err);
     w->done.store(true, std::memory_order_release);  // the last touch: the waiter may return
 }
 
 void OfiTransport::note_failure(int r, int err, const std::string& msg) {
+    mark_broken(r);
     Peer& q = peers_[std::size_t(r)];
     std::lock_guard lk(q.err_mu);
     if (q.error.load(std::memory_order_relaxed)) return;  // the first one is reported
@@ -776,10 +873,23 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         n = split.size();
     }
     Peer& q = peers_[std::size_t(r)];
+    const char* call = write ? "FRMA_Put" : "FRMA_Get";
+    if (bool lost = false; !usable(r, &lost)) {
+        if (!lost) return refuse();  // a probe of the connection is out: nothing taken
+        raise(MPI_ERR_OTHER, "%s: ofi (%s): rank %d has been unreachable for %llds", call, prov_.c_str(), r,
+              static_cast<long long>(kPatience.count()));
+        return Post::error;
+    }
+    // The first message waits for nothing (refused: Post::retry, nothing taken), so the
+    // window on messages in flight is checked before the ordering wait below.
+    if (!room(q, false)) {
+        drive();
+        if (!room(q, false)) return refuse();
+    }
     order_before(r, kRma, true);
     void* const ctx = reinterpret_cast<void*>((std::uintptr_t(r) << 1) | 1);
     const bool bad_key = ofi::take_bad_key();
-    bool posted = false;
+    bool posted = false, refused = false;
     ssize_t rc = 0;
     const bool ok = ofi::plan_rma(c, n, lim_, [&](const ofi::Piece* p, std::size_t k) {
         iovec iov[16];
@@ -825,25 +935,30 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
             for (std::size_t j = 0; j < k; ++j) hold->mrs[j] = local[j];
         }
         msg.context = hold ? static_cast<void*>(hold) : ctx;
-        q.issued.fetch_add(1, std::memory_order_acq_rel);
-        rc = post_retry([&] {
+        rc = post_counted(r, posted, [&] {
             return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION)
                          : fi_readmsg(ep_, &msg, FI_COMPLETION);
         });
         if (rc) {
-            q.issued.fetch_sub(1, std::memory_order_acq_rel);
             for (std::size_t j = 0; j < k; ++j)
                 if (local[j]) fi_close(&local[j]->fid);
             delete hold;  // (its registrations were just closed: mrs not released twice)
+            refused = rc == ofi::kRefused;
             return false;
         }
         posted = true;
         return true;
     });
+    if (refused) {  // (only ever the first message: nothing was posted)
+        if (bad_key) ofi::give_back_bad_key();
+        return refuse();
+    }
     if (!ok) {
-        fail(int(rc), write ? "FRMA_Put" : "FRMA_Get",
-             mr_local_ ? "fi_writemsg/fi_readmsg (or fi_mr_reg of the origin buffer)"
-                       : (write ? "fi_writemsg" : "fi_readmsg"));
+        fail(int(rc), call,
+             rc == ofi::kStuck ? "the provider took no message for 30 s (-FI_EAGAIN)"
+             : mr_local_       ? "fi_writemsg/fi_readmsg (or fi_mr_reg of the origin buffer)"
+             : write           ? "fi_writemsg"
+                               : "fi_readmsg");
         return Post::error;
     }
     return posted ? Post::posted : Post::done;
@@ -950,57 +1065,120 @@ void OfiTransport::give_scratch(Scratch* s) {
 std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                                     std::uint64_t compare) {
     const Peer& q = peers_[std::size_t(p.rank)];
-    Scratch* s = take_scratch();
-    s->operand = operand;
-    s->compare = compare;
-    s->result = 0;
+    fi_op fop = FI_CSWAP;
+    switch (op) {
+    case AtomicOp::fetch_add:
+        fop = FI_SUM;
+        break;
+    case AtomicOp::swap:
+        fop = FI_ATOMIC_WRITE;
+        break;
+    case AtomicOp::load:
+        fop = FI_ATOMIC_READ;
+        break;
+    case AtomicOp::fetch_or:
+        fop = FI_BOR;
+        break;
+    case AtomicOp::compare_swap:
+        break;
+    }
     void* desc = mr_local_ ? fi_mr_desc(scratch_mr_) : nullptr;
     const std::uint64_t addr = ofi::remote_address(q.state_base, word * 8);
-    Waiter w;
-    ssize_t rc;
-    if (op == AtomicOp::compare_swap) {
-        rc = post_retry([&] {
-            return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, &s->result, desc, q.addr, addr,
-                                     q.state_key, FI_UINT64, FI_CSWAP, &w);
-        });
-    } else {
-        fi_op fop = FI_SUM;
-        switch (op) {
-        case AtomicOp::fetch_add:
-            fop = FI_SUM;
-            break;
-        case AtomicOp::swap:
-            fop = FI_ATOMIC_WRITE;
-            break;
-        case AtomicOp::load:
-            fop = FI_ATOMIC_READ;
-            break;
-        case AtomicOp::fetch_or:
-            fop = FI_BOR;
-            break;
-        case AtomicOp::compare_swap:
+    Scratch* s = take_scratch();
+    std::uint64_t old = 0;
+    ssize_t rc = 0;
+    std::string msg;
+    // A synchronization atomic waits in place (the caller waits for its old value anyway):
+    // for a connection that failed to work again (a lock release after a refused operation),
+    // and for the provider to take it. One that failed because its connection was found
+    // closed (-FI_ENOTCONN: it never left) goes again once the connection works.
+    for (int attempt = 0;; ++attempt) {
+        bool lost = false;
+        for (unsigned spins = 0; !usable(p.rank, &lost) && !lost; ++spins)
+            if (spins > 64) sched_yield();
+        if (lost) {
+            rc = -FI_EHOSTUNREACH;
+            msg = "rank unreachable (its connection failed and did not come back)";
             break;
         }
-        rc = post_retry([&] {
-            return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key, FI_UINT64,
-                                   fop, &w);
-        });
-    }
-    if (rc == 0)
+        s->operand = operand;
+        s->compare = compare;
+        s->result = 0;
+        Waiter w;
+        rc = ofi::post_message(
+            [&] {
+                if (op == AtomicOp::compare_swap)
+                    return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, &s->result, desc, q.addr,
+                                             addr, q.state_key, FI_UINT64, FI_CSWAP, &w);
+                return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key,
+                                       FI_UINT64, fop, &w);
+            },
+            [this] { return drive(); }, [](bool) { return true; }, true, kPatience);
+        if (rc) {
+            msg = rc == ofi::kStuck ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
+                                    : std::string(fi_strerror(int(rc < 0 ? -rc : rc)));
+            break;
+        }
         for (unsigned spins = 0; !w.done.load(std::memory_order_acquire); ++spins)
             if (!drive() && spins > 64) sched_yield();
-    const std::uint64_t old = s->result;
+        if (w.err == FI_ENOTCONN && attempt < 8) {
+            mark_broken(p.rank);
+            continue;
+        }
+        old = s->result;
+        rc = w.err;
+        msg = w.msg;
+        break;
+    }
     give_scratch(s);
-    if (const int e = rc ? int(rc) : w.err) {
+    if (rc) {
         // atomic8 returns the old value and has no error path: the failure is recorded for
         // the peer and reported by the next completion point (flush, unlock, fence,
         // complete) that asks failed(); the old value reads as 0.
-        note_failure(p.rank, e < 0 ? -e : e,
-                     std::string("8-byte atomic on state word ") + std::to_string(word) + ": " +
-                         (rc ? fi_strerror(int(rc < 0 ? -rc : rc)) : w.msg.c_str()));
+        note_failure(p.rank, int(rc < 0 ? -rc : rc),
+                     std::string("8-byte atomic on state word ") + std::to_string(word) + ": " + msg);
         return 0;
     }
     return old;
+}
+
+bool OfiTransport::usable(int r, bool* lost) {
+    Peer& q = peers_[std::size_t(r)];
+    *lost = false;
+    int h = q.health.load(std::memory_order_acquire);
+    if (h == 0) return true;
+    drive();  // (the probe's completion, if it came)
+    h = q.health.load(std::memory_order_acquire);
+    if (h == 0) return true;
+    const std::int64_t now = now_ns();
+    if (now - q.broken_at.load(std::memory_order_relaxed) >
+        std::chrono::duration_cast<std::chrono::nanoseconds>(kPatience).count()) {
+        *lost = true;
+        return false;
+    }
+    if (h == 1 && now - q.probed_at.load(std::memory_order_relaxed) >=
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(kProbeGap).count()) {
+        int expected = 1;
+        if (q.health.compare_exchange_strong(expected, 2, std::memory_order_acq_rel)) {
+            q.probed_at.store(now, std::memory_order_relaxed);
+            // The probe reads the peer's state word 0 into this peer's own scratch slot.
+            Scratch& slot = scratch_[std::size_t(kScratchSlots + r)];
+            void* desc = mr_local_ ? fi_mr_desc(scratch_mr_) : nullptr;
+            const ssize_t rc = fi_read(ep_, &slot.result, 8, desc, q.addr, ofi::remote_address(q.state_base, 0),
+                                       q.state_key, &q.probe);
+            if (rc) q.health.store(1, std::memory_order_release);  // (-FI_EAGAIN: connecting; again later)
+        }
+    }
+    return false;
+}
+
+void OfiTransport::mark_broken(int r) {
+    Peer& q = peers_[std::size_t(r)];
+    int expected = 0;
+    if (q.health.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+        q.broken_at.store(now_ns(), std::memory_order_relaxed);
+        q.probed_at.store(0, std::memory_order_relaxed);
+    }
 }
 
 }  // namespace

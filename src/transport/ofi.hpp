@@ -20,11 +20,15 @@
 // max_msg_size (plan_rma). Every such operation is counted per peer (issued) and its
 // completion too (completed, from the CQ: the context names the peer), so flush(peer) is
 // "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on the peer's
-// registered state words (FI_UINT64), waited for. -FI_EAGAIN is retried while the CQ is
-// read (which is what drives a manual-progress provider); a posting error is an MPI error
-// class with fi_strerror's text (raise()). A failed completion (fi_cq_readerr), of a
-// transfer or of a synchronization atomic, is kept per peer with the provider's text
-// (fi_cq_strerror) and returned by failed() to the completion point that asks next.
+// registered state words (FI_UINT64), waited for. An operation whose first message the
+// provider will not take (-FI_EAGAIN) or that would pass the per-peer window on messages in
+// flight (FASTRMA_OFI_WINDOW) is refused whole (Post::retry: the epochs queue it); its later
+// messages wait in place, bounded (post_message). A posting error is an MPI error class with
+// fi_strerror's text (raise()). A failed completion (fi_cq_readerr), of a transfer or of a
+// synchronization atomic, is kept per peer with the provider's text (fi_cq_strerror) and
+// returned by failed() to the completion point that asks next; it also marks the peer's
+// connection broken, and the next operation to it waits (refused) until a probe read of the
+// peer's state went through (tcp;ofi_rxm closes a connection on a refused key).
 //
 // Dynamic windows: each attached region is registered at attach under the key of its base
 // address (providers that hand out their own keys, FI_MR_PROV_KEY, leave dynamic windows on
@@ -39,6 +43,11 @@
 // runs (set_served_elsewhere(false)), is non-blocking and reads the CQ until it completes.
 #pragma once
 
+#include <rdma/fi_errno.h>
+#include <sched.h>
+#include <sys/types.h>
+
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,6 +73,7 @@ struct NetworkPart {
 struct OfiOptions {
     std::string provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
     bool force_mr_local = false;  // FASTRMA_OFI_MR_LOCAL: register origin buffers
+    int window = 256;  // FASTRMA_OFI_WINDOW: messages in flight to one peer before posts retry
 };
 
 // Collective over group. Null and *err (an MPI error class, raised) on failure anywhere.
@@ -133,6 +143,56 @@ bool plan_rma(const Chunk* chunks, std::size_t n, const Limits& lim, Emit emit) 
         }
     }
     return k == 0 || emit(static_cast<const Piece*>(msg), k);
+}
+
+// What post_message() returns when it refused the first message of an operation (nothing of
+// the operation was posted: the transport answers Post::retry). Positive: never a libfabric
+// return value.
+constexpr ssize_t kRefused = 1;
+// A message that waited in place longer than its patience with nothing completing.
+constexpr ssize_t kStuck = -FI_ETIMEDOUT;
+
+// Posts one message of an operation to one peer. post() is the libfabric call (0, -FI_EAGAIN
+// or an error); drive() reads the CQ once (true: something completed); room(started) says
+// whether the peer's bound on messages in flight lets a message go (the first of an
+// operation: below the bound; a later one: below twice the bound).
+// The first message of an operation (started false) waits for nothing: when the bound is
+// reached or the provider answers -FI_EAGAIN, the CQ is read once and the message tried once
+// more; then it is refused (kRefused) and the caller hands the whole operation back.
+// A later message of an operation already under way is retried in place, reading the CQ,
+// until it is taken or fails, or until `patience` passed with nothing completing (kStuck).
+template <class PostFn, class DriveFn, class RoomFn>
+ssize_t post_message(PostFn post, DriveFn drive, RoomFn room, bool started, std::chrono::nanoseconds patience) {
+    using clock = std::chrono::steady_clock;
+    auto deadline = clock::now() + patience;
+    unsigned idle = 0;
+    auto wait = [&] {  // one pass of the in-place retry; false when patience ran out
+        if (drive()) {
+            deadline = clock::now() + patience;
+            idle = 0;
+            return true;
+        }
+        if (++idle > 64) sched_yield();
+        return clock::now() < deadline;
+    };
+    if (!room(started)) {
+        drive();
+        while (!room(started)) {
+            if (!started) return kRefused;
+            if (!wait()) return kStuck;
+        }
+    }
+    ssize_t rc = post();
+    if (rc != -FI_EAGAIN) return rc;
+    drive();
+    rc = post();
+    if (rc != -FI_EAGAIN) return rc;
+    if (!started) return kRefused;
+    while (rc == -FI_EAGAIN) {
+        if (!wait()) return kStuck;
+        rc = post();
+    }
+    return rc;
 }
 
 // The address a peer's operation names: its registration's published base (its virtual

@@ -63,6 +63,7 @@ std::unique_ptr<Transport> make_network_transport(Bootstrap& group, const Networ
     // only if there is one); ofi: the one named.
     opt.provider = cfg.transport == "auto" ? std::string() : cfg.ofi_provider;
     opt.force_mr_local = cfg.ofi_mr_local;
+    opt.window = cfg.ofi_window;
     return make_ofi_transport(group, mine, opt, call, err);
 }
 

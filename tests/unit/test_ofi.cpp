@@ -122,3 +122,104 @@ TEST(OfiErrors, MapToMpiClasses) {
     EXPECT_EQ(ofi::error_class(-FI_EINVAL), MPI_ERR_ARG);
     EXPECT_EQ(ofi::error_class(FI_EIO), MPI_ERR_OTHER);
 }
+
+// ---- post_message: what a message does when the provider or the peer's window is full ----
+
+namespace {
+// A fake provider: answers -FI_EAGAIN `busy` times, then 0; drive() "completes" one message
+// per call while `completing` is set.
+struct FakeFabric {
+    int busy = 0, posts = 0, drives = 0;
+    bool completing = false;
+    std::int64_t in_flight = 0, window = 1 << 20;
+    ssize_t post() {
+        ++posts;
+        if (busy > 0) {
+            --busy;
+            return -FI_EAGAIN;
+        }
+        ++in_flight;
+        return 0;
+    }
+    bool drive() {
+        ++drives;
+        if (!completing || in_flight == 0) return false;
+        --in_flight;
+        return true;
+    }
+    bool room(bool started) const { return in_flight < (started ? 2 * window : window); }
+    ssize_t send(bool started, std::chrono::nanoseconds patience = std::chrono::seconds(5)) {
+        return ofi::post_message([this] { return post(); }, [this] { return drive(); },
+                                 [this](bool st) { return room(st); }, started, patience);
+    }
+};
+}  // namespace
+
+TEST(OfiPost, AFirstMessageIsRefusedAfterOneMoreTryWhenTheProviderStaysBusy) {
+    FakeFabric f;
+    f.busy = 100;
+    EXPECT_EQ(f.send(false), ofi::kRefused);
+    EXPECT_EQ(f.posts, 2) << "tried once more after reading the CQ, no more";
+    EXPECT_EQ(f.drives, 1);
+    EXPECT_EQ(f.in_flight, 0) << "nothing taken";
+}
+
+TEST(OfiPost, AFirstMessageGoesWhenTheSecondTryIsTaken) {
+    FakeFabric f;
+    f.busy = 1;
+    EXPECT_EQ(f.send(false), 0);
+    EXPECT_EQ(f.posts, 2);
+    EXPECT_EQ(f.in_flight, 1);
+}
+
+TEST(OfiPost, ALaterMessageIsRetriedInPlaceUntilTaken) {
+    FakeFabric f;
+    f.busy = 1000;
+    EXPECT_EQ(f.send(true), 0);
+    EXPECT_EQ(f.posts, 1001);
+    EXPECT_EQ(f.in_flight, 1);
+}
+
+TEST(OfiPost, ALaterMessageGivesUpAfterItsPatienceWithNothingCompleting) {
+    FakeFabric f;
+    f.busy = 1 << 30;
+    EXPECT_EQ(f.send(true, std::chrono::milliseconds(20)), ofi::kStuck);
+    EXPECT_LT(f.in_flight, 1);
+}
+
+TEST(OfiPost, TheWindowRefusesAFirstMessageAndHoldsALaterOneAtTwiceTheBound) {
+    FakeFabric f;
+    f.window = 2;
+    EXPECT_EQ(f.send(false), 0);
+    EXPECT_EQ(f.send(false), 0);
+    const int posts = f.posts;
+    EXPECT_EQ(f.send(false), ofi::kRefused) << "two in flight: the bound";
+    EXPECT_EQ(f.posts, posts) << "refused before the provider was asked";
+    // An operation already under way may go up to twice the bound ...
+    EXPECT_EQ(f.send(true), 0);
+    EXPECT_EQ(f.send(true), 0);
+    EXPECT_EQ(f.in_flight, 4);
+    // ... and beyond waits in place for completions (here: the fake completes while driven).
+    f.completing = true;
+    EXPECT_EQ(f.send(true), 0);
+    EXPECT_LE(f.in_flight, 4);
+    EXPECT_GE(f.drives, 1);
+    // Without completions it gives up after its patience.
+    f.completing = false;
+    while (f.in_flight < 4) f.post();
+    EXPECT_EQ(f.send(true, std::chrono::milliseconds(20)), ofi::kStuck);
+}
+
+TEST(OfiPost, ErrorsOtherThanEagainAreReturnedAsTheyAre) {
+    struct Bad {
+        int posts = 0;
+    } b;
+    const ssize_t rc = ofi::post_message(
+        [&] {
+            ++b.posts;
+            return ssize_t(-FI_EINVAL);
+        },
+        [] { return false; }, [](bool) { return true; }, false, std::chrono::seconds(1));
+    EXPECT_EQ(rc, -FI_EINVAL);
+    EXPECT_EQ(b.posts, 1);
+}

@@ -1,0 +1,137 @@
+// test_ofi_errors.cpp — the ofi transport after a refused operation: the refusal is reported
+// as an MPI error class at the completion point that completes it, and the window goes on
+// working to that peer in the same epoch (tcp;ofi_rxm closes the connection when the
+// target refuses a key; the transport probes it until it works again), locks included.
+// Refusals are injected: puts and gets under a key the target never registered
+// (ofi::inject_bad_keys). Over shm or am (no ofi window) the tests skip.
+#include <fastrma/fastrma.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "common/mpi_world.hpp"
+#include "engine/c_api_internal.hpp"
+#include "engine/window.hpp"
+#include "transport/ofi.hpp"
+
+namespace {
+
+using fastrma::detail::ofi::inject_bad_keys;
+
+struct OfiWin {
+    FRMA_Win win = FRMA_WIN_NULL;
+    std::int64_t* slot = nullptr;
+    explicit OfiWin(int slots) {
+        void* base = nullptr;
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(slots * 8), 8, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+        slot = static_cast<std::int64_t*>(base);
+        std::memset(slot, 0, std::size_t(slots) * 8);
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    ~OfiWin() { EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win)); }
+    bool network() const { return fastrma::detail::window_of(win)->uses_network(); }
+};
+
+bool is_error_class(int rc) {
+    int cls = -1;
+    return rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls != MPI_SUCCESS;
+}
+
+TEST(OfiRefusal, LaterOperationsToThePeerLandInTheSameEpoch) {
+    const int me = world_rank(), n = world_size();
+    OfiWin w(16);
+    if (n < 2 || !w.network()) GTEST_SKIP() << "not an ofi window";
+    if (me == 0) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        const std::int64_t five = 5;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&five, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win)) << FRMA_Last_error_message();
+        for (int round = 0; round < 2; ++round) {  // twice: the connection comes back each time
+            const std::int64_t seven = 7;
+            inject_bad_keys(1);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&seven, 1, MPI_INT64_T, 1, 1 + round, 1, MPI_INT64_T, w.win));
+            const int rc = FRMA_Win_flush(1, w.win);
+            inject_bad_keys(0);
+            EXPECT_TRUE(is_error_class(rc)) << "round " << round << ": rc " << rc;
+            const std::string msg = FRMA_Last_error_message();
+            EXPECT_NE(std::string::npos, msg.find("rank 1")) << msg;
+            // The same epoch goes on: a put, a get, a fetch_and_op and an accumulate, all
+            // after the refusal, land (over tcp;ofi_rxm they failed with "not connected").
+            const std::int64_t v = 40 + round, one = 1;
+            std::int64_t got = -1, old = -1;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 1, 4 + round, 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 1, 6, MPI_SUM, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 1, 7, 1, MPI_INT64_T, MPI_SUM, w.win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win)) << "round " << round << ": " << FRMA_Last_error_message();
+            EXPECT_EQ(got, 5) << "round " << round;
+            EXPECT_EQ(old, round) << "round " << round;
+        }
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win)) << FRMA_Last_error_message();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 1) {
+        FRMA_Win_sync(w.win);
+        EXPECT_EQ(w.slot[0], 5);
+        EXPECT_EQ(w.slot[1], 0) << "a refused put landed";
+        EXPECT_EQ(w.slot[2], 0) << "a refused put landed";
+        EXPECT_EQ(w.slot[4], 40);
+        EXPECT_EQ(w.slot[5], 41);
+        EXPECT_EQ(w.slot[6], 2);
+        EXPECT_EQ(w.slot[7], 2);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    // The target talks back over the same pair of endpoints: its put to the origin lands.
+    if (me == 1) {
+        const std::int64_t nine = 9;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&nine, 1, MPI_INT64_T, 0, 8, 1, MPI_INT64_T, w.win));
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock(0, w.win)) << FRMA_Last_error_message();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        FRMA_Win_sync(w.win);
+        EXPECT_EQ(w.slot[8], 9);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(OfiRefusal, AnExclusiveLockIsReleasedAfterARefusedOperationAndTakenAgain) {
+    const int me = world_rank(), n = world_size();
+    OfiWin w(16);
+    if (n < 2 || !w.network()) GTEST_SKIP() << "not an ofi window";
+    // Every rank but 1 in turn: a refused get under rank 1's exclusive lock, reported by the
+    // unlock, which still releases the lock (the next holder would wait forever otherwise);
+    // then a put under a new lock lands.
+    for (int turn = 0; turn < n; ++turn) {
+        if (turn == 1) continue;
+        if (me == turn) {
+            std::int64_t got = -1;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win));
+            inject_bad_keys(1);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, w.win));
+            const int rc = FRMA_Win_unlock(1, w.win);
+            inject_bad_keys(0);
+            EXPECT_TRUE(is_error_class(rc)) << "rc " << rc;
+            const std::int64_t v = 100 + me;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 1, me, 1, MPI_INT64_T, w.win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock(1, w.win)) << FRMA_Last_error_message();
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    if (me == 1) {
+        FRMA_Win_sync(w.win);
+        for (int r = 0; r < n; ++r) {
+            if (r == 1) continue;
+            EXPECT_EQ(w.slot[r], 100 + r) << "rank " << r;
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
