@@ -15,6 +15,7 @@
 #include "ops/reduce.hpp"
 #include "ops/served_atomic.hpp"
 #include "ops/state_words.hpp"
+#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 
@@ -40,10 +41,61 @@ Post post_piece(const IssueContext& ctx, bool* first, F f) {
     return p;
 }
 
+// A derived-type put/get (some side not contiguous) as StridedChunks, in O(1) per run of
+// equal pieces at fixed steps (layout.hpp):
+//  - mapped peer (load/store): copy_strided loops straight into / out of the mapping;
+//  - a peer reached by cross-memory attach (it has a CmaBatch), for ops of many pieces: gets
+//    read dense spans and scatter here, puts write an iovec a piece (CmaPieces), at once;
+//    what the batch holds for the peer moves first.
+// False when neither applies (the op goes the chunk way below).
+constexpr std::uint64_t kManyPieces = 64;
+
+bool many_pieces(const Layout& l, std::uint64_t count) {
+    const std::size_t b = l.blocks().size();
+    return !l.contiguous() && b != 0 && (b >= kManyPieces || count >= kManyPieces / b);
+}
+
+bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* local, int* rc) {
+    if (op.olay->contiguous() && op.tlay->contiguous()) return false;
+    if (ctx.peer.mapped && ctx.tp.caps(ctx.peer).load_store) {
+        unsigned char* const mem = ctx.peer.mapped;
+        zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
+                    [&](const StridedChunk* c, std::size_t n) {
+                        for (std::size_t i = 0; i < n; ++i) {
+                            unsigned char* r = mem + c[i].offset;
+                            if (c[i].n == 1)
+                                is_put ? copy_bytes(r, c[i].local, c[i].len) : copy_bytes(c[i].local, r, c[i].len);
+                            else if (is_put)
+                                copy_strided(r, c[i].rstride, c[i].local, c[i].lstride, c[i].len, c[i].n);
+                            else
+                                copy_strided(c[i].local, c[i].lstride, r, c[i].rstride, c[i].len, c[i].n);
+                        }
+                        return true;
+                    });
+        *rc = MPI_SUCCESS;
+        return true;
+    }
+    if (!ctx.batch || ctx.peer.pid <= 0 || !(many_pieces(*op.tlay, op.tcount) || many_pieces(*op.olay, op.ocount)))
+        return false;
+    if ((*rc = drain_batch(ctx.batch, ctx.peer.rank))) return true;
+    CmaPieces pieces(ctx.peer.pid, ctx.peer.remote_addr, is_put);
+    zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset, [&](const StridedChunk* c, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) pieces.add(c[i]);
+        return true;
+    });
+    if (int e = pieces.finish())
+        *rc = raise(MPI_ERR_OTHER, "a %s to rank %d by cross-memory attach failed: %s (did the process exit?)",
+                    is_put ? "put" : "get", ctx.peer.rank, std::strerror(e));
+    else
+        *rc = MPI_SUCCESS;
+    return true;
+}
+
 // put/get: chunks contiguous on both sides, in bounded batches (no copy of the data, no
 // allocation proportional to it: large derived-type transfers are pipelined).
 int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     void* local = is_put ? const_cast<void*>(op.origin) : op.result;
+    if (int rc; transfer_strided(ctx, op, is_put, local, &rc)) return rc;
     int rc = MPI_SUCCESS;
     bool first = true, refused = false;
     bool ok =
@@ -212,7 +264,8 @@ private:
             const std::size_t k = std::min(kChunksPerCall, chunks_.size() - i);
             bool first = false;  // under the stripes: a retry is waited out
             const Post p = post_piece(ctx_, &first, [&] {
-                return put ? ctx_.tp.put(ctx_.peer, chunks_.data() + i, k) : ctx_.tp.get(ctx_.peer, chunks_.data() + i, k);
+                return put ? ctx_.tp.put(ctx_.peer, chunks_.data() + i, k)
+                           : ctx_.tp.get(ctx_.peer, chunks_.data() + i, k);
             });
             if (!accepted(p)) return MPI_ERR_OTHER;
             posted = posted || p == Post::posted;
