@@ -91,7 +91,20 @@ bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* 
     if (caps.needs_target_cpu) {
         const std::uint64_t span = std::uint64_t(op.hi - op.lo);
         if (is_put || !ctx.gaps_readable || op.hi <= op.lo || span > kAmSpanMax || span > 4 * op.bytes) return false;
-        thread_local std::vector<unsigned char> buf;
+        // This thread's buffer (kept: a fresh one costs a page fault a page), or, should the
+        // flush below ever issue another such get on this thread, one of its own.
+        thread_local std::vector<unsigned char> kept;
+        thread_local bool kept_busy = false;
+        std::vector<unsigned char> own;
+        const bool use_kept = !kept_busy;
+        std::vector<unsigned char>& buf = use_kept ? kept : own;
+        struct Busy {
+            bool on;
+            ~Busy() {
+                if (on) kept_busy = false;
+            }
+        } busy{use_kept};
+        kept_busy = true;
         buf.resize(span);
         const Chunk c{buf.data(), op.offset + std::uint64_t(op.lo), span};
         bool first = true;
@@ -106,7 +119,7 @@ bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* 
         }
         if (p == Post::posted) ctx.tp.flush(ctx.peer);  // the span in buf now
         copy_at(op, false, local, reinterpret_cast<std::uintptr_t>(buf.data()) - c.offset);
-        if (buf.size() > kSpanMax) std::vector<unsigned char>().swap(buf);
+        if (use_kept && buf.size() > kSpanMax) std::vector<unsigned char>().swap(buf);
         *rc = MPI_SUCCESS;
         return true;
     }
