@@ -236,7 +236,7 @@ Window::~Window() {
     wait_offloads();
     bs_->set_fence_barrier(nullptr);
     if (host_hooked_) host_progress_remove(remote_.get());
-    stop_serving_atomics();
+    stop_serving();
     finish_requests();
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
     if (leave_node_) leave_node();
@@ -586,13 +586,13 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
     // at the next completion point instead of one each (ops/cma_batch.hpp).
     if (is_create || is_dynamic) w->cma_max_ = eng.config().cma_batch;
-    // Peers reach my part by cross-memory attach: their fetch_and_op and compare_and_swap
-    // are served here while a thread of mine is inside MPI (ops/served_atomic.hpp).
+    // Peers reach my part by cross-memory attach: their fetch_and_op, compare_and_swap and
+    // small puts and gets are served here while a thread of mine is inside MPI (ops/served.hpp).
     if ((is_create || is_dynamic) && !w->cpu_atomics_) {
         w->served_ = std::make_unique<served::Server>();
         Window* me_w = w.get();
         if (eng.config().host_progress)
-            w->served_hooked_ = host_progress_add(w->served_.get(), [me_w] { return me_w->serve_atomics(true); });
+            w->served_hooked_ = host_progress_add(w->served_.get(), [me_w] { return me_w->serve_peers(true); });
     }
     (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;
@@ -792,7 +792,7 @@ int Window::free_collective() {
     poller_id_ = 0;
     if (host_hooked_) host_progress_remove(remote_.get());
     host_hooked_ = false;
-    stop_serving_atomics();
+    stop_serving();
     finish_requests();  // every op completed before the barrier
     eng_.live_windows().fetch_sub(1);
     return MPI_SUCCESS;
@@ -864,12 +864,27 @@ int Window::sync() {
 // ---------------------------------------------------------------------------------------
 // Progress: retry lock acquisitions whose time has come, issue queues of granted targets.
 
-bool Window::serve_atomics(bool beat) {
+bool Window::serve_peers(bool beat) {
     const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
     return served_->poll(
         my_state_,
         [this, dynamic](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
                         const void* cmp, void* res) {
+            if (kind == int(RmaKind::put) || kind == int(RmaKind::get)) {
+                // count bytes at toff of my part (dynamic: at the address, if attached).
+                unsigned char* at = nullptr;
+                if (dynamic && attached_here(toff, count))
+                    at = reinterpret_cast<unsigned char*>(toff);
+                else if (!dynamic && base_ && toff <= std::uint64_t(local_size_) &&
+                         count <= std::uint64_t(local_size_) - toff)
+                    at = static_cast<unsigned char*>(base_) + toff;
+                if (!at) return served::kRefused;  // the origin moves it, and reports a failure
+                if (kind == int(RmaKind::put))
+                    std::memcpy(at, src, count);
+                else
+                    std::memcpy(res, at, count);
+                return int(MPI_SUCCESS);
+            }
             const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
             if (dynamic && ti && !attached_here(toff, ti->extent)) return served::kRefused;  // the origin reports it
             return apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
@@ -877,7 +892,7 @@ bool Window::serve_atomics(bool beat) {
         beat);
 }
 
-void Window::stop_serving_atomics() {
+void Window::stop_serving() {
     if (served_hooked_) host_progress_remove(served_.get());
     served_hooked_ = false;
     // No origin posts here any more (a recycled segment must not look served).
@@ -889,7 +904,7 @@ Poll Window::poll() {
     // no wake-up for an incoming message, so while such a window exists the thread polls
     // with bounded back-off (Poll::waiting).
     bool served = remote_ && remote_->progress();
-    if (served_ && serve_atomics(false)) served = true;
+    if (served_ && serve_peers(false)) served = true;
     Poll p = epochs_.poll();
     if (poll_requests()) served = true;
     if (served) return Poll::busy;

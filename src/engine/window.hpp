@@ -31,7 +31,7 @@
 #include "ops/completion.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
-#include "ops/served_atomic.hpp"
+#include "ops/served.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/select.hpp"
@@ -285,12 +285,12 @@ private:
     bool net_ = false;
     bool host_hooked_ = false;  // remote_ is served from the host's progress loop too
     // Create and dynamic windows on shared memory whose part peers cannot map: their
-    // fetch_and_op / compare_and_swap served here (ops/served_atomic.hpp) from the host's
+    // fetch_and_op / compare_and_swap and small puts and gets served here (ops/served.hpp) from the host's
     // progress loop (served_hooked_) and the progress thread.
     std::unique_ptr<served::Server> served_;
     bool served_hooked_ = false;
-    bool serve_atomics(bool beat);
-    void stop_serving_atomics();
+    bool serve_peers(bool beat);
+    void stop_serving();
     std::vector<std::uint64_t> remote_size_, remote_du_;
     std::size_t remote_inline_max_ = 0;  // remote_'s Caps::inline_max
 

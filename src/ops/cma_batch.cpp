@@ -9,7 +9,9 @@
 #include "engine/stats.hpp"
 #include "ops/issue.hpp"
 #include "ops/layout.hpp"
+#include "ops/op.hpp"
 #include "ops/reduce.hpp"
+#include "ops/served.hpp"
 #include "transport/cma.hpp"
 #include "transport/copy.hpp"
 
@@ -267,11 +269,77 @@ void CmaBatch::move(Buf* const* bs, unsigned n, int* err) {
         }
         pl = g, pr = g + kAll, gl = g + 2 * kAll, gr = g + 3 * kAll;
     }
+    bool accs = false;
+    for (unsigned i = 0; i < n; ++i) accs = accs || !bs[i]->accs.empty();
+    if (!accs && move_served(pl, pr, np, gl, gr, ng, err)) return;
     if (np && !cma_vec(pid_, true, pl, pr, np) && !*err) *err = errno ? errno : EFAULT;
     for (unsigned i = 0; i < n; ++i)
         if (!bs[i]->accs.empty()) apply_accs(*bs[i], err);
     if (ng && !cma_vec(pid_, false, gl, gr, ng) && !*err) *err = errno ? errno : EFAULT;
     bump(Stat::cma_drains, (np != 0) + (ng != 0));
+}
+
+bool CmaBatch::move_served(const iovec* pl, const iovec* pr, std::size_t np, const iovec* gl, const iovec* gr,
+                           std::size_t ng, int* err) {
+    // Few pieces, each within a slot, no get of bytes a put of this drain writes (the peer
+    // serves its slots in no particular order), and a thread of the peer waiting in MPI.
+    if (!state_ || np + ng > kServedSlots) return false;
+    for (std::size_t i = 0; i < np; ++i)
+        if (pr[i].iov_len > served::kMaxBytes) return false;
+    for (std::size_t j = 0; j < ng; ++j) {
+        if (gr[j].iov_len > served::kMaxBytes) return false;
+        for (std::size_t i = 0; i < np; ++i)
+            if (overlap(reinterpret_cast<std::uint64_t>(pr[i].iov_base), pr[i].iov_len,
+                        reinterpret_cast<std::uint64_t>(gr[j].iov_base), gr[j].iov_len))
+                return false;
+    }
+    if (!served::fresh(state_)) return false;
+    // Every piece posted first, then each answer awaited: the peer serves them in one pass.
+    // A piece that found no free slot, or was withdrawn or refused, moves by cross-memory
+    // attach below (a withdrawn one was never applied: exactly one side applies it).
+    struct Piece {
+        bool put;
+        iovec l, r;
+        served::Posted p;
+    };
+    Piece posted[kServedSlots];
+    iovec left[4][kServedSlots];  // put local, put remote, get local, get remote
+    std::size_t k = 0, lp = 0, lg = 0;
+    auto leave = [&](bool put, const iovec& l, const iovec& r) {
+        std::size_t& at = put ? lp : lg;
+        left[put ? 0 : 2][at] = l;
+        left[put ? 1 : 3][at++] = r;
+    };
+    auto post = [&](bool put, const iovec& l, const iovec& r) {
+        const served::Request rq{put ? int(RmaKind::put) : int(RmaKind::get),
+                                 0,
+                                 0,
+                                 reinterpret_cast<std::uint64_t>(r.iov_base) - base_,
+                                 r.iov_len,
+                                 put ? l.iov_base : nullptr,
+                                 nullptr};
+        Piece& x = posted[k];
+        if (!served::post(state_, rq, &x.p)) return leave(put, l, r);
+        x.put = put, x.l = l, x.r = r;
+        ++k;
+    };
+    for (std::size_t i = 0; i < np; ++i) post(true, pl[i], pr[i]);
+    for (std::size_t j = 0; j < ng; ++j) post(false, gl[j], gr[j]);
+    for (std::size_t i = 0; i < k; ++i) {
+        Piece& x = posted[i];
+        int rc = MPI_SUCCESS;
+        const served::Outcome o = served::finish(x.p, x.put ? nullptr : x.l.iov_base, &rc);
+        if (o == served::Outcome::answered && rc == MPI_SUCCESS) {
+            bump(Stat::transfers_served);
+            continue;
+        }
+        if (o == served::Outcome::withdrawn) bump(Stat::transfers_withdrawn);
+        leave(x.put, x.l, x.r);
+    }
+    if (lp && !cma_vec(pid_, true, left[0], left[1], lp) && !*err) *err = errno ? errno : EFAULT;
+    if (lg && !cma_vec(pid_, false, left[2], left[3], lg) && !*err) *err = errno ? errno : EFAULT;
+    bump(Stat::cma_drains, (lp != 0) + (lg != 0));
+    return true;
 }
 
 void CmaBatch::drain_lanes(Lane* const* ls, unsigned n) {

@@ -6,7 +6,10 @@
 // so small ones wait here and move together at the next completion point (flush, unlock,
 // fence, complete, free) or when the batch is full: all puts in one writev; all
 // accumulates under the target's accumulate-lock stripes, in one readv + one writev; then
-// all gets in one readv.
+// all gets in one readv. A drain of a few small puts and gets (no accumulates) to a peer
+// with a thread inside MPI is moved by that peer's CPU instead, through the slots of its
+// state page (ops/served.hpp), and what it does not take by cross-memory attach: either
+// way everything has landed when the drain returns.
 //
 // Lanes: each application thread queues into a lane of its own (threads take lanes in turn,
 // kLanes of them), so that threads posting to the same peer do not bounce one lock and one
@@ -104,7 +107,8 @@ public:
     static constexpr unsigned kLanes = 8;  // threads beyond this share lanes
 
     // remote_base: the peer's address of offset 0 (create: its window base; dynamic: 0).
-    // state: the peer's state words, mapped here (its accumulate-lock stripes);
+    // state: the peer's state words, mapped here (its accumulate-lock stripes, its served
+    // slots);
     // acc_stripes: how many it has. pending: the owner's count of lanes that hold
     // something (one load tells a completion point whether any drain is due).
     CmaBatch(pid_t pid, std::uint64_t remote_base, std::uint64_t* state, int acc_stripes, std::atomic<int>* pending);
@@ -189,6 +193,11 @@ private:
     // before the call is complete. Errors land in the lanes' err.
     void drain_lanes(Lane* const* ls, unsigned n);
     void move(Buf* const* bs, unsigned n, int* err);  // the syscalls (no lock held)
+    // A drain of a few small puts and gets (no accumulates) to a peer with a thread in MPI:
+    // moved by the peer's CPU (ops/served.hpp), what it did not take by cross-memory attach.
+    // False: not eligible, nothing moved.
+    bool move_served(const iovec* pl, const iovec* pr, std::size_t np, const iovec* gl, const iovec* gr, std::size_t ng,
+                     int* err);
     void apply_accs(Buf& b, int* err);
     const pid_t pid_;
     const std::uint64_t base_;

@@ -13,7 +13,7 @@
 #include "engine/errors.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
-#include "ops/served_atomic.hpp"
+#include "ops/served.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
 
@@ -521,7 +521,7 @@ int issue_op(const IssueContext& ctx, const Op& op) {
         break;
     }
     // A fetch_and_op or compare_and_swap on a node peer reached by cross-memory attach: the
-    // peer applies it itself when one of its threads waits in MPI (ops/served_atomic.hpp),
+    // peer applies it itself when one of its threads waits in MPI (ops/served.hpp),
     // behind what this origin batched for it.
     const bool served = (op.kind == RmaKind::fop || op.kind == RmaKind::cas) && !ctx.peer.mapped && ctx.peer.state &&
                         op.type && op.type->size == op.type->extent && op.type->extent <= 8;

@@ -54,14 +54,15 @@ constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 
 // of a window is complete once it reaches k * p).
 constexpr std::size_t kFenceArrive = kLockKick + kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
-// Atomics applied by this process for node peers that cannot map its memory
-// (ops/served_atomic.hpp): a beat (when a thread of mine last served from inside MPI), a
-// count of posts, and kServedSlots request slots of one line each.
+// Small operations applied by this process for node peers that cannot map its memory
+// (ops/served.hpp): a beat (when a thread of mine last served from inside MPI), a count of
+// posts, and kServedSlots request slots of two lines each (a header, then the data).
 constexpr std::size_t kServedBeat = kFenceArrive + kWordsPerLine;
 constexpr std::size_t kServedPosts = kServedBeat + kWordsPerLine;
 constexpr std::size_t kServedSlot0 = kServedPosts + kWordsPerLine;
 constexpr std::size_t kServedSlots = 8;
-static_assert((kServedSlot0 + kServedSlots * kWordsPerLine) * 8 <= kStateBytes);
+constexpr std::size_t kServedSlotWords = 2 * kWordsPerLine;
+static_assert((kServedSlot0 + kServedSlots * kServedSlotWords) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
 constexpr std::uint64_t kGlobalLockAll = 1ull << 32;  // in kLockGlobal

@@ -504,6 +504,10 @@ void AmEndpoint::complete_sends(int rank) {
     {
         Peer& p = peers_[std::size_t(rank)];
         std::lock_guard lk(p.mu);
+        // Usually every send has completed (small ones leave eagerly): reaped here, the
+        // arrays keep their capacity and batch buffers go back to spare_batches.
+        reap_sends(p);
+        if (p.send_rq.empty()) return;
         rqs.swap(p.send_rq);
         bufs.swap(p.send_buf);
         for (std::uint8_t b : p.send_big) p.big_in_flight -= b;  // waited for below
@@ -636,6 +640,10 @@ Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
             throttle(rank);
         }
     };
+    if (n == 1) {  // one piece: no gathering (and nothing allocated for it)
+        get_direct(chunks[0].local, chunks[0].offset, chunks[0].len);
+        return Post::posted;
+    }
     std::vector<std::uint64_t> segs;  // the gathered pieces' (offset, length) pairs
     Landing gather;
     std::size_t gathered = 0;

@@ -24,6 +24,8 @@
 #include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
 #include "engine/window.hpp"
+#include "ops/served.hpp"
+#include "progress/host_progress.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/ofi.hpp"
 
@@ -1512,6 +1514,335 @@ TEST(OfiErrors, AFailedCompletionIsReportedAtTheCompletionPointThatCompletesIt) 
         EXPECT_EQ(42u, *w.at<std::uint64_t>(2));
     }
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// ---- small puts and gets served by the target's CPU (ops/served.hpp) ------------------
+//
+// Create windows over plain memory and dynamic windows: a node peer's part is not mapped
+// here. A drain of a few puts and gets of up to served::kMaxBytes goes to the peer's
+// state-page slots when a thread of it waits in MPI, else by cross-memory attach.
+
+constexpr std::size_t kServedBound = 96;  // served::kMaxBytes
+static_assert(kServedBound == fastrma::detail::served::kMaxBytes);
+
+unsigned char fill_of(int rank, std::size_t i) { return static_cast<unsigned char>(rank * 31 + i * 7 + 3); }
+unsigned char put_value(int round, std::size_t len, std::size_t i) {
+    return static_cast<unsigned char>(0x80 + round * 11 + len * 5 + i * 3);
+}
+
+// A create window (disp_unit 1) over user memory, or a dynamic window with that memory
+// attached, filled with fill_of(rank, i); disp[r]: the displacement of r's byte 0.
+struct UnmappedWin {
+    FRMA_Win win = FRMA_WIN_NULL;
+    std::vector<unsigned char> mem;
+    std::vector<MPI_Aint> disp;
+    bool dynamic;
+    UnmappedWin(bool dyn, std::size_t bytes) : mem(bytes), dynamic(dyn) {
+        const int me = world_rank(), n = world_size();
+        for (std::size_t i = 0; i < bytes; ++i) mem[i] = fill_of(me, i);
+        if (dyn) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem.data(), MPI_Aint(bytes)));
+        } else {
+            EXPECT_EQ(MPI_SUCCESS,
+                      FRMA_Win_create(mem.data(), MPI_Aint(bytes), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        }
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Aint mine = 0;
+        if (dyn) MPI_Get_address(mem.data(), &mine);
+        disp.resize(std::size_t(n));
+        MPI_Allgather(&mine, 1, MPI_AINT, disp.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    ~UnmappedWin() {
+        if (dynamic) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem.data()));
+        }
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    fastrma::detail::Window* impl() const { return fastrma::detail::window_of(win); }
+    // Peers on the node reached by cross-memory attach (not over am or ofi).
+    bool over_cma() const { return !impl()->uses_am(); }
+    // Does a target waiting in MPI advertise itself? Its beat comes from the host MPI's
+    // progress hook (Open MPI; not MPICH, not FASTRMA_HOST_PROGRESS=0), and only batched
+    // transfers go there (FASTRMA_CMA_BATCH=0: none).
+    bool served_expected() const {
+        static int key;
+        const bool hooked = fastrma::detail::host_progress_add(&key, [] { return false; });
+        if (hooked) fastrma::detail::host_progress_remove(&key);
+        const auto& c = impl()->engine().config();
+        return hooked && c.host_progress && c.cma_batch >= kServedBound;
+    }
+};
+
+// Where each length's put lands in the target's part (8 untouched bytes between), and the
+// get region (the target's fill pattern) above it.
+struct SizePlan {
+    std::vector<std::pair<std::size_t, std::size_t>> at;  // (offset, len)
+    std::size_t end = 0;
+    static constexpr std::size_t kGet = 8192, kBytes = 16384;
+    SizePlan() {
+        for (std::size_t len = 1; len <= kServedBound + 4; ++len) add(len);
+        for (std::size_t len : {128, 200}) add(len);  // beyond the bound: cross-memory attach
+    }
+    void add(std::size_t len) {
+        at.push_back({end, len});
+        end += len + 8;
+    }
+};
+
+// The origin's side of one round: each length put then flushed, then got back from the get
+// region and flushed, checked byte by byte (the bytes past the get untouched). Mismatches
+// are counted, not asserted: the target must still be released.
+int round_trip(const UnmappedWin& w, const SizePlan& plan, int target, int round) {
+    int bad = 0;
+    std::vector<unsigned char> src(256), got(256 + 8);
+    for (auto [o, len] : plan.at) {
+        for (std::size_t i = 0; i < len; ++i) src[i] = put_value(round, len, i);
+        if (FRMA_Put(src.data(), int(len), MPI_BYTE, target, w.disp[std::size_t(target)] + MPI_Aint(o), int(len),
+                     MPI_BYTE, w.win) != MPI_SUCCESS ||
+            FRMA_Win_flush(target, w.win) != MPI_SUCCESS)
+            ++bad;
+        std::memset(got.data(), 0x5A, got.size());
+        const MPI_Aint from = w.disp[std::size_t(target)] + MPI_Aint(SizePlan::kGet + o);
+        if (FRMA_Get(got.data(), int(len), MPI_BYTE, target, from, int(len), MPI_BYTE, w.win) != MPI_SUCCESS ||
+            FRMA_Win_flush(target, w.win) != MPI_SUCCESS)
+            ++bad;
+        for (std::size_t i = 0; i < len; ++i) bad += got[i] != fill_of(target, SizePlan::kGet + o + i);
+        for (std::size_t i = len; i < got.size(); ++i) bad += got[i] != 0x5A;
+    }
+    return bad;
+}
+
+// The target's check after a round: every put's bytes, the bytes between them and the get
+// region untouched; then the put region refilled for the next round.
+int check_target(UnmappedWin& w, const SizePlan& plan, int round) {
+    const int me = world_rank();
+    std::vector<char> written(SizePlan::kBytes, 0);
+    int bad = 0;
+    for (auto [o, len] : plan.at)
+        for (std::size_t i = 0; i < len; ++i) {
+            written[o + i] = 1;
+            bad += w.mem[o + i] != put_value(round, len, i);
+        }
+    for (std::size_t i = 0; i < SizePlan::kBytes; ++i)
+        if (!written[i]) bad += w.mem[i] != fill_of(me, i);
+    for (std::size_t i = 0; i < plan.end; ++i) w.mem[i] = fill_of(me, i);
+    return bad;
+}
+
+std::uint64_t served_transfers() { return fastrma::detail::stat_total(fastrma::detail::Stat::transfers_served); }
+
+// The target waits in MPI_Recv: rounds of every length 1..bound+4 (and two beyond), until
+// one round was served at least in part, for up to 10 s. On an oversubscribed machine the
+// target's blocking call yields its core and runs in bursts (beats 30-400 us apart were
+// seen with 3 ranks on 2 busy cores), so that most drains find its beat stale and move by
+// cross-memory attach (checked too). The origin samples the beat itself between rounds:
+// once it has seen it fresh often, some transfer must have been served.
+TEST(ServedTransfers, PutsAndGetsOfEveryLengthWhileTheTargetWaitsInMpi) {
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a target";
+    for (bool dyn : {false, true}) {
+        UnmappedWin w(dyn, SizePlan::kBytes);
+        if (!w.over_cma()) continue;
+        const SizePlan plan;
+        ASSERT_LE(plan.end, SizePlan::kGet);
+        std::uint64_t served = 0;
+        int round = 0, fresh_seen = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int more = 1; more; ++round) {
+            int bad = 0;
+            if (me == 0) {
+                const std::uint64_t s0 = served_transfers();
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+                bad = round_trip(w, plan, 1, round);
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+                served += served_transfers() - s0;
+                fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
+                MPI_Send(&bad, 1, MPI_INT, 1, 71, MPI_COMM_WORLD);
+            } else if (me == 1) {
+                MPI_Recv(&bad, 1, MPI_INT, 0, 71, MPI_COMM_WORLD, MPI_STATUS_IGNORE);  // in MPI: serves
+                bad = check_target(w, plan, round);
+            }
+            MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            ASSERT_EQ(bad, 0) << (dyn ? "dynamic" : "create") << " round " << round;
+            more = served == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
+            MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        }
+        if (me == 0) {
+            if (w.served_expected()) {
+                if (fresh_seen >= 20) {
+                    EXPECT_GT(served, 0u) << (dyn ? "dynamic" : "create") << ": no transfer served in " << round
+                                          << " rounds, the target's beat seen fresh " << fresh_seen << " times";
+                }
+                std::printf("ServedTransfers (%s): %llu served in %d rounds, the beat fresh %d times\n",
+                            dyn ? "dynamic" : "create", static_cast<unsigned long long>(served), round, fresh_seen);
+            } else {
+                EXPECT_EQ(served, 0u);
+            }
+            // A bad displacement is still refused at the origin, and the window goes on.
+            const std::uint64_t v = 1;
+            const MPI_Aint beyond = dyn ? w.disp[1] + MPI_Aint(SizePlan::kBytes) + 4096 : MPI_Aint(SizePlan::kBytes);
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+            EXPECT_NE(MPI_SUCCESS, FRMA_Put(&v, 8, MPI_BYTE, 1, beyond - 4, 8, MPI_BYTE, w.win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+// The target computes outside MPI (spins on its memory): no fresh beat, so the origin moves
+// everything by cross-memory attach itself, without waiting for a target that does not
+// answer. The last put sets the flag the target waits for.
+TEST(ServedTransfers, ATargetComputingOutsideMpiIsNotWaitedFor) {
+    using namespace fastrma::detail;
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a target";
+    for (bool dyn : {false, true}) {
+        UnmappedWin w(dyn, SizePlan::kBytes + 8);
+        if (!w.over_cma()) continue;
+        const SizePlan plan;
+        const std::size_t flag = SizePlan::kBytes;
+        int bad = 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (me == 0) {
+            const std::uint64_t s0 = served_transfers(), d0 = stat_total(Stat::cma_drains);
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+            bad = round_trip(w, plan, 1, 0);
+            const unsigned char one = 1;
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Put(&one, 1, MPI_BYTE, 1, w.disp[1] + MPI_Aint(flag), 1, MPI_BYTE, w.win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+            // (The first transfers may still see the beat of the target's last MPI call.)
+            EXPECT_LE(served_transfers() - s0, 8u);
+            if (w.impl()->engine().config().cma_batch >= kServedBound) {  // (FASTRMA_CMA_BATCH=0: no batch)
+                EXPECT_GE(stat_total(Stat::cma_drains) - d0, 2 * plan.at.size() - 8);
+            }
+        } else if (me == 1) {
+            const auto t0 = std::chrono::steady_clock::now();
+            while (__atomic_load_n(&w.mem[flag], __ATOMIC_ACQUIRE) != 1) {
+                if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) {
+                    ADD_FAILURE() << "the flag never came";
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+            }
+            w.mem[flag] = fill_of(me, flag);
+            bad = check_target(w, plan, 0);
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create");
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+// Four origin threads at once, each its own lengths and slice of the target's part, each op
+// flushed by its thread: the slots are shared, every transfer lands once and intact.
+TEST(ServedTransfers, ManyThreadsAtOnce) {
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a target";
+    constexpr int kThreads = 4;
+    constexpr std::size_t kSlice = 2048;
+    for (bool dyn : {false, true}) {
+        UnmappedWin w(dyn, 2 * kThreads * kSlice);
+        if (!w.over_cma()) continue;
+        int bad = 0;
+        // Thread t, op k: len = 1 + (k * 7 + t) % bound at t * kSlice + k * 104.
+        auto len_of = [](int t, int k) { return std::size_t(1 + (k * 7 + t) % int(kServedBound)); };
+        constexpr int kOps = 19;
+        if (me == 0) {
+            const std::uint64_t s0 = served_transfers();
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+            std::atomic<int> errs{0};
+            std::vector<std::thread> ts;
+            for (int t = 0; t < kThreads; ++t)
+                ts.emplace_back([&, t] {
+                    unsigned char src[kServedBound], got[kServedBound];
+                    for (int rep = 0; rep < 20; ++rep)
+                        for (int k = 0; k < kOps; ++k) {
+                            const std::size_t len = len_of(t, k), o = std::size_t(t) * kSlice + std::size_t(k) * 104;
+                            for (std::size_t i = 0; i < len; ++i) src[i] = put_value(t, len, i);
+                            if (FRMA_Put(src, int(len), MPI_BYTE, 1, w.disp[1] + MPI_Aint(o), int(len), MPI_BYTE,
+                                         w.win) != MPI_SUCCESS ||
+                                FRMA_Win_flush(1, w.win) != MPI_SUCCESS)
+                                errs.fetch_add(1);
+                            const std::size_t g = kThreads * kSlice + o;
+                            if (FRMA_Get(got, int(len), MPI_BYTE, 1, w.disp[1] + MPI_Aint(g), int(len), MPI_BYTE,
+                                         w.win) != MPI_SUCCESS ||
+                                FRMA_Win_flush(1, w.win) != MPI_SUCCESS)
+                                errs.fetch_add(1);
+                            for (std::size_t i = 0; i < len; ++i)
+                                if (got[i] != fill_of(1, g + i)) errs.fetch_add(1);
+                        }
+                });
+            for (auto& t : ts) t.join();
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+            bad = errs.load();
+            const std::uint64_t served = served_transfers() - s0;
+            MPI_Send(&bad, 1, MPI_INT, 1, 72, MPI_COMM_WORLD);
+            std::printf("ServedTransfers.ManyThreadsAtOnce (%s): %llu of %d transfers served\n",
+                        dyn ? "dynamic" : "create", static_cast<unsigned long long>(served), 2 * kThreads * kOps * 20);
+        } else if (me == 1) {
+            MPI_Recv(&bad, 1, MPI_INT, 0, 72, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            std::vector<char> written(w.mem.size(), 0);
+            for (int t = 0; t < kThreads; ++t)
+                for (int k = 0; k < kOps; ++k) {
+                    const std::size_t len = len_of(t, k), o = std::size_t(t) * kSlice + std::size_t(k) * 104;
+                    for (std::size_t i = 0; i < len; ++i) {
+                        written[o + i] = 1;
+                        bad += w.mem[o + i] != put_value(t, len, i);
+                    }
+                }
+            for (std::size_t i = 0; i < w.mem.size(); ++i)
+                if (!written[i]) bad += w.mem[i] != fill_of(me, i);
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create");
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+// A put completed by a flush is there for everyone: rank 0 puts to rank 1 and flushes, then
+// tells rank 2, whose gets from rank 1 must see every byte. Rank 1 waits in MPI throughout.
+TEST(ServedTransfers, APutFlushedIsSeenByAThirdRanksGet) {
+    const int me = world_rank(), n = world_size();
+    if (n < 3) GTEST_SKIP() << "needs three ranks";
+    for (bool dyn : {false, true}) {
+        UnmappedWin w(dyn, SizePlan::kBytes);
+        if (!w.over_cma()) continue;
+        const SizePlan plan;
+        int bad = 0;
+        if (me == 0 || me == 2) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        for (int round = 0; round < 5; ++round) {
+            if (me == 0) {
+                std::vector<unsigned char> src(256);
+                for (auto [o, len] : plan.at) {
+                    for (std::size_t i = 0; i < len; ++i) src[i] = put_value(round, len, i);
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Put(src.data(), int(len), MPI_BYTE, 1, w.disp[1] + MPI_Aint(o),
+                                                    int(len), MPI_BYTE, w.win));
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win));
+                }
+                MPI_Send(nullptr, 0, MPI_BYTE, 2, 73, MPI_COMM_WORLD);
+                MPI_Recv(nullptr, 0, MPI_BYTE, 2, 74, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else if (me == 2) {
+                MPI_Recv(nullptr, 0, MPI_BYTE, 0, 73, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                std::vector<unsigned char> got(256 + 8);
+                for (auto [o, len] : plan.at) {
+                    std::memset(got.data(), 0x5A, got.size());
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Get(got.data(), int(len), MPI_BYTE, 1, w.disp[1] + MPI_Aint(o),
+                                                    int(len), MPI_BYTE, w.win));
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win));
+                    for (std::size_t i = 0; i < len; ++i) bad += got[i] != put_value(round, len, i);
+                    for (std::size_t i = len; i < got.size(); ++i) bad += got[i] != 0x5A;
+                }
+                MPI_Send(nullptr, 0, MPI_BYTE, 0, 74, MPI_COMM_WORLD);
+            }
+        }
+        if (me == 0 || me == 2) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        // Rank 1 has waited in this reduction all along.
+        MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create");
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),

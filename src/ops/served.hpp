@@ -1,0 +1,98 @@
+// served.hpp — small operations on a node peer's memory that this process cannot map
+// (create windows over plain user memory, dynamic windows), done by the peer's own CPU by
+// load and store instead of cross-memory syscalls from here: fetch_and_op and
+// compare_and_swap (ops/issue.cpp), and contiguous puts and gets of up to kMaxBytes
+// (the drain of a small CmaBatch, ops/cma_batch.cpp).
+//
+// The peer's state page holds kServedSlots request slots (state_words.hpp): a header and
+// kMaxBytes of data each. An origin claims a free slot, writes the request (a put's data
+// too), marks it posted, and spins until the answer is there (a get's data, an atomic's old
+// value); the target takes posted slots with a CAS, applies each (atomics through its
+// window's own accumulate path, under the striped accumulate lock as a cross-memory origin
+// takes it: one atomicity domain; puts and gets by memcpy) and answers in the slot. Only a
+// thread of the target that is inside the host MPI's progress loop serves promptly, so the
+// target advertises it: the host-progress hook stores the time in kServedBeat at every
+// pass. An origin posts only when the beat is fresh (the target waits in MPI) and withdraws
+// its request if it is not taken within kServedWaitNs (the target left MPI meanwhile). The
+// withdrawal is a CAS posted -> free that races the target's posted -> taken: exactly one
+// wins, so a request is applied either by the target or, withdrawn, by the origin itself
+// by cross-memory attach (which needs no target CPU: a target that computes is not woken
+// up for it) — never both.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "ops/spin_lock.hpp"
+#include "ops/state_words.hpp"
+
+namespace fastrma::detail::served {
+
+constexpr std::uint64_t kFreshNs = 10'000;  // a beat this recent: the target serves
+// A post not taken by then is withdrawn: served, a request takes well under this; a target
+// thread descheduled meanwhile (oversubscribed cores) comes back only after a time slice.
+constexpr std::uint64_t kServedWaitNs = 4'000;
+// A slot's words: state, request, target offset, answer, then the data (a put's or get's
+// bytes; an atomic's operand and compare in, its old value out).
+enum SlotWord : std::size_t { kState, kDesc, kToff, kAnswer, kData };
+constexpr std::size_t kMaxBytes = (kServedSlotWords - kData) * 8;  // a put or get served: 96
+
+// What one slot asks: rma_kind (put, get, fop or cas), op id and type id (atomics), the
+// target offset (dynamic windows: the address), bytes (atomics: the element's, <= 8; put
+// and get: <= kMaxBytes), origin data (fop: the operand, null for MPI_NO_OP; put: its
+// bytes) and compare (cas only).
+struct Request {
+    int kind, op_id, type_id;
+    std::uint64_t toff;
+    std::size_t bytes;
+    const void* origin;
+    const void* compare;
+};
+
+// Is a thread of the peer whose state words are mapped at `state` waiting in MPI now?
+bool fresh(const std::uint64_t* state);
+
+// A request in a peer's slot, from post() until finish().
+struct Posted {
+    std::uint64_t* slot = nullptr;
+    std::uint64_t t0 = 0;  // when it was posted
+    std::size_t bytes = 0;
+};
+enum class Outcome { answered, withdrawn, refused };
+
+// Claims a free slot of the peer, writes req into it and posts it. False: no slot free
+// (nothing posted). Several may be posted before the first is finished.
+bool post(std::uint64_t* state, const Request& req, Posted* p);
+// Waits for a posted request: answered (the get's data or the atomic's old value copied to
+// result, which may be null for a put, and the peer's answer, an MPI error class, in *rc),
+// withdrawn (nobody took it within kServedWaitNs) or refused by the peer; in the last two
+// the origin applies it itself. The slot is free again on return.
+Outcome finish(Posted& p, void* result, int* rc);
+
+// fetch_and_op / compare_and_swap, one at a time: true: applied there, the old value in
+// *result and the answer in *rc. False: not taken (no fresh beat, no free slot, withdrawn
+// or refused): apply it yourself.
+bool try_remote(std::uint64_t* state, const Request& req, void* result, int* rc);
+
+// Target: applies one request to my memory, Window::apply_local's shape: kind, op id, type
+// id, offset, count (atomics: 1 element; put and get: bytes), origin, compare, result (a
+// get's destination); an MPI error class, or kRefused to leave it to the origin (an
+// address not attached to my dynamic window any more, a range outside my part).
+using Apply = std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)>;
+constexpr int kRefused = -1;
+
+class Server {
+public:
+    // Serves what origins posted to my state words; beat: advertise this thread as a
+    // prompt server (the host-progress hook; not the progress thread, which may doze).
+    // True if a request was served. Safe from any thread (one serves at a time).
+    bool poll(std::uint64_t* my_state, const Apply& apply, bool beat);
+
+private:
+    SpinLock mu_;
+    std::atomic<std::uint64_t> seen_{0};  // kServedPosts at the last scan
+};
+
+}  // namespace fastrma::detail::served
