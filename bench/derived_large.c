@@ -46,6 +46,17 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     int count = 65530, reps = 16;
     const char *flavors = NULL, *syncs = NULL, *ops = NULL, *types = NULL;
+    for (int i = 1; i < argc; ++i)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            if (me == 0)
+                printf(
+                    "usage: derived_large [-c COUNT (65530)] [-r REPS (16)] [-f allocate,create,dynamic]\n"
+                    "                     [-s lock,lock_local,lockall,lockall_flush,fence,pscw] [-o put,get,acc]\n"
+                    "                     [-t contig,vector,indexed]\n"
+                    "One CSV row per case (rank 0); each list picks cases (default: all).\n");
+            MPI_Finalize();
+            return 0;
+        }
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-c")) count = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);

@@ -206,7 +206,13 @@ private:
     bool attached_here(std::uint64_t addr, std::uint64_t bytes) const;
 
     IssueContext ctx(int r) const {
-        return IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes, cma_batch(r), cma_max_};
+        return IssueContext{tp(r),
+                            peer(r),
+                            cpu_atomics_,
+                            eng_.config().acc_stripes,
+                            cma_batch(r),
+                            cma_max_,
+                            flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED};
     }
     int validate(const OpRequest& rq, Op* op) const;
 

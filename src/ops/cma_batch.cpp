@@ -8,10 +8,12 @@
 
 #include "engine/stats.hpp"
 #include "ops/issue.hpp"
+#include "ops/layout.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
 #include "ops/served.hpp"
 #include "transport/cma.hpp"
+#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 
@@ -425,6 +427,101 @@ int CmaBatch::drain() {
         relist(l);
     }
     return rc;
+}
+
+// ---- CmaPieces -----------------------------------------------------------------------------
+
+namespace {
+constexpr std::size_t kPiecesPerCall = 512;  // iovec pairs a cma_vec call moves in one syscall
+
+std::uint64_t magnitude(std::int64_t v) { return v < 0 ? 0 - std::uint64_t(v) : std::uint64_t(v); }
+}  // namespace
+
+CmaPieces::CmaPieces(pid_t pid, std::uint64_t remote_base, bool write) : pid_(pid), base_(remote_base), write_(write) {}
+
+void CmaPieces::add(const StridedChunk& c) {
+    Piece p{static_cast<unsigned char*>(c.local), c.offset, c.len, c.n, c.lstride, c.rstride};
+    if (write_ || p.n == 0 || p.len >= kSpanMax) {
+        direct(p);
+        return;
+    }
+    // A long strided run goes in parts whose span fits the buffer.
+    const std::uint64_t step = std::max<std::uint64_t>(magnitude(p.rstride), p.len);
+    const std::uint64_t per = p.n == 1 ? 1 : std::max<std::uint64_t>(1, (kSpanMax - p.len) / step + 1);
+    while (p.n > per) {
+        Piece part = p;
+        part.n = per;
+        add_piece(part);
+        p.local += std::int64_t(per) * p.lstride;
+        p.offset += std::uint64_t(std::int64_t(per) * p.rstride);
+        p.n -= per;
+    }
+    add_piece(p);
+}
+
+void CmaPieces::add_piece(const Piece& p) {
+    const std::uint64_t last = p.offset + std::uint64_t(std::int64_t(p.n - 1) * p.rstride);
+    const std::uint64_t lo = std::min(p.offset, last), hi = std::max(p.offset, last) + p.len;
+    const std::uint64_t data = p.n * p.len;
+    if (!group_.empty()) {
+        const std::uint64_t glo = std::min(lo_, lo), ghi = std::max(hi_, hi);
+        if (cma_span_dense(ghi - glo, data_ + data, pieces_ + p.n)) {
+            group_.push_back(p);
+            lo_ = glo, hi_ = ghi, data_ += data, pieces_ += p.n;
+            return;
+        }
+        flush_group();
+    }
+    // A large piece (its iovec costs little beside its bytes), or sparse pieces: an iovec each.
+    if ((p.n == 1 && p.len >= 4096) || !cma_span_dense(hi - lo, data, p.n)) {
+        direct(p);
+        return;
+    }
+    group_.push_back(p);
+    lo_ = lo, hi_ = hi, data_ = data, pieces_ = p.n;
+}
+
+void CmaPieces::direct(const Piece& p) {
+    unsigned char* local = p.local;
+    std::uint64_t off = p.offset;
+    for (std::uint64_t i = 0; i < p.n; ++i, local += p.lstride, off += std::uint64_t(p.rstride)) {
+        l_.push_back({local, p.len});
+        r_.push_back({reinterpret_cast<void*>(base_ + off), p.len});
+        if (l_.size() == kPiecesPerCall) move_direct();
+    }
+}
+
+void CmaPieces::move_direct() {
+    if (l_.empty()) return;
+    if (!cma_vec(pid_, write_, l_.data(), r_.data(), l_.size()) && !err_) err_ = errno ? errno : EFAULT;
+    l_.clear();
+    r_.clear();
+}
+
+void CmaPieces::flush_group() {
+    if (group_.empty()) return;
+    if (group_.size() == 1 && group_[0].n == 1) {
+        direct(group_[0]);
+        group_.clear();
+        return;
+    }
+    // The span, into a buffer at the remote page offset (the kernel's copy at distance 0).
+    thread_local PageOffsetBuffer span(kSpanMax, 0);
+    const std::uint64_t remote = base_ + lo_;
+    span.place(remote & 4095);
+    if (cma_copy(pid_, false, span.data(), remote, hi_ - lo_)) {
+        for (const Piece& p : group_)
+            copy_strided(p.local, p.lstride, span.data() + (p.offset - lo_), p.rstride, p.len, p.n);
+    } else {
+        for (const Piece& p : group_) direct(p);  // a gap that cannot be read: piece by piece
+    }
+    group_.clear();
+}
+
+int CmaPieces::finish() {
+    flush_group();
+    move_direct();
+    return err_;
 }
 
 }  // namespace fastrma::detail

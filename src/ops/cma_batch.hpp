@@ -36,6 +36,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +48,57 @@
 namespace fastrma::detail {
 
 struct TypeInfo;
+struct StridedChunk;
+
+// The density rule for reading a group of target pieces by cross-memory attach as one span
+// (gap bytes read into a buffer, the pieces scattered here) instead of one iovec each: the
+// kernel pins the remote pages of every iovec on its own (~1-2 us an iovec, docs/performance.md)
+// while it copies a KiB in ~0.1-0.2 us, so a group is one span when its gap bytes average at
+// most kSpanGapPerPiece per piece (or the whole span is one page), and the span is at most
+// kSpanMax bytes (the buffer; it stays in the L2 cache for the scatter).
+inline constexpr std::uint64_t kSpanGapPerPiece = 1024;
+inline constexpr std::uint64_t kSpanMax = 256 * 1024;
+inline bool cma_span_dense(std::uint64_t hull, std::uint64_t data, std::uint64_t pieces) {
+    if (hull > kSpanMax) return false;
+    return hull <= 4096 || hull - std::min(hull, data) <= kSpanGapPerPiece * pieces;
+}
+
+// One put or get of many pieces (a derived datatype's StridedChunks) to or from one peer by
+// cross-memory attach, moved at once (not deferred as CmaBatch's small operations are).
+// Gets: consecutive pieces that meet the density rule are read as one span into a buffer and
+// scattered (copy_strided); other pieces, and every piece of a put (gap bytes are never
+// written: another origin or the target itself may store there), move one iovec each, up to
+// 512 a syscall. A span that cannot be read whole (a dynamic window's gap between attached
+// regions) is read piece by piece instead. Not thread-safe: one per op, on the issuing thread.
+class CmaPieces {
+public:
+    CmaPieces(pid_t pid, std::uint64_t remote_base, bool write);
+    CmaPieces(const CmaPieces&) = delete;
+    CmaPieces& operator=(const CmaPieces&) = delete;
+    void add(const StridedChunk& c);
+    // Moves what is left. 0, or the errno of the first piece that failed (the others moved).
+    int finish();
+
+private:
+    struct Piece {  // a StridedChunk's fields, as the group keeps them
+        unsigned char* local;
+        std::uint64_t offset;
+        std::size_t len;
+        std::uint64_t n;
+        std::int64_t lstride, rstride;
+    };
+    void add_piece(const Piece& p);
+    void direct(const Piece& p);  // its pieces as iovecs
+    void flush_group();
+    void move_direct();
+    const pid_t pid_;
+    const std::uint64_t base_;
+    const bool write_;
+    int err_ = 0;
+    std::vector<Piece> group_;
+    std::uint64_t lo_ = 0, hi_ = 0, data_ = 0, pieces_ = 0;
+    std::vector<iovec> l_, r_;
+};
 
 class CmaBatch {
 public:

@@ -15,6 +15,7 @@
 #include "ops/reduce.hpp"
 #include "ops/served.hpp"
 #include "ops/state_words.hpp"
+#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 
@@ -40,10 +41,108 @@ Post post_piece(const IssueContext& ctx, bool* first, F f) {
     return p;
 }
 
+// A derived-type put/get (some side not contiguous) as StridedChunks, in O(1) per run of
+// equal pieces at fixed steps (layout.hpp):
+//  - mapped peer (load/store): copy_strided loops straight into / out of the mapping;
+//  - a peer reached by cross-memory attach (it has a CmaBatch), for ops of many pieces: gets
+//    read dense spans and scatter here, puts write an iovec a piece (CmaPieces), at once;
+//    what the batch holds for the peer moves first;
+//  - a peer served by its CPU (am), a get of many pieces whose footprint is dense (data at
+//    least a quarter of it, as LockedRuns reads, up to kAmSpanMax) and readable throughout
+//    (ctx.gaps_readable: the target's server would fault on a page the user made
+//    unreadable inside a create or dynamic window): one contiguous get of
+//    the footprint into a buffer, completed here (a flush of the peer), then scattered
+//    as from a mapping — one request and one answer instead of one per 256 pieces.
+// False when none applies (the op goes the chunk way below).
+constexpr std::uint64_t kManyPieces = 64;
+constexpr std::uint64_t kAmSpanMax = 4 << 20;
+
+bool many_pieces(const Layout& l, std::uint64_t count) {
+    const std::size_t b = l.blocks().size();
+    return !l.contiguous() && b != 0 && (b >= kManyPieces || count >= kManyPieces / b);
+}
+
+// Moves the op's pieces between local and the target bytes at address base + offset.
+void copy_at(const Op& op, bool is_put, void* local, std::uintptr_t base) {
+    zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset, [&](const StridedChunk* c, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) {
+            auto* r = reinterpret_cast<unsigned char*>(base + c[i].offset);
+            if (c[i].n == 1)
+                is_put ? copy_bytes(r, c[i].local, c[i].len) : copy_bytes(c[i].local, r, c[i].len);
+            else if (is_put)
+                copy_strided(r, c[i].rstride, c[i].local, c[i].lstride, c[i].len, c[i].n);
+            else
+                copy_strided(c[i].local, c[i].lstride, r, c[i].rstride, c[i].len, c[i].n);
+        }
+        return true;
+    });
+}
+
+bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* local, int* rc) {
+    if (op.olay->contiguous() && op.tlay->contiguous()) return false;
+    const Transport::Caps caps = ctx.tp.caps(ctx.peer);
+    if (ctx.peer.mapped && caps.load_store) {
+        copy_at(op, is_put, local, reinterpret_cast<std::uintptr_t>(ctx.peer.mapped));
+        *rc = MPI_SUCCESS;
+        return true;
+    }
+    const bool many = many_pieces(*op.tlay, op.tcount) || many_pieces(*op.olay, op.ocount);
+    if (!many) return false;
+    if (caps.needs_target_cpu) {
+        const std::uint64_t span = std::uint64_t(op.hi - op.lo);
+        if (is_put || !ctx.gaps_readable || op.hi <= op.lo || span > kAmSpanMax || span > 4 * op.bytes) return false;
+        // This thread's buffer (kept: a fresh one costs a page fault a page), or, should the
+        // flush below ever issue another such get on this thread, one of its own.
+        thread_local std::vector<unsigned char> kept;
+        thread_local bool kept_busy = false;
+        std::vector<unsigned char> own;
+        const bool use_kept = !kept_busy;
+        std::vector<unsigned char>& buf = use_kept ? kept : own;
+        struct Busy {
+            bool on;
+            ~Busy() {
+                if (on) kept_busy = false;
+            }
+        } busy{use_kept};
+        kept_busy = true;
+        buf.resize(span);
+        const Chunk c{buf.data(), op.offset + std::uint64_t(op.lo), span};
+        bool first = true;
+        const Post p = post_piece(ctx, &first, [&] { return ctx.tp.get(ctx.peer, &c, 1); });
+        if (p == Post::retry) {
+            *rc = kIssueRetry;
+            return true;
+        }
+        if (!accepted(p)) {
+            *rc = MPI_ERR_OTHER;
+            return true;
+        }
+        if (p == Post::posted) ctx.tp.flush(ctx.peer);  // the span in buf now
+        copy_at(op, false, local, reinterpret_cast<std::uintptr_t>(buf.data()) - c.offset);
+        if (use_kept && buf.size() > kSpanMax) std::vector<unsigned char>().swap(buf);
+        *rc = MPI_SUCCESS;
+        return true;
+    }
+    if (!ctx.batch || ctx.peer.pid <= 0) return false;
+    if ((*rc = drain_batch(ctx.batch, ctx.peer.rank))) return true;
+    CmaPieces pieces(ctx.peer.pid, ctx.peer.remote_addr, is_put);
+    zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset, [&](const StridedChunk* c, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) pieces.add(c[i]);
+        return true;
+    });
+    if (int e = pieces.finish())
+        *rc = raise(MPI_ERR_OTHER, "a %s to rank %d by cross-memory attach failed: %s (did the process exit?)",
+                    is_put ? "put" : "get", ctx.peer.rank, std::strerror(e));
+    else
+        *rc = MPI_SUCCESS;
+    return true;
+}
+
 // put/get: chunks contiguous on both sides, in bounded batches (no copy of the data, no
 // allocation proportional to it: large derived-type transfers are pipelined).
 int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     void* local = is_put ? const_cast<void*>(op.origin) : op.result;
+    if (int rc; transfer_strided(ctx, op, is_put, local, &rc)) return rc;
     int rc = MPI_SUCCESS;
     bool first = true, refused = false;
     bool ok =

@@ -30,6 +30,9 @@ struct IssueContext {
     int acc_stripes;
     CmaBatch* batch = nullptr;  // the peer's batch of small transfers (unmapped peers)
     std::size_t batch_max = 0;  // largest chunk that joins it
+    // Every byte of the peer's part may be read, between the op's pieces too (the window's
+    // own memory: allocate); a user's create or dynamic memory may hold pages no one may read.
+    bool gaps_readable = false;
 };
 
 // Performs op at its target. Returns an MPI error class, or kIssueRetry when the transport

@@ -186,6 +186,18 @@ private:
         }
         l.contiguous_ = l.blocks_.size() == 1 && l.blocks_[0].offset == 0 && l.blocks_[0].len == l.size_ &&
                         l.extent_ >= 0 && static_cast<std::uint64_t>(l.extent_) == l.size_;
+        seal_uniform(l);
+    }
+
+    // uniform_len / uniform_stride: one pass over the blocks, once per type.
+    static void seal_uniform(Layout& l) {
+        const std::vector<Block>& b = l.blocks_;
+        if (b.empty()) return;
+        const std::int64_t step = b.size() == 1 ? l.extent_ : b[1].offset - b[0].offset;
+        for (std::size_t i = 1; i < b.size(); ++i)
+            if (b[i].len != b[0].len || b[i].offset != at(b[0].offset, i, step)) return;
+        l.uniform_len_ = b[0].len;
+        l.uniform_stride_ = step;
     }
 
     std::vector<Block> blocks_, runs_;
@@ -778,6 +790,9 @@ ByteCursor::ByteCursor(const Layout& layout, std::uint64_t count) {
         blocks_ = b.data();
         nblocks_ = b.size();
         count_ = count;
+        ulen_ = layout.uniform_len();
+        ustride_ = layout.uniform_stride();
+        ucross_ = ulen_ != 0 && extent_ == at(0, nblocks_, ustride_);
     }
     done_ = false;
     load();
@@ -799,6 +814,39 @@ void ByteCursor::advance(std::uint64_t n) {
             done_ = true;
             return;
         }
+    }
+    load();
+}
+
+namespace {
+constexpr std::uint64_t kMaxRegular = std::uint64_t(1) << 40;  // pieces in one StridedChunk at most
+}  // namespace
+
+std::uint64_t ByteCursor::regular(std::uint64_t len, std::int64_t* stride) const {
+    if (ulen_ == len && avail_ == len) {  // at the start of a block of a uniform layout
+        *stride = ustride_;
+        std::uint64_t k = nblocks_ - blk_, more = 0;
+        if (ucross_ && (__builtin_mul_overflow(count_ - elem_ - 1, nblocks_, &more) || more > kMaxRegular - k))
+            return kMaxRegular;
+        return k + more;
+    }
+    *stride = static_cast<std::int64_t>(len);
+    return avail_ / len;
+}
+
+void ByteCursor::skip(std::uint64_t k, std::uint64_t len) {
+    if (k == 0) return;
+    if (avail_ != len || ulen_ != len || k == 1) {  // inside one piece (or a single piece)
+        advance(k * len);
+        return;
+    }
+    // k whole blocks of the progression, from the start of block blk_.
+    const std::uint64_t t = blk_ + k;
+    elem_ += t / nblocks_;
+    blk_ = t % nblocks_;
+    if (elem_ == count_) {
+        done_ = true;
+        return;
     }
     load();
 }
@@ -848,6 +896,33 @@ void ElementCursor::advance(std::uint64_t n) {
         }
     }
     load();
+}
+
+std::size_t ChunkZipper::next_strided(StridedChunk* out, std::size_t max) {
+    std::size_t n = 0;
+    while (!origin_.done() && !target_.done()) {
+        const std::uint64_t len = std::min(origin_.avail(), target_.avail());
+        void* local = byte_address(origin_base_, origin_.offset());
+        const std::uint64_t remote = target_offset_ + static_cast<std::uint64_t>(target_.offset());
+        std::int64_t ls = 0, rs = 0;
+        const std::uint64_t k = std::min(origin_.regular(len, &ls), target_.regular(len, &rs));
+        StridedChunk* last = n != 0 ? &out[n - 1] : nullptr;
+        if (k >= 2) {
+            if (n == max) break;
+            out[n++] = StridedChunk{local, remote, static_cast<std::size_t>(len), k, ls, rs};
+        } else if (last != nullptr && last->n == 1 &&
+                   byte_address(last->local, static_cast<std::int64_t>(last->len)) == local &&
+                   last->offset + last->len == remote) {
+            last->len += len;  // contiguous on both sides: one chunk
+        } else {
+            if (n == max) break;
+            out[n++] = StridedChunk{local, remote, static_cast<std::size_t>(len), 1, 0, 0};
+        }
+        origin_.skip(k, len);
+        target_.skip(k, len);
+        bytes_ += k * len;
+    }
+    return n;
 }
 
 std::size_t ChunkZipper::next(Chunk* out, std::size_t max) {

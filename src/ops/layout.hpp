@@ -61,6 +61,12 @@ public:
     std::int64_t true_ub() const { return true_ub_; }
     // One block at offset 0 with len == extent == size: count elements are one block.
     bool contiguous() const { return contiguous_; }
+    // Uniform: every block has uniform_len() bytes and block i starts at blocks()[0].offset + i *
+    // uniform_stride() (a vector or hvector of a contiguous child, an indexed type of equal
+    // blocks at a fixed step, a resized basic type). uniform_len() is 0 otherwise. When
+    // extent() == blocks().size() * uniform_stride(), the step continues across elements.
+    std::uint64_t uniform_len() const { return uniform_len_; }
+    std::int64_t uniform_stride() const { return uniform_stride_; }
     // The one predefined type every byte belongs to; nullptr when the type mixes basic types
     // (or holds a predefined type RMA has no table entry for). For pair types (MPI_DOUBLE_INT)
     // and anything built only from them, it is the pair type itself.
@@ -83,6 +89,8 @@ private:
     std::vector<Block> runs_;
     std::uint64_t size_ = 0;
     std::int64_t lb_ = 0, extent_ = 0, true_lb_ = 0, true_ub_ = 0;
+    std::uint64_t uniform_len_ = 0;
+    std::int64_t uniform_stride_ = 0;
     bool contiguous_ = false;
     const TypeInfo* basic_ = nullptr;
     const char* description_ = "";
@@ -134,10 +142,20 @@ public:
     std::int64_t offset() const { return off_; }  // of the current piece, from the buffer
     std::uint64_t avail() const { return avail_; }  // bytes left in the current piece (> 0)
     void advance(std::uint64_t n);  // 0 < n <= avail()
+    // How many pieces of exactly len bytes (0 < len <= avail()) start here at one fixed step,
+    // the current one first, and that step (*stride): avail() / len at step len inside the
+    // current piece, or the blocks left in a uniform layout's progression when the current
+    // piece is one whole block of len bytes; 1 when nothing regular follows.
+    std::uint64_t regular(std::uint64_t len, std::int64_t* stride) const;
+    // Moves over k such pieces (k <= regular(len)): O(1), whatever k.
+    void skip(std::uint64_t k, std::uint64_t len);
 
 private:
     const Block& block(std::size_t i) const { return blocks_ != nullptr ? blocks_[i] : whole_; }
     void load();
+    std::uint64_t ulen_ = 0;  // the layout's uniform_len(), or 0
+    std::int64_t ustride_ = 0;
+    bool ucross_ = false;  // the progression continues across elements
     const Block* blocks_ = nullptr;  // nullptr: the whole transfer is `whole_`
     std::size_t nblocks_ = 0;
     std::int64_t extent_ = 0;
@@ -187,6 +205,16 @@ inline void* byte_address(const void* base, std::int64_t offset) {
 
 inline constexpr std::size_t kMaxBatch = 256;  // chunks handed to a transport at once
 
+// n pieces of len bytes: piece i is local + i * lstride here and offset + i * rstride at the
+// target (strides may be negative). n == 1 is a plain Chunk (strides then mean nothing).
+struct StridedChunk {
+    void* local;
+    std::uint64_t offset;
+    std::size_t len;
+    std::uint64_t n;
+    std::int64_t lstride, rstride;
+};
+
 // A resumable zip of origin and target layouts into Chunks (local = origin piece, offset =
 // target piece). Adjacent chunks contiguous on both sides are merged. Stops at whichever
 // side ends first: check_signature() beforehand. A caller whose transport answers "retry"
@@ -201,6 +229,10 @@ public:
           target_offset_(target_offset) {}
     // Writes up to max chunks to out; returns how many. 0 means finished.
     std::size_t next(Chunk* out, std::size_t max);
+    // The same pieces, but a run of equal pieces at fixed steps on both sides (a uniform
+    // layout against a contiguous or uniform one) comes out as one StridedChunk, in O(1).
+    // Do not mix with next() on one zipper.
+    std::size_t next_strided(StridedChunk* out, std::size_t max);
     bool done() const { return origin_.done() || target_.done(); }
     std::uint64_t bytes() const { return bytes_; }  // data bytes handed out so far
 
@@ -223,6 +255,20 @@ bool zip_chunks(const Layout& origin, std::uint64_t origin_count, void* origin_b
         std::size_t n = zip.next(batch, kMaxBatch);
         if (n == 0) return true;
         if (!fn(static_cast<const Chunk*>(batch), n)) return false;
+    }
+}
+
+// The walk of zip_chunks as StridedChunks (ChunkZipper::next_strided), in batches of at most
+// kMaxBatch, to fn(const StridedChunk*, std::size_t n) -> bool; false stops the walk.
+template <class Fn>
+bool zip_strided(const Layout& origin, std::uint64_t origin_count, void* origin_base, const Layout& target,
+                 std::uint64_t target_count, std::uint64_t target_offset, Fn&& fn) {
+    ChunkZipper zip(origin, origin_count, origin_base, target, target_count, target_offset);
+    StridedChunk batch[kMaxBatch];
+    for (;;) {
+        std::size_t n = zip.next_strided(batch, kMaxBatch);
+        if (n == 0) return true;
+        if (!fn(static_cast<const StridedChunk*>(batch), n)) return false;
     }
 }
 

@@ -46,6 +46,13 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) noexcept {
         copy_vector(dst, src, n);
 }
 
+// n pieces of len bytes, piece i from src + i * sstride to dst + i * dstride (strides may be
+// negative; pieces of one side may overlap only on the source side). Pieces of 1, 2, 4, 8,
+// 12, 16, 24 or 32 bytes move in a loop of fixed-size loads and stores; others by copy_bytes
+// each. This is the unpack / pack of a vector or uniform indexed type (copy.cpp).
+void copy_strided(void* dst, std::int64_t dstride, const void* src, std::int64_t sstride, std::size_t len,
+                  std::uint64_t n) noexcept;
+
 // The page-offset distance: on AMD Zen with FSRM, `rep movsb` — glibc's memcpy between
 // ~2 KiB and its stop threshold, and the kernel's copy_to_user / copy_from_user, hence
 // cross-memory attach and Open MPI's single-copy shared-memory messages — runs 5-20x slower

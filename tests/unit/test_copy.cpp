@@ -57,4 +57,38 @@ TEST(Copy, VectorLoopDirectlyFrom64Bytes) {
     }
 }
 
+// copy_strided: every fixed-size case and a generic one, positive and negative strides on
+// either side, gaps between pieces and the margins around them untouched.
+TEST(Copy, StridedLandsEveryPieceAndNothingElse) {
+    constexpr std::int64_t kGuard = 64;
+    for (std::size_t len : {1, 2, 3, 4, 8, 12, 16, 24, 32, 40}) {
+        for (std::int64_t sgap : {0, 4, 9}) {
+            for (std::int64_t dgap : {0, 4, 9}) {
+                for (int sdir : {1, -1}) {
+                    for (int ddir : {1, -1}) {
+                        const std::uint64_t n = 37;
+                        const std::int64_t ss = sdir * (std::int64_t(len) + sgap);
+                        const std::int64_t ds = ddir * (std::int64_t(len) + dgap);
+                        const std::int64_t sspan = std::int64_t(n) * (std::int64_t(len) + sgap);
+                        const std::int64_t dspan = std::int64_t(n) * (std::int64_t(len) + dgap);
+                        std::vector<unsigned char> src(std::size_t(sspan + 2 * kGuard)),
+                            dst(std::size_t(dspan + 2 * kGuard), 0xA5);
+                        for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+                        // The first piece sits at the low end for an upward stride, the high end otherwise.
+                        const std::int64_t s0 = kGuard + (sdir > 0 ? 0 : sspan - std::int64_t(len) - sgap);
+                        const std::int64_t d0 = kGuard + (ddir > 0 ? 0 : dspan - std::int64_t(len) - dgap);
+                        std::vector<unsigned char> want = dst;
+                        for (std::uint64_t k = 0; k < n; ++k)
+                            std::memcpy(want.data() + d0 + std::int64_t(k) * ds, src.data() + s0 + std::int64_t(k) * ss,
+                                        len);
+                        copy_strided(dst.data() + d0, ds, src.data() + s0, ss, len, n);
+                        ASSERT_EQ(dst, want) << "len " << len << " sgap " << sgap << " dgap " << dgap << " sdir "
+                                             << sdir << " ddir " << ddir;
+                    }
+                }
+            }
+        }
+    }
+}
+
 }  // namespace

@@ -10,6 +10,7 @@
 // (origin type, target type) pairs with equal signatures and several counts.
 // MPI_Init_thread(MPI_THREAD_MULTIPLE) is done by main_unit.cpp.
 #include "ops/layout.hpp"
+#include "transport/copy.hpp"
 
 #include <gtest/gtest.h>
 
@@ -297,6 +298,49 @@ TEST(LayoutTypes, HvectorNegativeStride) {
     auto fp = footprint(*l, 2);
     EXPECT_EQ(fp.first, -24);
     EXPECT_EQ(fp.second, 28 + 4);
+}
+
+TEST(LayoutTypes, UniformLayoutsWalkAsOneStridedChunk) {
+    struct Case {
+        Type type;
+        std::uint64_t count, len;
+        std::int64_t stride;
+        std::uint64_t pieces;  // in the one StridedChunk
+    };
+    std::vector<Case> cases;
+    cases.push_back({vector(1000, 1, 2, MPI_INT), 1, 4, 8, 1000});
+    cases.push_back({hvector(1000, 2, -24, MPI_INT), 1, 8, -24, 1000});
+    {
+        std::vector<int> bl(500, 1), disp(500);
+        for (int k = 0; k < 500; ++k) disp[std::size_t(k)] = 3 * k;
+        cases.push_back({indexed(bl, disp, MPI_INT), 1, 4, 12, 500});
+    }
+    cases.push_back({resized(predefined(MPI_INT), 0, 16), 300, 4, 16, 300});  // across elements
+    cases.push_back({vector(10, 1, 2, MPI_INT), 7, 4, 8, 10});  // extent 76: a new run per element
+    for (const Case& c : cases) {
+        LayoutPtr l = layout_of(c.type);
+        ASSERT_NE(l, nullptr);
+        SCOPED_TRACE(l->description());
+        EXPECT_EQ(l->uniform_len(), c.len);
+        EXPECT_EQ(l->uniform_stride(), c.stride);
+        const Layout& bytes = *layout_of(MPI_BYTE);
+        std::vector<unsigned char> src(l->size() * c.count);
+        std::vector<StridedChunk> got;
+        zip_strided(bytes, src.size(), src.data(), *l, c.count, 1 << 20, [&](const StridedChunk* k, std::size_t n) {
+            got.insert(got.end(), k, k + n);
+            return true;
+        });
+        ASSERT_EQ(got.size(), l->size() * c.count / (c.len * c.pieces));
+        EXPECT_EQ(got[0].n, c.pieces);
+        EXPECT_EQ(got[0].len, c.len);
+        EXPECT_EQ(got[0].rstride, c.stride);
+        EXPECT_EQ(got[0].lstride, std::int64_t(c.len));
+        EXPECT_EQ(got[0].offset, std::uint64_t((1 << 20) + l->blocks()[0].offset));
+    }
+    Type uneven = indexed({1, 2, 1}, {0, 2, 6}, MPI_INT);
+    EXPECT_EQ(layout_of(uneven)->uniform_len(), 0u);
+    Type steps = indexed({1, 1, 1}, {0, 2, 5}, MPI_INT);
+    EXPECT_EQ(layout_of(steps)->uniform_len(), 0u);
 }
 
 TEST(LayoutTypes, IndexedFamily) {
@@ -691,6 +735,25 @@ Family mixed_family() {  // same signature (int, double, char), different places
     return f;
 }
 
+// zip_strided from origin into window (target offsets from window): copy_strided per chunk,
+// plain copies for single pieces. Returns the bytes moved.
+std::uint64_t scatter_strided(const Layout& o, std::uint64_t oc, void* obase, const Layout& t, std::uint64_t tc,
+                              std::uint64_t toff, unsigned char* window) {
+    std::uint64_t bytes = 0;
+    zip_strided(o, oc, obase, t, tc, toff, [&](const StridedChunk* c, std::size_t n) {
+        EXPECT_GE(n, 1u);
+        EXPECT_LE(n, kMaxBatch);
+        for (std::size_t k = 0; k < n; ++k) {
+            EXPECT_GT(c[k].len, 0u);
+            EXPECT_GE(c[k].n, 1u);
+            copy_strided(window + c[k].offset, c[k].rstride, c[k].local, c[k].lstride, c[k].len, c[k].n);
+            bytes += c[k].len * c[k].n;
+        }
+        return true;
+    });
+    return bytes;
+}
+
 // Copies count x origin into count x target with zip_chunks and with MPI; compares buffers.
 void check_zip_chunks(MPI_Datatype ot, std::uint64_t oc, MPI_Datatype tt, std::uint64_t tc) {
     LayoutPtr o = layout_of(ot), t = layout_of(tt);
@@ -719,6 +782,11 @@ void check_zip_chunks(MPI_Datatype ot, std::uint64_t oc, MPI_Datatype tt, std::u
     EXPECT_TRUE(ok);
     EXPECT_EQ(bytes, o->size() * oc);
     EXPECT_EQ(got.bytes, want.bytes) << o->description() << " x " << oc << " -> " << t->description() << " x " << tc;
+    // The same walk as StridedChunks, scattered with copy_strided.
+    Buffer strided(*t, tc, 0xEE);
+    EXPECT_EQ(scatter_strided(*o, oc, src.base(), *t, tc, toff, strided.bytes.data()), o->size() * oc);
+    EXPECT_EQ(strided.bytes, want.bytes) << "strided: " << o->description() << " x " << oc << " -> " << t->description()
+                                         << " x " << tc;
 }
 
 void zip_family(const Family& f, std::initializer_list<std::uint64_t> multipliers) {
@@ -1176,6 +1244,16 @@ TEST(LayoutFuzz, RandomNestedTypesWalkAsMpiPacksAndUnpacks) {
                 return true;
             });
             ASSERT_EQ(ours.bytes, mpi.bytes) << "count " << count << ": scattered unlike MPI_Unpack";
+            Buffer strided(*l, count, 0xEE);
+            scatter_strided(bytes, packed.size(), packed.data(), *l, count, std::uint64_t(-strided.lo),
+                            strided.bytes.data());
+            ASSERT_EQ(strided.bytes, mpi.bytes) << "count " << count << ": strided scatter unlike MPI_Unpack";
+            // ... and the other way: gathered from the type (the origin side strided), as MPI packs it.
+            std::vector<unsigned char> gathered(packed.size(), 0xEE);
+            scatter_strided(*l, count, mpi.base(), bytes, gathered.size(), 0, gathered.data());
+            std::vector<unsigned char> want = mpi_pack(mpi.base(), count, r.type);  // (overlaps: the last write)
+            want.resize(gathered.size());
+            ASSERT_EQ(gathered, want) << "count " << count << ": strided gather unlike MPI_Pack";
         }
         if (HasFailure()) break;
     }

@@ -1,0 +1,305 @@
+// test_derived.cpp — large derived-datatype puts, gets and accumulates, checked byte by byte
+// at the target (every data element where MPI-3.1 §11.3 puts it, every gap and margin
+// untouched) on allocate, create and dynamic windows: the strided copy loops of mapped
+// peers, the dense-span reads of cross-memory attach (spans longer than the span buffer,
+// and a sparse layout below the density rule), the iovec-a-piece puts, and a span that
+// crosses an unmapped gap of a dynamic window. Every rank works on the next (a ring).
+// Runs over shared memory and over am (FASTRMA_TRANSPORT=am).
+#include <fastrma/fastrma.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/mpi_world.hpp"
+
+namespace {
+
+constexpr int kSentinel = -7;  // what every window int holds before a put
+constexpr int kN = 70000;  // elements: a vector of them spans 560 KB (more than one span buffer)
+constexpr std::size_t kInts = 2 * kN + 64;  // window ints
+constexpr std::size_t kMargin = 16;  // ints before the first element
+
+int value(int rank, std::size_t i) { return rank * 1000000 + int(i); }
+
+// One window of kInts ints per rank, of one flavor; disp(r, i) names int i of rank r's part.
+struct Win {
+    std::string flavor;
+    FRMA_Win win = FRMA_WIN_NULL;
+    int* mem = nullptr;
+    std::vector<int> owned;
+    std::vector<MPI_Aint> addr;  // dynamic: every rank's base address
+    explicit Win(const std::string& f) : flavor(f) {
+        if (f == "allocate") {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(kInts * sizeof(int)), int(sizeof(int)), MPI_INFO_NULL,
+                                                     MPI_COMM_WORLD, &mem, &win));
+        } else {
+            owned.assign(kInts, 0);
+            mem = owned.data();
+            if (f == "create") {
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, MPI_Aint(kInts * sizeof(int)), int(sizeof(int)),
+                                                       MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+            } else {
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem, MPI_Aint(kInts * sizeof(int))));
+            }
+        }
+        MPI_Aint mine = 0;
+        MPI_Get_address(mem, &mine);
+        addr.assign(std::size_t(world_size()), 0);
+        MPI_Allgather(&mine, 1, MPI_AINT, addr.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+        fill_sentinel();
+    }
+    ~Win() {
+        if (flavor == "dynamic") FRMA_Win_detach(win, mem);
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    MPI_Aint disp(int r, std::size_t i) const {
+        return flavor == "dynamic" ? addr[std::size_t(r)] + MPI_Aint(i * sizeof(int)) : MPI_Aint(i);
+    }
+    void fill_sentinel() {
+        for (std::size_t i = 0; i < kInts; ++i) mem[i] = kSentinel;
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    void fill_values() {
+        for (std::size_t i = 0; i < kInts; ++i) mem[i] = value(world_rank(), i);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    // One op in a lock_all epoch, completed, then every rank may look at its own part.
+    template <class F>
+    void epoch(F f) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        f();
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+};
+
+struct Type {
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    explicit Type(MPI_Datatype d) : t(d) { MPI_Type_commit(&t); }
+    ~Type() { MPI_Type_free(&t); }
+};
+
+MPI_Datatype vector_of_ints(int n, int stride) {
+    MPI_Datatype t;
+    MPI_Type_vector(n, 1, stride, MPI_INT, &t);
+    return t;
+}
+
+// Where element k of the transfer lies at the target, in ints from the target index given as
+// the displacement, for each shape; -1 ends the list (checked against the window below).
+struct Shape {
+    const char* name;
+    MPI_Datatype (*make)();
+    std::size_t first;  // the displacement's int index
+    std::vector<std::size_t> (*where)(std::size_t first);
+};
+
+std::vector<std::size_t> every_other(std::size_t first) {
+    std::vector<std::size_t> w(kN);
+    for (std::size_t k = 0; k < std::size_t(kN); ++k) w[k] = first + 2 * k;
+    return w;
+}
+std::vector<std::size_t> downward(std::size_t first) {  // hvector, stride -8 bytes
+    std::vector<std::size_t> w(kN);
+    for (std::size_t k = 0; k < std::size_t(kN); ++k) w[k] = first - 2 * k;
+    return w;
+}
+std::vector<std::size_t> uneven(std::size_t first) {  // blocks of 1, 2, 3 ints, gaps of 1
+    std::vector<std::size_t> w;
+    for (std::size_t at = first, b = 0; w.size() < std::size_t(kN); at += 1, ++b)
+        for (std::size_t j = 0; j <= b % 3 && w.size() < std::size_t(kN); ++j) w.push_back(at++);
+    return w;
+}
+
+MPI_Datatype make_vector() { return vector_of_ints(kN, 2); }
+MPI_Datatype make_hvector_down() {
+    MPI_Datatype t;
+    MPI_Type_create_hvector(kN, 1, -8, MPI_INT, &t);
+    return t;
+}
+MPI_Datatype make_indexed() {  // uniform: blocks of one int at every other int
+    std::vector<int> len(kN, 1), d(kN);
+    for (int k = 0; k < kN; ++k) d[std::size_t(k)] = 2 * k;
+    MPI_Datatype t;
+    MPI_Type_indexed(kN, len.data(), d.data(), MPI_INT, &t);
+    return t;
+}
+MPI_Datatype make_uneven() {
+    const std::vector<std::size_t> w = uneven(0);
+    std::vector<int> len, d;
+    for (std::size_t k = 0; k < w.size(); ++k) {
+        if (k > 0 && w[k] == w[k - 1] + 1) {
+            ++len.back();
+        } else {
+            len.push_back(1);
+            d.push_back(int(w[k]));
+        }
+    }
+    MPI_Datatype t;
+    MPI_Type_indexed(int(len.size()), len.data(), d.data(), MPI_INT, &t);
+    return t;
+}
+
+const Shape kShapes[] = {
+    {"vector", make_vector, kMargin, every_other},
+    {"hvector_negative_stride", make_hvector_down, kMargin + 2 * (kN - 1), downward},
+    {"indexed", make_indexed, kMargin, every_other},
+    {"indexed_uneven", make_uneven, kMargin, uneven},
+};
+
+class Derived : public ::testing::TestWithParam<std::string> {};
+
+// Target rank `me` holds, at the places `where` lists, what `from` put; elsewhere init(i).
+template <class Init>
+void expect_window(const int* mem, const std::vector<std::size_t>& where, int from, Init init, const char* what) {
+    std::vector<int> want(kInts);
+    for (std::size_t i = 0; i < kInts; ++i) want[i] = init(i);
+    for (std::size_t k = 0; k < where.size(); ++k) want[where[k]] = value(from, k);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < kInts && bad < 5; ++i)
+        if (mem[i] != want[i]) {
+            ADD_FAILURE() << what << ": window int " << i << " is " << mem[i] << ", want " << want[i];
+            ++bad;
+        }
+}
+
+TEST_P(Derived, PutScattersIntoTheTypeAndLeavesGapsAlone) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n, from = (me + n - 1) % n;
+    std::vector<int> src(kN);
+    for (int k = 0; k < kN; ++k) src[std::size_t(k)] = value(me, std::size_t(k));
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(s.name);
+        Type t(s.make());
+        w.fill_sentinel();
+        w.epoch(
+            [&] { ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data(), kN, MPI_INT, to, w.disp(to, s.first), 1, t.t, w.win)); });
+        expect_window(
+            w.mem, s.where(s.first), from, [](std::size_t) { return kSentinel; }, s.name);
+    }
+}
+
+TEST_P(Derived, GetGathersFromTheType) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n;
+    w.fill_values();
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(s.name);
+        Type t(s.make());
+        std::vector<int> got(kN + 8, kSentinel);
+        w.epoch([&] {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data() + 4, kN, MPI_INT, to, w.disp(to, s.first), 1, t.t, w.win));
+        });
+        const std::vector<std::size_t> where = s.where(s.first);
+        for (std::size_t k = 0; k < std::size_t(kN); ++k)
+            if (got[k + 4] != value(to, where[k])) {
+                ADD_FAILURE() << s.name << ": element " << k << " is " << got[k + 4] << ", want "
+                              << value(to, where[k]);
+                break;
+            }
+        for (std::size_t k : {0, 1, 2, 3, kN + 4, kN + 5, kN + 6, kN + 7})
+            EXPECT_EQ(got[k], kSentinel) << "origin margin " << k;
+    }
+}
+
+TEST_P(Derived, GetIntoAStridedOriginLeavesOriginGapsAlone) {
+    // The origin is the vector (local scatter at a stride), the target contiguous.
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n;
+    w.fill_values();
+    Type t(make_vector());
+    std::vector<int> got(2 * kN, kSentinel);
+    w.epoch([&] { ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data(), 1, t.t, to, w.disp(to, kMargin), kN, MPI_INT, w.win)); });
+    for (std::size_t k = 0; k < std::size_t(kN); ++k) {
+        ASSERT_EQ(got[2 * k], value(to, kMargin + k)) << "element " << k;
+        ASSERT_EQ(got[2 * k + 1], kSentinel) << "origin gap " << k;
+    }
+}
+
+TEST_P(Derived, SparseGetBelowTheDensityRule) {
+    // Ints 2 KiB apart (one int per 512): gaps far above the span rule, read piece by piece.
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n;
+    w.fill_values();
+    constexpr int kStride = 512, kCount = int((kInts - kMargin) / kStride);
+    Type t(vector_of_ints(kCount, kStride));
+    std::vector<int> got(kCount, kSentinel);
+    w.epoch(
+        [&] { ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data(), kCount, MPI_INT, to, w.disp(to, kMargin), 1, t.t, w.win)); });
+    for (std::size_t k = 0; k < std::size_t(kCount); ++k)
+        ASSERT_EQ(got[k], value(to, kMargin + k * kStride)) << "element " << k;
+}
+
+TEST_P(Derived, AccumulateSumsOnlyTheTypesElements) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n, from = (me + n - 1) % n;
+    w.fill_values();
+    std::vector<int> ones(kN, 1);
+    Type t(make_vector());
+    w.epoch([&] {
+        ASSERT_EQ(MPI_SUCCESS,
+                  FRMA_Accumulate(ones.data(), kN, MPI_INT, to, w.disp(to, kMargin), 1, t.t, MPI_SUM, w.win));
+    });
+    for (std::size_t i = 0; i < kInts; ++i) {
+        const bool hit = i >= kMargin && i < kMargin + 2 * kN && (i - kMargin) % 2 == 0;
+        ASSERT_EQ(w.mem[i], value(me, i) + (hit ? 1 : 0)) << "window int " << i;
+    }
+    (void)from;
+}
+
+INSTANTIATE_TEST_SUITE_P(Flavors, Derived, ::testing::Values("allocate", "create", "dynamic"),
+                         [](const auto& p) { return p.param; });
+
+// A dynamic window region with an unreadable page inside (PROT_NONE): a get whose pieces lie
+// densely on both sides of it reads them (the span over the page cannot be read whole, and
+// is read piece by piece) and nothing else.
+TEST(DerivedDynamic, GetAroundAnUnreadablePageInsideARegion) {
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n;
+    const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+    auto* mem = static_cast<unsigned char*>(
+        mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(mem, MAP_FAILED);
+    int* ints = reinterpret_cast<int*>(mem);
+    const std::size_t per = page / sizeof(int);
+    for (std::size_t i = 0; i < 3 * per; ++i)
+        if (i / per != 1) ints[i] = value(me, i);
+    ASSERT_EQ(0, mprotect(mem + page, page, PROT_NONE));
+    FRMA_Win win;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem, MPI_Aint(3 * page)));
+    MPI_Aint mine = 0;
+    MPI_Get_address(mem, &mine);
+    std::vector<MPI_Aint> addr(static_cast<std::size_t>(n));
+    MPI_Allgather(&mine, 1, MPI_AINT, addr.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+    // Every other int of the first page, then every other int of the third (one type, one get).
+    const std::size_t half = per / 2;
+    std::vector<MPI_Aint> disp;
+    std::vector<std::size_t> idx;
+    for (std::size_t k = 0; k < half; ++k) idx.push_back(2 * k);
+    for (std::size_t k = 0; k < half; ++k) idx.push_back(2 * per + 2 * k);
+    for (std::size_t i : idx) disp.push_back(MPI_Aint(i * sizeof(int)));
+    MPI_Datatype t;
+    MPI_Type_create_hindexed_block(int(disp.size()), 1, disp.data(), MPI_INT, &t);
+    MPI_Type_commit(&t);
+    std::vector<int> got(disp.size(), kSentinel);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got.data(), int(got.size()), MPI_INT, to, addr[std::size_t(to)], 1, t, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+    for (std::size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], value(to, idx[k])) << "element " << k;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Type_free(&t);
+    FRMA_Win_detach(win, mem);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    munmap(mem, 3 * page);
+}
+
+}  // namespace
