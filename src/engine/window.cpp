@@ -592,7 +592,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         w->served_ = std::make_unique<served::Server>();
         Window* me_w = w.get();
         if (eng.config().host_progress)
-            w->served_hooked_ = host_progress_add(w->served_.get(), [me_w] { return me_w->serve_peers(true); });
+            w->served_hooked_ = host_progress_add(
+                w->served_.get(), [me_w] { return me_w->serve_peers(true); }, HookCalls::no_mpi);
     }
     (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;
