@@ -137,8 +137,9 @@ run_ctest "$build_dir" "$timeout_s" "${ctest_extra[@]}" || rc=$?
 ((rc == 130 || rc == 143)) && exit "$rc"  # stopped by the user
 
 # The second host: MPICH's ABI (docs/building.md, "MPICH as the host"). The tiers below take
-# about a minute on 2 cores, after three to four minutes of build.
-MPICH_TESTS='^unit$|^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_harden_mismatch_|^dropin_|^install_find_package$'
+# about a minute on 2 cores, after three to four minutes of build, plus the oversubscribed
+# passive and matrix tiers at 4 ranks and the matrix at 8 (shm; am stays at 3 ranks here).
+MPICH_TESTS='^unit$|^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_(passive|matrix)_np4$|^mpi_matrix_np8$|^mpi_host_progress_np[23]$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_harden_mismatch_|^dropin_|^install_find_package$'
 if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-auto} != 0 ]]; then
   if command -v mpicc.mpich >/dev/null && command -v mpicxx.mpich >/dev/null; then
     mpich_rc=0
