@@ -1564,11 +1564,13 @@ struct UnmappedWin {
     // Peers on the node reached by cross-memory attach (not over am or ofi).
     bool over_cma() const { return !impl()->uses_am(); }
     // Does a target waiting in MPI advertise itself? Its beat comes from the host MPI's
-    // progress hook (Open MPI; not MPICH, not FASTRMA_HOST_PROGRESS=0), and only batched
-    // transfers go there (FASTRMA_CMA_BATCH=0: none).
+    // progress hook (Open MPI's opal_progress, MPICH ch4:ucx's ucp_worker_progress, which
+    // takes MPI-free entries only; not FASTRMA_HOST_PROGRESS=0), and only batched transfers
+    // go there (FASTRMA_CMA_BATCH=0: none).
     bool served_expected() const {
         static int key;
-        const bool hooked = fastrma::detail::host_progress_add(&key, [] { return false; });
+        const bool hooked = fastrma::detail::host_progress_add(
+            &key, [] { return false; }, fastrma::detail::HookCalls::no_mpi);
         if (hooked) fastrma::detail::host_progress_remove(&key);
         const auto& c = impl()->engine().config();
         return hooked && c.host_progress && c.cma_batch >= kServedBound;
