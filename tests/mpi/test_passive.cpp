@@ -1813,7 +1813,9 @@ TEST(ServedTransfers, APutFlushedIsSeenByAThirdRanksGet) {
         if (!w.over_cma()) continue;
         const SizePlan plan;
         int bad = 0;
-        if (me == 0 || me == 2) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        if (me == 0 || me == 2) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        }
         for (int round = 0; round < 5; ++round) {
             if (me == 0) {
                 std::vector<unsigned char> src(256);
@@ -1839,7 +1841,9 @@ TEST(ServedTransfers, APutFlushedIsSeenByAThirdRanksGet) {
                 MPI_Send(nullptr, 0, MPI_BYTE, 0, 74, MPI_COMM_WORLD);
             }
         }
-        if (me == 0 || me == 2) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        if (me == 0 || me == 2) {
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+        }
         // Rank 1 has waited in this reduction all along.
         MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create");
