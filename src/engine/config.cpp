@@ -163,6 +163,7 @@ Config Config::from_env() {
     c.offload_piece = std::size_t(env_long("FASTRMA_OFFLOAD_PIECE", 65536, 4096, 1L << 30));
     c.cma_batch = std::size_t(env_long("FASTRMA_CMA_BATCH", 1024, 0, 4096));
     c.am_window = int(env_long("FASTRMA_AM_WINDOW", 256, 1, 65536));
+    c.am_strided = env_long("FASTRMA_AM_STRIDED", 1, 0, 1) != 0;
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));
     c.win_op_pool = std::size_t(env_long("FASTRMA_WIN_OP_POOL", 256, 1, 1L << 30));
     c.target_pool = std::size_t(env_long("FASTRMA_TARGET_POOL", 1024, 0, 1L << 30));

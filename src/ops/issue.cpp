@@ -47,6 +47,7 @@ Post post_piece(const IssueContext& ctx, bool* first, F f) {
 //  - a peer reached by cross-memory attach (it has a CmaBatch), for ops of many pieces: gets
 //    read dense spans and scatter here, puts write an iovec a piece (CmaPieces), at once;
 //    what the batch holds for the peer moves first;
+//  - a peer whose transport takes strided puts (am), a put: put_runs;
 //  - a peer served by its CPU (am), a get of many pieces whose footprint is dense (data at
 //    least a quarter of it, as LockedRuns reads, up to kAmSpanMax) and readable throughout
 //    (ctx.gaps_readable: the target's server would fault on a page the user made
@@ -78,12 +79,60 @@ void copy_at(const Op& op, bool is_put, void* local, std::uintptr_t base) {
     });
 }
 
+// A derived put to a peer whose transport takes strided puts (am): each run of equal pieces
+// at fixed steps (a StridedChunk of n > 1 pieces of at most piece_max bytes) is one
+// put_strided; the other pieces go as chunks, up to kMaxBatch to a put(), in walk order.
+int put_runs(const IssueContext& ctx, const Op& op, const void* local, std::size_t piece_max) {
+    Chunk plain[kMaxBatch];
+    std::size_t np = 0;
+    bool first = true, refused = false;
+    auto post = [&](auto f) {
+        const Post p = post_piece(ctx, &first, f);
+        refused = p == Post::retry;
+        return accepted(p);
+    };
+    auto post_plain = [&] {
+        if (np == 0) return true;
+        const bool ok = post([&] { return ctx.tp.put(ctx.peer, plain, np); });
+        np = 0;
+        return ok;
+    };
+    const bool ok = zip_strided(*op.olay, op.ocount, const_cast<void*>(local), *op.tlay, op.tcount, op.offset,
+                                [&](const StridedChunk* c, std::size_t n) {
+                                    for (std::size_t i = 0; i < n; ++i) {
+                                        const StridedChunk& s = c[i];
+                                        if (s.n > 1 && s.len <= piece_max) {
+                                            if (!post_plain()) return false;
+                                            if (!post([&] {
+                                                    return ctx.tp.put_strided(ctx.peer, s.local, s.lstride, s.offset,
+                                                                              s.rstride, s.len, s.n);
+                                                }))
+                                                return false;
+                                            continue;
+                                        }
+                                        for (std::uint64_t k = 0; k < s.n; ++k) {
+                                            if (np == kMaxBatch && !post_plain()) return false;
+                                            plain[np++] = Chunk{byte_address(s.local, std::int64_t(k) * s.lstride),
+                                                                s.offset + k * std::uint64_t(s.rstride), s.len};
+                                        }
+                                    }
+                                    return true;
+                                }) &&
+                    post_plain();
+    if (refused) return kIssueRetry;
+    return ok ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
 bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* local, int* rc) {
     if (op.olay->contiguous() && op.tlay->contiguous()) return false;
     const Transport::Caps caps = ctx.tp.caps(ctx.peer);
     if (ctx.peer.mapped && caps.load_store) {
         copy_at(op, is_put, local, reinterpret_cast<std::uintptr_t>(ctx.peer.mapped));
         *rc = MPI_SUCCESS;
+        return true;
+    }
+    if (is_put && caps.needs_target_cpu && caps.strided_piece_max && !ctx.batch) {
+        *rc = put_runs(ctx, op, local, caps.strided_piece_max);
         return true;
     }
     const bool many = many_pieces(*op.tlay, op.tcount) || many_pieces(*op.olay, op.ocount);

@@ -54,8 +54,10 @@ enum Kind : std::uint32_t {
     kAccData,
     kLockReq,
     kRejected,  // target -> origin: a = its refusals of that origin's requests so far
-    kPosted
-};  // target -> origin: a = its PSCW posts to that origin so far
+    kPosted,  // target -> origin: a = its PSCW posts to that origin so far
+    kPutStrided  // a = target offset of the first piece, b = piece bytes, c = pieces;
+    // body: i64 target stride, then the pieces packed
+};
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
 // kAccumulate body: AccRecord, then the origin data (flags & 4). kAtomic8: NotifyRecord.
@@ -616,6 +618,30 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
         }
     }
     pack(Ack::maybe);
+    return Post::posted;
+}
+
+Post AmEndpoint::put_strided(int rank, const void* local, std::int64_t lstride, std::uint64_t offset,
+                             std::int64_t rstride, std::size_t len, std::uint64_t n) {
+    if (len == 0 || n == 0) return Post::done;
+    if (!admit(rank)) return Post::retry;
+    // Pieces of len bytes, at most kMaxMessage bytes of them a message: one kPutStrided
+    // request each (its target offset, piece size, stride, count, then the pieces packed
+    // here). Only the last message asks for an ack, as put() does.
+    const std::uint64_t per = std::max<std::uint64_t>(1, kMaxMessage / len);
+    const auto* src = static_cast<const unsigned char*>(local);
+    for (std::uint64_t i = 0; i < n;) {
+        const std::uint64_t m = std::min<std::uint64_t>(per, n - i);
+        const std::uint64_t toff = offset + i * std::uint64_t(rstride);  // (two's complement steps)
+        std::vector<unsigned char> msg(sizeof(Header) + 8 + m * len);
+        const Header h{kPutStrided, 0, -1, 0, 0, 0, toff, len, m, 0, 0};
+        std::memcpy(msg.data(), &h, sizeof h);
+        std::memcpy(msg.data() + sizeof h, &rstride, 8);
+        copy_strided(msg.data() + sizeof h + 8, std::int64_t(len), src + std::int64_t(i) * lstride, lstride, len, m);
+        i += m;
+        send(rank, std::move(msg), i == n ? Ack::maybe : Ack::none);
+        throttle(rank);
+    }
     return Post::posted;
 }
 
@@ -1287,6 +1313,26 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
                 copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
             data += n;
             left -= n;
+        }
+        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+        break;
+    }
+    case kPutStrided: {
+        // c pieces of b bytes from offset a at a stride (negative allowed): the packed
+        // pieces must be exactly the rest of the message, and the whole footprint, from the
+        // lowest piece's first byte to the highest's last, inside the part (one check).
+        const std::uint64_t off = h.a, piece = h.b, n = h.c;
+        const std::size_t body = len - sizeof h;
+        std::int64_t stride = 0;
+        if (body >= 8) std::memcpy(&stride, p, 8);
+        const std::uint64_t step = stride < 0 ? 0 - std::uint64_t(stride) : std::uint64_t(stride);
+        const bool sized = body >= 8 && piece != 0 && n != 0 && piece <= (body - 8) / n && piece * n == body - 8;
+        const bool spans = sized && (n == 1 || step <= (~0ull - piece) / (n - 1));
+        const std::uint64_t reach = spans ? (n - 1) * step : 0;  // first byte of the first piece to the last's
+        if (!spans || (stride < 0 && off < reach)) {
+            refuse(source);
+        } else if (accepts(source, stride < 0 ? off - reach : off, reach + piece)) {
+            copy_strided(local_.base + off, stride, p + 8, std::int64_t(piece), piece, n);
         }
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
         break;

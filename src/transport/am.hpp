@@ -84,6 +84,13 @@ public:
     // Origin side (called through AmTransport).
     Post put(int rank, const Chunk* chunks, std::size_t n);
     Post get(int rank, const Chunk* chunks, std::size_t n);
+    // n pieces of len bytes (len <= kStridedPieceMax): piece i from local + i * lstride to
+    // offset + i * rstride at the target (strides may be negative), as kPutStrided requests
+    // of at most kMaxMessage bytes of pieces each, packed here; the target checks the
+    // footprint once and copies the pieces out.
+    Post put_strided(int rank, const void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
+                     std::size_t len, std::uint64_t n);
+    static constexpr std::size_t kStridedPieceMax = 3999;  // larger pieces: put() (in place)
     // Pieces of a get up to this size travel gathered: many (at most 256, at most
     // kMaxMessage bytes) in one request, answered in one message and scattered on arrival.
     static constexpr std::size_t kGatherPieceMax = 2048;
@@ -414,16 +421,22 @@ private:
 // interface (PeerRegion::rank names the peer).
 class AmTransport final : public Transport {
 public:
-    explicit AmTransport(std::unique_ptr<AmEndpoint> ep) : ep_(std::move(ep)) {}
+    // strided: put_strided is offered (caps().strided_piece_max; FASTRMA_AM_STRIDED=0: not).
+    explicit AmTransport(std::unique_ptr<AmEndpoint> ep, bool strided = true) : ep_(std::move(ep)), strided_(strided) {}
     const char* name() const override { return "am"; }
     Caps caps(const PeerRegion&) const override {
         Caps c{false, false, true, true, true};
         c.gates_access = true;
         c.inline_max = AmEndpoint::kBatchItemMax;
+        c.strided_piece_max = strided_ ? AmEndpoint::kStridedPieceMax : 0;
         return c;
     }
     Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep_->put(p.rank, c, n); }
     Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return ep_->get(p.rank, c, n); }
+    Post put_strided(const PeerRegion& p, const void* local, std::int64_t lstride, std::uint64_t offset,
+                     std::int64_t rstride, std::size_t len, std::uint64_t n) override {
+        return ep_->put_strided(p.rank, local, lstride, offset, rstride, len, n);
+    }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override {
         return ep_->atomic8(p.rank, word, op, operand, compare);
@@ -482,6 +495,7 @@ public:
 
 private:
     std::unique_ptr<AmEndpoint> ep_;
+    bool strided_;
 };
 
 }  // namespace fastrma::detail

@@ -53,7 +53,7 @@ std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget 
         *err = raise(MPI_ERR_INTERN, "%s: am: cannot duplicate the communicator", call);
         return nullptr;
     }
-    return std::make_unique<AmTransport>(std::move(ep));
+    return std::make_unique<AmTransport>(std::move(ep), cfg.am_strided);
 }
 
 std::unique_ptr<Transport> make_network_transport(Bootstrap& group, const NetworkPart& mine, const Config& cfg,

@@ -99,12 +99,22 @@ public:
         // Largest put / accumulate the transport copies into its own buffer at post (the
         // origin buffer is free at once, and the op costs no message of its own).
         std::size_t inline_max = 0;
+        // Largest piece of a put_strided (0: not offered).
+        std::size_t strided_piece_max = 0;
     };
     virtual ~Transport() = default;
     virtual const char* name() const = 0;
     virtual Caps caps(const PeerRegion& peer) const = 0;
     virtual Post put(const PeerRegion& peer, const Chunk* chunks, std::size_t n) = 0;
     virtual Post get(const PeerRegion& peer, const Chunk* chunks, std::size_t n) = 0;
+    // n pieces of len bytes (len <= caps().strided_piece_max): piece i from local + i * lstride
+    // to offset + i * rstride at the peer, strides possibly negative; as put() otherwise.
+    // Only called when caps() offers it.
+    virtual Post put_strided(const PeerRegion& /*peer*/, const void* /*local*/, std::int64_t /*lstride*/,
+                             std::uint64_t /*offset*/, std::int64_t /*rstride*/, std::size_t /*len*/,
+                             std::uint64_t /*n*/) {
+        return Post::error;
+    }
     // 8-byte atomic on a synchronization word of the peer; returns the old value.
     virtual std::uint64_t atomic8(const PeerRegion& peer, std::size_t word, AtomicOp op, std::uint64_t operand,
                                   std::uint64_t compare = 0) = 0;

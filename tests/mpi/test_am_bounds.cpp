@@ -49,6 +49,15 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         std::vector<unsigned char> big(8192, 0xCD);
         const Chunk big_far{big.data(), 0, big.size()};  // a payload message (kPutData), too long for the part
         ep.put(0, &big_far, 1);
+        // Strided puts: the footprint past the end, below the start (downward), a stride
+        // whose footprint overflows 64 bits; then one inside (bytes 16-19 and 32-35).
+        const std::uint32_t v4[9] = {0x22222222, 0x22222222, 0x22222222, 0x22222222, 0x22222222,
+                                     0x22222222, 0x22222222, 0x22222222, 0x22222222};
+        ep.put_strided(0, v4, 4, 0, 8, 4, 9);  // last piece at 64
+        ep.put_strided(0, v4, 4, 8, -8, 4, 3);  // first byte at -8
+        ep.put_strided(0, v4, 4, 0, std::int64_t(1) << 62, 4, 5);  // 4 * 2^62 past 0
+        ep.put_strided(0, v4, 4, 60, -(std::int64_t(1) << 62), 4, 5);
+        ep.put_strided(0, v4, 4, 16, 16, 4, 2);  // inside
         std::uint64_t got = 42;
         const Chunk get_far{&got, 1ull << 50, 8};
         ep.get(0, &get_far, 1);
@@ -68,12 +77,15 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         std::uint64_t first;
         std::memcpy(&first, local.base, 8);
         EXPECT_EQ(first, 0x1111111111111111ull) << "the valid put landed";
-        for (std::size_t i = 8; i < kPart; ++i) EXPECT_EQ(local.base[i], 0xAB) << "byte " << i;
+        for (std::size_t i = 8; i < kPart; ++i) {
+            const bool strided = (i >= 16 && i < 20) || (i >= 32 && i < 36);
+            EXPECT_EQ(local.base[i], strided ? 0x22 : 0xAB) << "byte " << i;
+        }
         EXPECT_EQ(accumulates, 0) << "an accumulate outside the part reached the window";
         for (std::uint64_t w : state) EXPECT_EQ(w, 0u);
     } else {
         ep.serve_arrived();
-        EXPECT_GE(ep.take_rejected(0), 7u) << "every refused request was reported";
+        EXPECT_GE(ep.take_rejected(0), 11u) << "every refused request was reported";
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }

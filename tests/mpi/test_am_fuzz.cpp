@@ -7,7 +7,7 @@
 // comes before libmpi's) and records the requests an origin endpoint sends to itself — puts
 // small and large, batches, in-place payload puts, gets plain and gathered, 8-byte atomics,
 // notifies, lock requests, accumulates inline and with their data behind, state reads,
-// flushes. Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
+// flushes, strided puts (upward, downward, from a strided origin, split in two requests). Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
 // values over aligned words, truncation, extension, splicing two requests) and serves it on
 // a second endpoint whose part lies between guard bytes. A request whose first word (the
 // kind) announces a payload (7: put data, 9: accumulate data) gets one of a random size sent
@@ -124,6 +124,10 @@ void record_corpus() {
     ep.put(0, pieces, 4);
     Chunk gets[4] = {
         {back.data(), 0, 8}, {back.data() + 8, 64, 8}, {back.data() + 16, 200, 16}, {back.data(), 3000, 4}};
+    ep.put_strided(0, data.data(), 8, 16, 24, 8, 20);  // strided put, origin at a stride too
+    ep.put_strided(0, data.data(), 16, 3000, -40, 16, 30);  // downward
+    ep.put_strided(0, data.data(), 0, 0, 4, 4, 1000);  // 16 KiB of target footprint: refused
+    ep.put_strided(0, data.data(), 64, 8, 64, 64, 1100);  // two requests (more than kMaxMessage)
     ep.get(0, gets, 1);
     ep.get(0, gets, 4);  // gathered
     const Chunk big_get{back.data(), 0, 4096};

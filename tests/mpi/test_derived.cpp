@@ -255,6 +255,80 @@ TEST_P(Derived, AccumulateSumsOnlyTheTypesElements) {
     (void)from;
 }
 
+// Blocks of 3 ints on both sides at different strides (origin every 4 ints, target every 7,
+// upward and downward: hvector of -28 bytes): over am a strided request with a strided origin.
+TEST_P(Derived, PutBlocksFromAStridedOriginAtAStride) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n, from = (me + n - 1) % n;
+    constexpr int kBlocks = int((kInts - kMargin - 8) / 7);
+    std::vector<int> src(std::size_t(kBlocks) * 4);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = value(me, i);
+    MPI_Datatype o, up, down;
+    MPI_Type_vector(kBlocks, 3, 4, MPI_INT, &o);
+    MPI_Type_vector(kBlocks, 3, 7, MPI_INT, &up);
+    MPI_Type_create_hvector(kBlocks, 3, -28, MPI_INT, &down);
+    Type ot(o), upt(up), downt(down);
+    for (const bool upward : {true, false}) {
+        SCOPED_TRACE(upward ? "upward" : "downward");
+        const std::size_t first = upward ? kMargin : kMargin + 7 * std::size_t(kBlocks - 1);
+        w.fill_sentinel();
+        w.epoch([&] {
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Put(src.data(), 1, ot.t, to, w.disp(to, first), 1, upward ? upt.t : downt.t, w.win));
+        });
+        std::vector<int> want(kInts, kSentinel);
+        for (std::size_t b = 0; b < std::size_t(kBlocks); ++b)
+            for (std::size_t j = 0; j < 3; ++j)
+                want[(upward ? first + 7 * b : first - 7 * b) + j] = value(from, 4 * b + j);
+        for (std::size_t i = 0; i < kInts; ++i) ASSERT_EQ(w.mem[i], want[i]) << "window int " << i;
+    }
+}
+
+// Blocks of 1100 ints (4400 bytes, above am's strided piece size) every 1200 ints: over am
+// each block is a put of its own, received in place.
+TEST_P(Derived, PutLargeBlocksAtAStride) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n, from = (me + n - 1) % n;
+    constexpr int kBlock = 1100, kStep = 1200, kBlocks = int((kInts - kMargin) / kStep);
+    std::vector<int> src(std::size_t(kBlocks) * kBlock);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = value(me, i);
+    MPI_Datatype v;
+    MPI_Type_vector(kBlocks, kBlock, kStep, MPI_INT, &v);
+    Type t(v);
+    w.fill_sentinel();
+    w.epoch([&] {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src.data(), int(src.size()), MPI_INT, to, w.disp(to, kMargin), 1, t.t, w.win));
+    });
+    std::vector<int> want(kInts, kSentinel);
+    for (std::size_t b = 0; b < std::size_t(kBlocks); ++b)
+        for (std::size_t j = 0; j < std::size_t(kBlock); ++j)
+            want[kMargin + kStep * b + j] = value(from, kBlock * b + j);
+    for (std::size_t i = 0; i < kInts; ++i) ASSERT_EQ(w.mem[i], want[i]) << "window int " << i;
+}
+
+// Every rank accumulates into the same elements of rank 0 (vector, hvector downward,
+// indexed): rank r adds r + 1 to each; gaps untouched.
+TEST_P(Derived, AccumulatesFromEveryRankIntoTheSameElements) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size();
+    const int total = n * (n + 1) / 2;
+    std::vector<int> add(kN, me + 1);
+    for (const Shape& s : kShapes) {
+        SCOPED_TRACE(s.name);
+        Type t(s.make());
+        w.fill_values();
+        w.epoch([&] {
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Accumulate(add.data(), kN, MPI_INT, 0, w.disp(0, s.first), 1, t.t, MPI_SUM, w.win));
+        });
+        if (me != 0) continue;
+        std::vector<int> want(kInts);
+        for (std::size_t i = 0; i < kInts; ++i) want[i] = value(0, i);
+        for (std::size_t at : s.where(s.first)) want[at] += total;
+        for (std::size_t i = 0; i < kInts; ++i) ASSERT_EQ(w.mem[i], want[i]) << "window int " << i;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Derived, ::testing::Values("allocate", "create", "dynamic"),
                          [](const auto& p) { return p.param; });
 
