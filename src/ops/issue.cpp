@@ -402,7 +402,41 @@ int accumulate(const IssueContext& ctx, const Op& op) {
             failed = !accepted(p);
             return !failed;
         };
-        if (op.op == MPI_NO_OP) {
+        // A plain accumulate of a type without holes whose transport takes strided
+        // accumulates (am): the layout walk as StridedChunks; a run of equal pieces (n > 1,
+        // at most strided_piece_max bytes each) is one accumulate_strided, other pieces go
+        // as runs as below.
+        const std::size_t piece_max = ctx.tp.caps(ctx.peer).strided_piece_max;
+        auto plain = [&](const std::shared_ptr<const Layout>& l) { return l && l->basic() == &ti; };
+        if (piece_max && op.kind == RmaKind::acc && op.op != MPI_NO_OP && ti.size == ti.extent && plain(op.olay) &&
+            plain(op.tlay) && !ctx.tp.native_type(ti.id)) {
+            zip_strided(*op.olay, op.ocount, const_cast<void*>(op.origin), *op.tlay, op.tcount, op.offset,
+                        [&](const StridedChunk* c, std::size_t n) {
+                            for (std::size_t i = 0; i < n; ++i) {
+                                const StridedChunk& s = c[i];
+                                const std::uint64_t elems = s.len / ti.extent;
+                                if (s.n > 1 && s.len <= piece_max) {
+                                    const Post p = post_piece(ctx, &first, [&] {
+                                        return ctx.tp.accumulate_strided(ctx.peer, kind, opid, tid, s.offset, s.rstride,
+                                                                         elems, ti.extent, s.local, s.lstride, s.n);
+                                    });
+                                    refused = p == Post::retry;
+                                    failed = !accepted(p);
+                                    if (failed) return false;
+                                    continue;
+                                }
+                                for (std::uint64_t k = 0; k < s.n; ++k)
+                                    for (std::uint64_t e = 0; e < elems; e += max_run) {
+                                        const void* src = byte_address(
+                                            s.local, std::int64_t(k) * s.lstride + std::int64_t(e * ti.extent));
+                                        if (!send(src, nullptr, s.offset + k * std::uint64_t(s.rstride) + e * ti.extent,
+                                                  std::min(max_run, elems - e)))
+                                            return false;
+                                    }
+                            }
+                            return true;
+                        });
+        } else if (op.op == MPI_NO_OP) {
             zip_elements(
                 *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
                 [&](const void* res, std::uint64_t toff, std::uint64_t n) {

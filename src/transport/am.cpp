@@ -55,8 +55,13 @@ enum Kind : std::uint32_t {
     kLockReq,
     kRejected,  // target -> origin: a = its refusals of that origin's requests so far
     kPosted,  // target -> origin: a = its PSCW posts to that origin so far
-    kPutStrided  // a = target offset of the first piece, b = piece bytes, c = pieces;
-    // body: i64 target stride, then the pieces packed
+    // a = target offset of the first piece, b = piece bytes, c = pieces; body: i64 target
+    // stride, then the pieces packed.
+    kPutStrided,
+    // op_id, type_id, rma_kind (acc); a = target offset of the first piece, b = elements a
+    // piece, c = element bytes; body: i64 target stride, u64 pieces, then the pieces'
+    // origin data packed.
+    kAccStrided
 };
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
@@ -71,6 +76,20 @@ struct AccRecord {
 struct NotifyRecord {
     std::uint64_t word, operand, op;
 };
+
+// The footprint of n pieces of `piece` bytes from off at stride (negative: downward): its
+// lowest byte in *lo and its extent in *span; false when it does not fit in 64 bits.
+bool strided_footprint(std::uint64_t off, std::int64_t stride, std::uint64_t piece, std::uint64_t n, std::uint64_t* lo,
+                       std::uint64_t* span) {
+    if (piece == 0 || n == 0) return false;
+    const std::uint64_t step = stride < 0 ? 0 - std::uint64_t(stride) : std::uint64_t(stride);
+    if (n > 1 && step > (~0ull - piece) / (n - 1)) return false;
+    const std::uint64_t reach = (n - 1) * step;  // first byte of the first piece to the last's
+    if (stride < 0 && off < reach) return false;
+    *lo = stride < 0 ? off - reach : off;
+    *span = reach + piece;
+    return true;
+}
 
 template <class T>
 void append(std::vector<unsigned char>& v, const T& x) {
@@ -624,6 +643,7 @@ Post AmEndpoint::put(int rank, const Chunk* chunks, std::size_t n) {
 Post AmEndpoint::put_strided(int rank, const void* local, std::int64_t lstride, std::uint64_t offset,
                              std::int64_t rstride, std::size_t len, std::uint64_t n) {
     if (len == 0 || n == 0) return Post::done;
+    if (len > kStridedPieceMax) return Post::error;  // (a request must fit the ring's receives)
     if (!admit(rank)) return Post::retry;
     // Pieces of len bytes, at most kMaxMessage bytes of them a message: one kPutStrided
     // request each (its target offset, piece size, stride, count, then the pieces packed
@@ -638,6 +658,32 @@ Post AmEndpoint::put_strided(int rank, const void* local, std::int64_t lstride, 
         std::memcpy(msg.data(), &h, sizeof h);
         std::memcpy(msg.data() + sizeof h, &rstride, 8);
         copy_strided(msg.data() + sizeof h + 8, std::int64_t(len), src + std::int64_t(i) * lstride, lstride, len, m);
+        i += m;
+        send(rank, std::move(msg), i == n ? Ack::maybe : Ack::none);
+        throttle(rank);
+    }
+    return Post::posted;
+}
+
+Post AmEndpoint::accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
+                                    std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes, const void* src,
+                                    std::int64_t lstride, std::uint64_t n) {
+    const std::uint64_t len = elems * elem_bytes;
+    if (len == 0 || n == 0) return Post::done;
+    if (len > kStridedPieceMax) return Post::error;
+    if (!admit(rank)) return Post::retry;
+    // As put_strided: at most kMaxMessage bytes of pieces a kAccStrided request.
+    const std::uint64_t per = std::max<std::uint64_t>(1, kMaxMessage / len);
+    const auto* from = static_cast<const unsigned char*>(src);
+    for (std::uint64_t i = 0; i < n;) {
+        const std::uint64_t m = std::min<std::uint64_t>(per, n - i);
+        std::vector<unsigned char> msg(sizeof(Header) + 16 + m * len);
+        const Header h{kAccStrided, 0,          -1, op_id, type_id, rma_kind, toff + i * std::uint64_t(rstride),
+                       elems,       elem_bytes, 0,  0};
+        std::memcpy(msg.data(), &h, sizeof h);
+        std::memcpy(msg.data() + sizeof h, &rstride, 8);
+        std::memcpy(msg.data() + sizeof h + 8, &m, 8);
+        copy_strided(msg.data() + sizeof h + 16, std::int64_t(len), from + std::int64_t(i) * lstride, lstride, len, m);
         i += m;
         send(rank, std::move(msg), i == n ? Ack::maybe : Ack::none);
         throttle(rank);
@@ -1321,18 +1367,46 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         // c pieces of b bytes from offset a at a stride (negative allowed): the packed
         // pieces must be exactly the rest of the message, and the whole footprint, from the
         // lowest piece's first byte to the highest's last, inside the part (one check).
-        const std::uint64_t off = h.a, piece = h.b, n = h.c;
+        const std::uint64_t piece = h.b, n = h.c;
         const std::size_t body = len - sizeof h;
         std::int64_t stride = 0;
         if (body >= 8) std::memcpy(&stride, p, 8);
-        const std::uint64_t step = stride < 0 ? 0 - std::uint64_t(stride) : std::uint64_t(stride);
         const bool sized = body >= 8 && piece != 0 && n != 0 && piece <= (body - 8) / n && piece * n == body - 8;
-        const bool spans = sized && (n == 1 || step <= (~0ull - piece) / (n - 1));
-        const std::uint64_t reach = spans ? (n - 1) * step : 0;  // first byte of the first piece to the last's
-        if (!spans || (stride < 0 && off < reach)) {
+        std::uint64_t lo = 0, span = 0;
+        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
             refuse(source);
-        } else if (accepts(source, stride < 0 ? off - reach : off, reach + piece)) {
-            copy_strided(local_.base + off, stride, p + 8, std::int64_t(piece), piece, n);
+        else if (accepts(source, lo, span))
+            copy_strided(local_.base + h.a, stride, p + 8, std::int64_t(piece), piece, n);
+        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+        break;
+    }
+    case kAccStrided: {
+        // Pieces of b elements of c bytes from offset a at a stride, each through the
+        // accumulate path as a kAccumulate run (its stripes, its checks of kind, op and
+        // type); the packed data must be exactly the rest of the message, the footprint
+        // inside the part (one check, before any piece is applied).
+        const std::uint64_t elems = h.b, eb = h.c;
+        const std::size_t body = len - sizeof h;
+        std::int64_t stride = 0;
+        std::uint64_t n = 0;
+        if (body >= 16) {
+            std::memcpy(&stride, p, 8);
+            std::memcpy(&n, p + 8, 8);
+        }
+        const std::uint64_t piece = eb * elems;
+        const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
+                           n <= (body - 16) / piece && piece * n == body - 16;
+        std::uint64_t lo = 0, span = 0;
+        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
+            refuse(source);
+        } else if (accepts(source, lo, span)) {
+            const unsigned char* src = p + 16;
+            for (std::uint64_t i = 0; i < n; ++i, src += piece)
+                if (local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a + i * std::uint64_t(stride), elems, eb, src,
+                                      nullptr, nullptr) != MPI_SUCCESS) {
+                    refuse(source);
+                    break;
+                }
         }
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
         break;

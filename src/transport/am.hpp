@@ -91,6 +91,14 @@ public:
     Post put_strided(int rank, const void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
                      std::size_t len, std::uint64_t n);
     static constexpr std::size_t kStridedPieceMax = 3999;  // larger pieces: put() (in place)
+    // n pieces of elems elements of elem_bytes (a piece at most kStridedPieceMax bytes), an
+    // accumulate without result (rma_kind: acc): piece i from src + i * lstride onto toff +
+    // i * rstride, as kAccStrided requests of at most kMaxMessage bytes of pieces, packed
+    // here; the target checks the footprint once and runs each piece through its
+    // accumulate path (as a kAccumulate run).
+    Post accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t rstride,
+                            std::uint64_t elems, std::size_t elem_bytes, const void* src, std::int64_t lstride,
+                            std::uint64_t n);
     // Pieces of a get up to this size travel gathered: many (at most 256, at most
     // kMaxMessage bytes) in one request, answered in one message and scattered on arrival.
     static constexpr std::size_t kGatherPieceMax = 2048;
@@ -436,6 +444,12 @@ public:
     Post put_strided(const PeerRegion& p, const void* local, std::int64_t lstride, std::uint64_t offset,
                      std::int64_t rstride, std::size_t len, std::uint64_t n) override {
         return ep_->put_strided(p.rank, local, lstride, offset, rstride, len, n);
+    }
+    Post accumulate_strided(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,
+                            std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes, const void* src,
+                            std::int64_t lstride, std::uint64_t n) override {
+        return ep_->accumulate_strided(p.rank, rma_kind, op_id, type_id, toff, rstride, elems, elem_bytes, src, lstride,
+                                       n);
     }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override {

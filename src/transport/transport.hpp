@@ -99,7 +99,7 @@ public:
         // Largest put / accumulate the transport copies into its own buffer at post (the
         // origin buffer is free at once, and the op costs no message of its own).
         std::size_t inline_max = 0;
-        // Largest piece of a put_strided (0: not offered).
+        // Largest piece of a put_strided / accumulate_strided (0: not offered).
         std::size_t strided_piece_max = 0;
     };
     virtual ~Transport() = default;
@@ -113,6 +113,16 @@ public:
     virtual Post put_strided(const PeerRegion& /*peer*/, const void* /*local*/, std::int64_t /*lstride*/,
                              std::uint64_t /*offset*/, std::int64_t /*rstride*/, std::size_t /*len*/,
                              std::uint64_t /*n*/) {
+        return Post::error;
+    }
+    // An accumulate without result (rma_kind acc) of n pieces of elems basic elements of
+    // elem_bytes (a piece at most caps().strided_piece_max bytes): piece i from src + i *
+    // lstride onto toff + i * rstride, each applied as accumulate() applies a run. Only
+    // called when caps() offers strided puts.
+    virtual Post accumulate_strided(const PeerRegion& /*peer*/, int /*rma_kind*/, int /*op_id*/, int /*type_id*/,
+                                    std::uint64_t /*toff*/, std::int64_t /*rstride*/, std::uint64_t /*elems*/,
+                                    std::size_t /*elem_bytes*/, const void* /*src*/, std::int64_t /*lstride*/,
+                                    std::uint64_t /*n*/) {
         return Post::error;
     }
     // 8-byte atomic on a synchronization word of the peer; returns the old value.

@@ -58,6 +58,14 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         ep.put_strided(0, v4, 4, 0, std::int64_t(1) << 62, 4, 5);  // 4 * 2^62 past 0
         ep.put_strided(0, v4, 4, 60, -(std::int64_t(1) << 62), 4, 5);
         ep.put_strided(0, v4, 4, 16, 16, 4, 2);  // inside
+        // Strided accumulates (sum of doubles): past the end, below the start, element bytes
+        // 0 and 65, and a stride whose footprint overflows: none reaches the accumulate path.
+        const double d3[3] = {1, 2, 3};
+        ep.accumulate_strided(0, 2, 2, 0, 48, 16, 1, 8, d3, 8, 2);
+        ep.accumulate_strided(0, 2, 2, 0, 8, -16, 1, 8, d3, 8, 2);
+        ep.accumulate_strided(0, 2, 2, 0, 0, 16, 1, 0, d3, 8, 2);
+        ep.accumulate_strided(0, 2, 2, 0, 0, 16, 1, 65, d3, 8, 2);
+        ep.accumulate_strided(0, 2, 2, 0, 0, std::int64_t(1) << 62, 1, 8, d3, 8, 3);
         std::uint64_t got = 42;
         const Chunk get_far{&got, 1ull << 50, 8};
         ep.get(0, &get_far, 1);
@@ -85,7 +93,7 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         for (std::uint64_t w : state) EXPECT_EQ(w, 0u);
     } else {
         ep.serve_arrived();
-        EXPECT_GE(ep.take_rejected(0), 11u) << "every refused request was reported";
+        EXPECT_GE(ep.take_rejected(0), 15u) << "every refused request was reported";
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -7,7 +7,8 @@
 // comes before libmpi's) and records the requests an origin endpoint sends to itself — puts
 // small and large, batches, in-place payload puts, gets plain and gathered, 8-byte atomics,
 // notifies, lock requests, accumulates inline and with their data behind, state reads,
-// flushes, strided puts (upward, downward, from a strided origin, split in two requests). Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
+// flushes, strided puts and accumulates (upward, downward, from a strided origin, split in
+// two requests). Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
 // values over aligned words, truncation, extension, splicing two requests) and serves it on
 // a second endpoint whose part lies between guard bytes. A request whose first word (the
 // kind) announces a payload (7: put data, 9: accumulate data) gets one of a random size sent
@@ -143,6 +144,9 @@ void record_corpus() {
     ep.accumulate(0, 3, 2, 0, 128, 4, 8, d, nullptr, res);  // with result
     ep.accumulate(0, 4, 0, 0, 256, 1, 8, d, d + 1, res);  // compare_and_swap
     ep.accumulate(0, 2, 2, 0, 0, 4000 / 8 + 8, 8, data.data(), nullptr, nullptr);  // data behind the header
+    ep.accumulate_strided(0, 2, 2, 0, 64, 24, 2, 8, d, 16, 4);  // strided accumulate (sum of doubles)
+    ep.accumulate_strided(0, 2, 2, 0, 3000, -40, 1, 8, d, 8, 8);  // downward
+    ep.accumulate_strided(0, 2, 2, 0, 0, 8, 1, 8, data.data(), 8, 9000);  // two requests, refused
     ep.lock_request(0, Transport::LockRequest::shared);
     const Transport::Release rel{6, AtomicOp::fetch_add, std::uint64_t(-1)};
     ep.release(0, &rel, 1);

@@ -329,6 +329,33 @@ TEST_P(Derived, AccumulatesFromEveryRankIntoTheSameElements) {
     }
 }
 
+// Blocks of 3 ints from a strided origin (every 4 ints) onto blocks every 7 ints downward
+// (hvector of -28 bytes) of rank 0, from every rank: rank r adds r + 1 to each element.
+TEST_P(Derived, AccumulateBlocksFromAStridedOriginDownward) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size();
+    const int total = n * (n + 1) / 2;
+    constexpr int kBlocks = int((kInts - kMargin - 8) / 7);
+    std::vector<int> src(std::size_t(kBlocks) * 4, -1000);  // the gaps would show as -1000
+    for (std::size_t b = 0; b < std::size_t(kBlocks); ++b)
+        for (std::size_t j = 0; j < 3; ++j) src[4 * b + j] = me + 1;
+    MPI_Datatype o, down;
+    MPI_Type_vector(kBlocks, 3, 4, MPI_INT, &o);
+    MPI_Type_create_hvector(kBlocks, 3, -28, MPI_INT, &down);
+    Type ot(o), downt(down);
+    const std::size_t first = kMargin + 7 * std::size_t(kBlocks - 1);
+    w.fill_values();
+    w.epoch([&] {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(src.data(), 1, ot.t, 0, w.disp(0, first), 1, downt.t, MPI_SUM, w.win));
+    });
+    if (me != 0) return;
+    std::vector<int> want(kInts);
+    for (std::size_t i = 0; i < kInts; ++i) want[i] = value(0, i);
+    for (std::size_t b = 0; b < std::size_t(kBlocks); ++b)
+        for (std::size_t j = 0; j < 3; ++j) want[first - 7 * b + j] += total;
+    for (std::size_t i = 0; i < kInts; ++i) ASSERT_EQ(w.mem[i], want[i]) << "window int " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Derived, ::testing::Values("allocate", "create", "dynamic"),
                          [](const auto& p) { return p.param; });
 
