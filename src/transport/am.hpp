@@ -11,6 +11,10 @@
 //               pieces of 16 KiB and more go as a header plus a second message straight
 //               from the user's buffer, which the target receives in place (no packing,
 //               no bounce buffer: above Open MPI's eager limit one copy in all);
+//   strided put: (target offset, piece length, stride, count) + the pieces packed, at most
+//               kMaxMessage bytes of them a message; the target checks the footprint once;
+//   strided accumulate: the same for an accumulate without result, each piece applied as
+//               an accumulate run;
 //   get       : segments -> reply with the data, received straight into the user's buffer;
 //               returns at once, the data is in place at the next flush;
 //   atomic8   : one synchronization word of the target's state area -> reply old value;
