@@ -47,7 +47,8 @@ Post post_piece(const IssueContext& ctx, bool* first, F f) {
 //  - a peer reached by cross-memory attach (it has a CmaBatch), for ops of many pieces: gets
 //    read dense spans and scatter here, puts write an iovec a piece (CmaPieces), at once;
 //    what the batch holds for the peer moves first;
-//  - a peer whose transport takes strided puts (am), a put: put_runs;
+//  - a peer whose transport takes strided requests (am), a put, or a get of many pieces
+//    that the dense span below does not take: transfer_runs;
 //  - a peer served by its CPU (am), a get of many pieces whose footprint is dense (data at
 //    least a quarter of it, as LockedRuns reads, up to kAmSpanMax) and readable throughout
 //    (ctx.gaps_readable: the target's server would fault on a page the user made
@@ -79,10 +80,11 @@ void copy_at(const Op& op, bool is_put, void* local, std::uintptr_t base) {
     });
 }
 
-// A derived put to a peer whose transport takes strided puts (am): each run of equal pieces
-// at fixed steps (a StridedChunk of n > 1 pieces of at most piece_max bytes) is one
-// put_strided; the other pieces go as chunks, up to kMaxBatch to a put(), in walk order.
-int put_runs(const IssueContext& ctx, const Op& op, const void* local, std::size_t piece_max) {
+// A derived put or get to a peer whose transport takes strided requests (am): each run of
+// equal pieces at fixed steps (a StridedChunk of n > 1 pieces of at most piece_max bytes) is
+// one put_strided / get_strided; the other pieces go as chunks, up to kMaxBatch to a
+// put() / get(), in walk order.
+int transfer_runs(const IssueContext& ctx, const Op& op, bool is_put, void* local, std::size_t piece_max) {
     Chunk plain[kMaxBatch];
     std::size_t np = 0;
     bool first = true, refused = false;
@@ -93,19 +95,22 @@ int put_runs(const IssueContext& ctx, const Op& op, const void* local, std::size
     };
     auto post_plain = [&] {
         if (np == 0) return true;
-        const bool ok = post([&] { return ctx.tp.put(ctx.peer, plain, np); });
+        const bool ok =
+            post([&] { return is_put ? ctx.tp.put(ctx.peer, plain, np) : ctx.tp.get(ctx.peer, plain, np); });
         np = 0;
         return ok;
     };
-    const bool ok = zip_strided(*op.olay, op.ocount, const_cast<void*>(local), *op.tlay, op.tcount, op.offset,
+    const bool ok = zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
                                 [&](const StridedChunk* c, std::size_t n) {
                                     for (std::size_t i = 0; i < n; ++i) {
                                         const StridedChunk& s = c[i];
                                         if (s.n > 1 && s.len <= piece_max) {
                                             if (!post_plain()) return false;
                                             if (!post([&] {
-                                                    return ctx.tp.put_strided(ctx.peer, s.local, s.lstride, s.offset,
-                                                                              s.rstride, s.len, s.n);
+                                                    return is_put ? ctx.tp.put_strided(ctx.peer, s.local, s.lstride,
+                                                                                       s.offset, s.rstride, s.len, s.n)
+                                                                  : ctx.tp.get_strided(ctx.peer, s.local, s.lstride,
+                                                                                       s.offset, s.rstride, s.len, s.n);
                                                 }))
                                                 return false;
                                             continue;
@@ -132,14 +137,18 @@ bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* 
         return true;
     }
     if (is_put && caps.needs_target_cpu && caps.strided_piece_max && !ctx.batch) {
-        *rc = put_runs(ctx, op, local, caps.strided_piece_max);
+        *rc = transfer_runs(ctx, op, true, local, caps.strided_piece_max);
         return true;
     }
     const bool many = many_pieces(*op.tlay, op.tcount) || many_pieces(*op.olay, op.ocount);
     if (!many) return false;
     if (caps.needs_target_cpu) {
         const std::uint64_t span = std::uint64_t(op.hi - op.lo);
-        if (is_put || !ctx.gaps_readable || op.hi <= op.lo || span > kAmSpanMax || span > 4 * op.bytes) return false;
+        if (is_put || !ctx.gaps_readable || op.hi <= op.lo || span > kAmSpanMax || span > 4 * op.bytes) {
+            if (is_put || !caps.strided_piece_max || ctx.batch) return false;
+            *rc = transfer_runs(ctx, op, false, local, caps.strided_piece_max);  // strided gets, answered packed
+            return true;
+        }
         // This thread's buffer (kept: a fresh one costs a page fault a page), or, should the
         // flush below ever issue another such get on this thread, one of its own.
         thread_local std::vector<unsigned char> kept;

@@ -61,7 +61,11 @@ enum Kind : std::uint32_t {
     // op_id, type_id, rma_kind (acc); a = target offset of the first piece, b = elements a
     // piece, c = element bytes; body: i64 target stride, u64 pieces, then the pieces'
     // origin data packed.
-    kAccStrided
+    kAccStrided,
+    // a = target offset of the first piece, b = piece bytes, c = pieces (at most kMaxMessage
+    // bytes of them); body: i64 target stride. Answer: the pieces packed, then a byte (1:
+    // applied).
+    kGetStrided
 };
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
@@ -687,6 +691,38 @@ Post AmEndpoint::accumulate_strided(int rank, int rma_kind, int op_id, int type_
         i += m;
         send(rank, std::move(msg), i == n ? Ack::maybe : Ack::none);
         throttle(rank);
+    }
+    return Post::posted;
+}
+
+Post AmEndpoint::get_strided(int rank, void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
+                             std::size_t len, std::uint64_t n) {
+    if (len == 0 || n == 0) return Post::done;
+    if (len > kStridedPieceMax) return Post::error;
+    if (!admit(rank)) return Post::retry;
+    // At most kMaxMessage bytes of pieces a kGetStrided request, answered packed into a
+    // buffer of ours and scattered to local at lstride when the answer completes.
+    const std::uint64_t per = std::max<std::uint64_t>(1, kMaxMessage / len);
+    for (std::uint64_t i = 0; i < n;) {
+        const std::uint64_t m = std::min<std::uint64_t>(per, n - i);
+        std::vector<unsigned char> msg(sizeof(Header) + 8);
+        const Header h{kGetStrided, 0, -1, 0, 0, 0, offset + i * std::uint64_t(rstride), len, m, 0, 0};
+        std::memcpy(msg.data(), &h, sizeof h);
+        std::memcpy(msg.data() + sizeof h, &rstride, 8);
+        Landing land;
+        {
+            Peer& p = peers_[std::size_t(rank)];
+            std::lock_guard lk(p.mu);
+            land.buf = PageOffsetBuffer::take(p.spares, m * len + 1, 0);
+        }
+        land.buf.data()[m * len] = 0;  // nothing applied until told
+        land.dst = static_cast<unsigned char*>(local) + std::int64_t(i) * lstride;
+        land.pieces = m;
+        land.piece = len;
+        land.lstride = lstride;
+        send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, m * len + 1, -1, false, &land);
+        throttle(rank);
+        i += m;
     }
     return Post::posted;
 }
@@ -1378,6 +1414,30 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         else if (accepts(source, lo, span))
             copy_strided(local_.base + h.a, stride, p + 8, std::int64_t(piece), piece, n);
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+        break;
+    }
+    case kGetStrided: {
+        // c pieces of b bytes from offset a at a stride, at most kMaxMessage bytes of them,
+        // the footprint inside the part (one check): answered packed, then a byte 1. A
+        // refused one is answered empty (the origin's buffer stays as it was).
+        const std::uint64_t piece = h.b, n = h.c;
+        std::int64_t stride = 0;
+        if (len - sizeof h >= 8) std::memcpy(&stride, p, 8);
+        const bool sized = len - sizeof h == 8 && piece != 0 && n != 0 && piece <= kMaxMessage / n;
+        std::uint64_t lo = 0, span = 0;
+        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
+            refuse(source);
+            reply(nullptr, 0);
+            break;
+        }
+        if (!accepts(source, lo, span)) {
+            reply(nullptr, 0);
+            break;
+        }
+        PageOffsetBuffer b = answer_buffer(std::size_t(piece * n) + 1);
+        copy_strided(b.data(), std::int64_t(piece), local_.base + h.a, stride, piece, n);
+        b.data()[piece * n] = 1;
+        reply_owned(std::move(b), std::size_t(piece * n) + 1);
         break;
     }
     case kAccStrided: {

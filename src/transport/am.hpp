@@ -13,6 +13,7 @@
 //               no bounce buffer: above Open MPI's eager limit one copy in all);
 //   strided put: (target offset, piece length, stride, count) + the pieces packed, at most
 //               kMaxMessage bytes of them a message; the target checks the footprint once;
+//   strided get: the same descriptor, answered with the pieces packed (scattered on arrival);
 //   strided accumulate: the same for an accumulate without result, each piece applied as
 //               an accumulate run;
 //   get       : segments -> reply with the data, received straight into the user's buffer;
@@ -95,6 +96,10 @@ public:
     Post put_strided(int rank, const void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
                      std::size_t len, std::uint64_t n);
     static constexpr std::size_t kStridedPieceMax = 3999;  // larger pieces: put() (in place)
+    // The get of the same pieces (the target answers them packed, scattered here on arrival;
+    // in place at the next flush).
+    Post get_strided(int rank, void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
+                     std::size_t len, std::uint64_t n);
     // n pieces of elems elements of elem_bytes (a piece at most kStridedPieceMax bytes), an
     // accumulate without result (rma_kind: acc): piece i from src + i * lstride onto toff +
     // i * rstride, as kAccStrided requests of at most kMaxMessage bytes of pieces, packed
@@ -249,6 +254,11 @@ private:
         unsigned char* dst = nullptr;
         std::size_t n = 0;
         std::vector<std::pair<unsigned char*, std::size_t>> scatter;  // (dst, bytes) pieces
+        // A strided get's answer: pieces of `piece` bytes packed, then one byte (1: the
+        // target applied it), scattered to dst at lstride.
+        std::uint64_t pieces = 0;
+        std::size_t piece = 0;
+        std::int64_t lstride = 0;
         void finish(std::vector<PageOffsetBuffer>& spares) {
             if (!buf) return;
             // The bounce was written by the host MPI, possibly on another thread inside its
@@ -256,7 +266,10 @@ private:
             // write before this read, but inside the uninstrumented MPI: ThreadSanitizer
             // cannot see it (tsan.supp's header), so the read is annotated, not suppressed.
             [[maybe_unused]] TsanIgnoreReads ignore;
-            if (!scatter.empty()) {
+            if (pieces) {
+                if (buf.data()[pieces * piece])
+                    copy_strided(dst, lstride, buf.data(), std::int64_t(piece), piece, pieces);
+            } else if (!scatter.empty()) {
                 // The pieces' data, then one byte per piece: 1 if the target applied it (a
                 // refused piece leaves its destination as it was).
                 std::size_t total = 0;
@@ -448,6 +461,10 @@ public:
     Post put_strided(const PeerRegion& p, const void* local, std::int64_t lstride, std::uint64_t offset,
                      std::int64_t rstride, std::size_t len, std::uint64_t n) override {
         return ep_->put_strided(p.rank, local, lstride, offset, rstride, len, n);
+    }
+    Post get_strided(const PeerRegion& p, void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
+                     std::size_t len, std::uint64_t n) override {
+        return ep_->get_strided(p.rank, local, lstride, offset, rstride, len, n);
     }
     Post accumulate_strided(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,
                             std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes, const void* src,

@@ -99,7 +99,7 @@ public:
         // Largest put / accumulate the transport copies into its own buffer at post (the
         // origin buffer is free at once, and the op costs no message of its own).
         std::size_t inline_max = 0;
-        // Largest piece of a put_strided / accumulate_strided (0: not offered).
+        // Largest piece of a put_strided / get_strided / accumulate_strided (0: not offered).
         std::size_t strided_piece_max = 0;
     };
     virtual ~Transport() = default;
@@ -111,6 +111,12 @@ public:
     // to offset + i * rstride at the peer, strides possibly negative; as put() otherwise.
     // Only called when caps() offers it.
     virtual Post put_strided(const PeerRegion& /*peer*/, const void* /*local*/, std::int64_t /*lstride*/,
+                             std::uint64_t /*offset*/, std::int64_t /*rstride*/, std::size_t /*len*/,
+                             std::uint64_t /*n*/) {
+        return Post::error;
+    }
+    // The get of such pieces (the data in place at the next flush, as get()).
+    virtual Post get_strided(const PeerRegion& /*peer*/, void* /*local*/, std::int64_t /*lstride*/,
                              std::uint64_t /*offset*/, std::int64_t /*rstride*/, std::size_t /*len*/,
                              std::uint64_t /*n*/) {
         return Post::error;

@@ -75,8 +75,12 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         EXPECT_EQ(words[0], 7u) << "the refused read leaves the buffer alone";
         const double d = 1;
         ep.accumulate(0, 2 /* acc */, 2 /* sum */, 0, 1ull << 40, 1, 8, &d, nullptr, nullptr);
+        std::uint32_t got4[4] = {42, 42, 42, 42};
+        ep.get_strided(0, got4, 4, 0, 24, 4, 4);  // last piece at 72: past the end
+        ep.get_strided(0, got4, 4, 8, -8, 4, 2 + 1);  // first byte at -8
         ep.flush(0);
         EXPECT_EQ(got, 42u) << "a refused get leaves the buffer alone";
+        for (std::uint32_t g : got4) EXPECT_EQ(g, 42u) << "a refused strided get leaves the buffer alone";
     }
     ASSERT_EQ(ep.fence(), MPI_SUCCESS);
     if (me == 0) {
@@ -93,7 +97,7 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         for (std::uint64_t w : state) EXPECT_EQ(w, 0u);
     } else {
         ep.serve_arrived();
-        EXPECT_GE(ep.take_rejected(0), 15u) << "every refused request was reported";
+        EXPECT_GE(ep.take_rejected(0), 17u) << "every refused request was reported";
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }

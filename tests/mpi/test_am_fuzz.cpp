@@ -7,7 +7,7 @@
 // comes before libmpi's) and records the requests an origin endpoint sends to itself — puts
 // small and large, batches, in-place payload puts, gets plain and gathered, 8-byte atomics,
 // notifies, lock requests, accumulates inline and with their data behind, state reads,
-// flushes, strided puts and accumulates (upward, downward, from a strided origin, split in
+// flushes, strided puts, gets and accumulates (upward, downward, from a strided origin, split in
 // two requests). Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
 // values over aligned words, truncation, extension, splicing two requests) and serves it on
 // a second endpoint whose part lies between guard bytes. A request whose first word (the
@@ -131,6 +131,8 @@ void record_corpus() {
     ep.put_strided(0, data.data(), 64, 8, 64, 64, 1100);  // two requests (more than kMaxMessage)
     ep.get(0, gets, 1);
     ep.get(0, gets, 4);  // gathered
+    ep.get_strided(0, back.data(), 12, 8, 24, 8, 30);  // strided get into a strided buffer
+    ep.get_strided(0, back.data(), 8, 2000, -16, 8, 40);  // downward
     const Chunk big_get{back.data(), 0, 4096};
     ep.get(0, &big_get, 1);
     ep.atomic8(0, 3, AtomicOp::fetch_add, 1, 0);

@@ -284,6 +284,34 @@ TEST_P(Derived, PutBlocksFromAStridedOriginAtAStride) {
     }
 }
 
+// The get of PutBlocksFromAStridedOriginAtAStride: blocks of 3 ints every 7 (up and down)
+// into blocks every 4 of the origin, whose gaps stay as they were.
+TEST_P(Derived, GetBlocksIntoAStridedOriginFromAStride) {
+    Win w(GetParam());
+    const int me = world_rank(), n = world_size(), to = (me + 1) % n;
+    constexpr int kBlocks = int((kInts - kMargin - 8) / 7);
+    MPI_Datatype o, up, down;
+    MPI_Type_vector(kBlocks, 3, 4, MPI_INT, &o);
+    MPI_Type_vector(kBlocks, 3, 7, MPI_INT, &up);
+    MPI_Type_create_hvector(kBlocks, 3, -28, MPI_INT, &down);
+    Type ot(o), upt(up), downt(down);
+    w.fill_values();
+    for (const bool upward : {true, false}) {
+        SCOPED_TRACE(upward ? "upward" : "downward");
+        const std::size_t first = upward ? kMargin : kMargin + 7 * std::size_t(kBlocks - 1);
+        std::vector<int> got(std::size_t(kBlocks) * 4, kSentinel);
+        w.epoch([&] {
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Get(got.data(), 1, ot.t, to, w.disp(to, first), 1, upward ? upt.t : downt.t, w.win));
+        });
+        for (std::size_t b = 0; b < std::size_t(kBlocks); ++b) {
+            for (std::size_t j = 0; j < 3; ++j)
+                ASSERT_EQ(got[4 * b + j], value(to, (upward ? first + 7 * b : first - 7 * b) + j)) << "block " << b;
+            ASSERT_EQ(got[4 * b + 3], kSentinel) << "origin gap " << b;
+        }
+    }
+}
+
 // Blocks of 1100 ints (4400 bytes, above am's strided piece size) every 1200 ints: over am
 // each block is a put of its own, received in place.
 TEST_P(Derived, PutLargeBlocksAtAStride) {
