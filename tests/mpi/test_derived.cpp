@@ -441,6 +441,55 @@ TEST_P(Derived, ConcurrentAccumulatesFromEveryRankIntoTheSameElements) {
     }
 }
 
+// A pair type with holes (MPI_DOUBLE_INT: 12 data bytes, extent 16) through a vector, MPI_MAXLOC
+// from every rank at once into rank 0: each element the winner (larger value, lower index on a
+// tie), its 4 padding bytes and the gaps between elements untouched.
+TEST_P(Derived, ConcurrentMaxlocOfAPairTypeWithHoles) {
+    struct DI {
+        double v;
+        int i;
+    };
+    static_assert(sizeof(DI) == 16);
+    Win w(GetParam());
+    const int me = world_rank(), np = world_size();
+    constexpr int m = 2000;
+    constexpr std::size_t first = 4;  // elements of 16 bytes: int 4 * first
+    MPI_Datatype vt;
+    MPI_Type_vector(m, 1, 2, MPI_DOUBLE_INT, &vt);
+    Type t(vt);
+    auto mine = [](int r, int k) { return DI{double((k + r) % 4), r * 10 + k % 3}; };
+    std::vector<int> want(kInts);
+    for (std::size_t i = 0; i < kInts; ++i) want[i] = value(0, i);
+    for (int k = 0; k < m; ++k) {
+        const double v0 = -1.0;
+        const int i0 = 999;
+        std::memcpy(&want[4 * (first + 2 * std::size_t(k))], &v0, 8);
+        std::memcpy(&want[4 * (first + 2 * std::size_t(k)) + 2], &i0, 4);
+    }
+    if (me == 0) std::memcpy(w.mem, want.data(), kInts * sizeof(int));
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<DI> orig(m);
+    for (int k = 0; k < m; ++k) orig[std::size_t(k)] = mine(me, k);
+    w.epoch([&] {
+        for (int r = 0; r < kReps; ++r)
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(orig.data(), m, MPI_DOUBLE_INT, 0, w.disp(0, 4 * first), 1, vt,
+                                                   MPI_MAXLOC, w.win));
+    });
+    if (me == 0) {
+        for (int k = 0; k < m; ++k) {
+            DI best{-1.0, 999};
+            for (int r = 0; r < np; ++r) {
+                const DI c = mine(r, k);
+                if (c.v > best.v || (c.v == best.v && c.i < best.i)) best = c;
+            }
+            std::memcpy(&want[4 * (first + 2 * std::size_t(k))], &best.v, 8);
+            std::memcpy(&want[4 * (first + 2 * std::size_t(k)) + 2], &best.i, 4);
+        }
+        expect_bytes(w.mem, want, std::string(GetParam()) + " MPI_MAXLOC on MPI_DOUBLE_INT");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Derived, ::testing::Values("allocate", "create", "dynamic"),
                          [](const auto& p) { return p.param; });
 
