@@ -389,6 +389,50 @@ private:
     std::vector<Chunk> chunks_;
 };
 
+// Gathers the element zipper's runs into groups of equal runs at fixed steps on every side
+// (origin, result, target), so that one kernel call applies a group: a vector of 65,530
+// single ints is one group, not 65,530 dispatches. add() extends the open group or hands it
+// to apply (then starts a new one); flush() hands the last. Runs keep their order.
+class StridedRuns {
+public:
+    struct Group {
+        const void* src;
+        void* res;
+        std::uint64_t toff, n, pieces;
+        RunStrides st;  // st.dst: the target step
+    };
+    template <class Apply>
+    void add(const void* src, void* res, std::uint64_t toff, std::uint64_t n, Apply&& apply) {
+        Group& g = g_;
+        if (g.pieces != 0 && n == g.n) {
+            const std::int64_t ds = diff(src, g.src), dr = diff(res, g.res), dt = std::int64_t(toff - g.toff);
+            if (g.pieces == 1) {
+                g.st = RunStrides{dt, ds, dr};
+                g.pieces = 2;
+                return;
+            }
+            const std::int64_t k = std::int64_t(g.pieces);
+            if (dt == k * g.st.dst && ds == k * g.st.src && dr == k * g.st.old_out) {
+                ++g.pieces;
+                return;
+            }
+        }
+        flush(apply);
+        g = Group{src, res, toff, n, 1, RunStrides{}};
+    }
+    template <class Apply>
+    void flush(Apply&& apply) {
+        if (g_.pieces != 0) apply(static_cast<const Group&>(g_));
+        g_.pieces = 0;
+    }
+
+private:
+    static std::int64_t diff(const void* a, const void* b) {
+        return std::int64_t(reinterpret_cast<std::uintptr_t>(a) - reinterpret_cast<std::uintptr_t>(b));
+    }
+    Group g_{nullptr, nullptr, 0, 0, 0, RunStrides{}};
+};
+
 // Accumulate, get_accumulate, fetch_and_op: element-wise atomic per basic element.
 int accumulate(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
@@ -465,21 +509,35 @@ int accumulate(const IssueContext& ctx, const Op& op) {
         return failed ? raise(MPI_ERR_OTHER, "accumulate: the target did not take the request") : MPI_SUCCESS;
     }
     const bool native = ctx.cpu_atomics && ctx.peer.mapped && ti.cpu_domain;
+    const OpKind opk = op_kind(op.op);
     // Runs are bounded so that the locked path's bounce buffer stays small.
     const std::uint64_t max_run = std::max<std::uint64_t>(1, (64 * 1024) / ti.extent);
     LockedRuns gathered(ctx, op, ti);
     int rc = MPI_SUCCESS;
+    // A mapped peer: the runs come in StridedRuns groups (equal runs at fixed steps on every
+    // side: a vector's or an indexed type's blocks), each applied by one kernel call.
+    auto apply = [&](const StridedRuns::Group& g) {
+        unsigned char* dst = ctx.peer.mapped + g.toff;
+        if (native && reduce_atomic_strided(opk, ti, dst, g.src, g.n, g.pieces, g.st, g.res)) return;
+        // Not natively atomic here (type, or a misaligned address: the same for every
+        // origin, so CPU atomics and the lock never meet on one element): in place, under
+        // the stripes of the group's footprint (the whole op's are held when !native).
+        std::unique_ptr<StripeGuard> guard;
+        if (native) {
+            const std::int64_t last = std::int64_t(g.pieces - 1) * g.st.dst;
+            const std::uint64_t lo = g.toff + std::uint64_t(std::min<std::int64_t>(0, last));
+            const std::uint64_t hi = g.toff + std::uint64_t(std::max<std::int64_t>(0, last)) + g.n * ti.extent;
+            guard = std::make_unique<StripeGuard>(ctx, lo, hi - lo);
+        }
+        reduce_strided(opk, ti, dst, g.src, g.n, g.pieces, g.st, g.res);
+    };
+    StridedRuns groups;
     auto run = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
-        if (native && reduce_atomic(op.op, ti, ctx.peer.mapped + toff, src, n, res)) return true;
         if (!ctx.peer.mapped) {
             rc = gathered.add(src, res, toff, n);
             return rc == MPI_SUCCESS;
         }
-        // Not natively atomic here (type, or a misaligned address: the same for every
-        // origin, so CPU atomics and the lock never meet on one element): in place.
-        std::unique_ptr<StripeGuard> g;
-        if (native) g = std::make_unique<StripeGuard>(ctx, toff, n * ti.extent);
-        reduce(op.op, ti, ctx.peer.mapped + toff, src, n, res);
+        groups.add(src, res, toff, n, apply);
         return true;
     };
     // The locked path holds the stripes of the whole footprint for the whole op, so a
@@ -489,7 +547,33 @@ int accumulate(const IssueContext& ctx, const Op& op) {
         whole = std::make_unique<StripeGuard>(ctx, op.offset + std::uint64_t(op.lo), std::uint64_t(op.hi - op.lo));
     const bool has_result = op.kind != RmaKind::acc;
     bool ok;
-    if (op.op == MPI_NO_OP) {  // read only: (result, target)
+    // A type without holes on a mapped peer: the sides (origin unless NO_OP, result when
+    // fetching, target) are walked as byte pieces, and equal pieces at fixed steps on every
+    // side come out in O(1) a run (ByteCursor::regular / skip, as ChunkZipper::next_strided;
+    // pieces are whole elements, as blocks are), one kernel call each.
+    if (ctx.peer.mapped && ti.size == ti.extent) {
+        const bool reads = op.op != MPI_NO_OP;
+        ok = (!reads || op.olay->basic() == &ti) && (!has_result || op.rlay->basic() == &ti) && op.tlay->basic() == &ti;
+        ByteCursor o, r, t(*op.tlay, op.tcount);
+        if (reads) o = ByteCursor(*op.olay, op.ocount);
+        if (has_result) r = ByteCursor(*op.rlay, op.rcount);
+        while (ok && !t.done() && !(reads && o.done()) && !(has_result && r.done())) {
+            std::uint64_t len = t.avail();
+            if (reads) len = std::min(len, o.avail());
+            if (has_result) len = std::min(len, r.avail());
+            std::int64_t os = 0, rs = 0, ts = 0;
+            std::uint64_t k = t.regular(len, &ts);
+            if (reads) k = std::min(k, o.regular(len, &os));
+            if (has_result) k = std::min(k, r.regular(len, &rs));
+            apply(StridedRuns::Group{reads ? byte_address(op.origin, o.offset()) : nullptr,
+                                     has_result ? byte_address(op.result, r.offset()) : nullptr,
+                                     op.offset + std::uint64_t(t.offset()), len / ti.extent, k,
+                                     RunStrides{ts, os, rs}});
+            t.skip(k, len);
+            if (reads) o.skip(k, len);
+            if (has_result) r.skip(k, len);
+        }
+    } else if (op.op == MPI_NO_OP) {  // read only: (result, target)
         ok = zip_elements(
             *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
             [&](const void* res, std::uint64_t toff, std::uint64_t n) {
@@ -506,6 +590,7 @@ int accumulate(const IssueContext& ctx, const Op& op) {
             *op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
             [&](const void* src, std::uint64_t toff, std::uint64_t n) { return run(src, nullptr, toff, n); }, max_run);
     }
+    if (!rc && ok) groups.flush(apply);
     if (!rc && ok) rc = gathered.flush();
     if (rc) return rc;
     return ok ? MPI_SUCCESS : raise(MPI_ERR_INTERN, "accumulate: layouts do not share a basic type");

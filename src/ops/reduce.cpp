@@ -286,11 +286,20 @@ T combine(const T& d, const T& s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (3) Plain kernels. One call runs a whole run with the type and the op fixed at compile time
-// (one indirect call per run, none per element); the stride is a constant, which lets the
-// compiler vectorise the contiguous cases. old_out, when wanted, is filled in the same pass.
+// (3) Plain kernels. One call runs whole runs with the type and the op fixed at compile time
+// (one indirect call per group of runs at fixed steps, none per run or element); inside a run
+// the stride is a constant, which lets the compiler vectorise the contiguous cases. old_out,
+// when wanted, is filled in the same pass.
 
-using KernelFn = void (*)(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out);
+// Table entries take `pieces` runs at fixed steps (reduce_strided); reduce() passes one.
+using KernelFn = void (*)(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out, size_t pieces,
+                          const RunStrides& st);
+
+// p + stride without forming an out-of-range pointer from null (src of NO_OP, no old_out).
+template <class P>
+[[gnu::always_inline]] inline P* step(P* p, std::int64_t stride) {
+    return p == nullptr ? nullptr : reinterpret_cast<P*>(reinterpret_cast<uintptr_t>(p) + uintptr_t(stride));
+}
 
 // The data bytes of one T, as copy_data() copies them: pairs value and index (never the
 // padding between them), everything else its whole size (long double: all 16 bytes).
@@ -359,15 +368,19 @@ template <OpKind K, class T>
 // run time (kernel_for). Same operations element by element, so the same results (AVX2
 // brings no FMA: nothing is contracted).
 template <OpKind K, class T>
-void kernel(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out) {
-    kernel_body<K, T>(dst, src, count, old_out);
+void kernel(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out, size_t pieces,
+            const RunStrides& st) {
+    for (size_t p = 0; p < pieces; ++p, dst += st.dst, src += st.src, old_out = step(old_out, st.old_out))
+        kernel_body<K, T>(dst, src, count, old_out);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FASTRMA_AVX2_KERNELS 1
 template <OpKind K, class T>
-[[gnu::target("avx2")]] void kernel_avx2(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out) {
-    kernel_body<K, T>(dst, src, count, old_out);
+[[gnu::target("avx2")]] void kernel_avx2(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out,
+                                         size_t pieces, const RunStrides& st) {
+    for (size_t p = 0; p < pieces; ++p, dst += st.dst, src += st.src, old_out = step(old_out, st.old_out))
+        kernel_body<K, T>(dst, src, count, old_out);
 }
 #endif
 
@@ -800,7 +813,8 @@ void store_run(std::byte* d, const std::byte* s, size_t n) {
     }
 }
 
-using AtomicFn = void (*)(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out);
+using AtomicFn = void (*)(std::byte* dst, const std::byte* src, size_t count, std::byte* old_out, size_t pieces,
+                          const RunStrides& st);
 
 template <OpKind K, class T>
 void atomic_run(std::byte* d, const std::byte* s, size_t n, std::byte* o) {
@@ -842,6 +856,13 @@ void atomic_run(std::byte* d, const std::byte* s, size_t n, std::byte* o) {
     }
 }
 
+// A table entry: atomic_run over `pieces` runs at fixed steps (reduce_atomic_strided).
+template <OpKind K, class T>
+void atomic_pieces(std::byte* d, const std::byte* s, size_t n, std::byte* o, size_t pieces, const RunStrides& st) {
+    for (size_t p = 0; p < pieces; ++p, d += st.dst, s = step(s, st.src), o = step(o, st.old_out))
+        atomic_run<K, T>(d, s, n, o);
+}
+
 // atomic_run instantiations by (op, Repr): nullptr where the op has no kernel on the
 // representation or the representation is never native. REPLACE and NO_OP on types without
 // padding only move bytes, so they share the instantiation of the unsigned word of that width.
@@ -852,11 +873,11 @@ constexpr AtomicFn pick_atomic() {
         return nullptr;  // opaque (void) included: chosen by width in atomic_for()
     } else if constexpr (K == OpKind::replace || K == OpKind::no_op) {
         if constexpr (whole_word_v<T>())
-            return &atomic_run<K, typename WordOfSize<Codec<T>::extent>::type>;
+            return &atomic_pieces<K, typename WordOfSize<Codec<T>::extent>::type>;
         else
-            return &atomic_run<K, T>;
+            return &atomic_pieces<K, T>;
     } else if constexpr (has_kernel<K, T>()) {
-        return &atomic_run<K, T>;
+        return &atomic_pieces<K, T>;
     } else {
         return nullptr;
     }
@@ -880,13 +901,13 @@ template <OpKind K>
 AtomicFn opaque_atomic(size_t extent) {
     switch (extent) {
     case 1:
-        return &atomic_run<K, uint8_t>;
+        return &atomic_pieces<K, uint8_t>;
     case 2:
-        return &atomic_run<K, uint16_t>;
+        return &atomic_pieces<K, uint16_t>;
     case 4:
-        return &atomic_run<K, uint32_t>;
+        return &atomic_pieces<K, uint32_t>;
     case 8:
-        return &atomic_run<K, uint64_t>;
+        return &atomic_pieces<K, uint64_t>;
     default:
         return nullptr;
     }
@@ -1468,30 +1489,44 @@ int check_compare_and_swap(MPI_Datatype t, std::string* why) {
     return ok ? MPI_SUCCESS : MPI_ERR_TYPE;
 }
 
-void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {
+void reduce_strided(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, size_t pieces,
+                    const RunStrides& st, void* old_out) {
     auto* d = static_cast<std::byte*>(dst);
     const auto* s = static_cast<const std::byte*>(src);
     auto* o = static_cast<std::byte*>(old_out);
     if (op == OpKind::no_op || op == OpKind::replace) {
-        if (o != nullptr) copy_elements(ti, o, d, count);
-        if (op == OpKind::replace) copy_elements(ti, d, s, count);
+        for (size_t p = 0; p < pieces; ++p, d += st.dst, s = step(s, st.src), o = step(o, st.old_out)) {
+            if (o != nullptr) copy_elements(ti, o, d, count);
+            if (op == OpKind::replace) copy_elements(ti, d, s, count);
+        }
         return;
     }
     KernelFn fn = kernel_for(op, ti.repr);
     assert(fn != nullptr && op_defined_on(op, ti) && "reduce(): op not valid on type; check_accumulate first");
-    if (fn != nullptr) fn(d, s, count, o);
+    if (fn != nullptr) fn(d, s, count, o, pieces, st);
+}
+
+void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {
+    reduce_strided(op, ti, dst, src, count, 1, RunStrides{}, old_out);
 }
 
 void reduce(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {
     reduce(op_kind(op), ti, dst, src, count, old_out);
 }
 
-bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {
+bool reduce_atomic_strided(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, size_t pieces,
+                           const RunStrides& st, void* old_out) {
     if (!atomic_possible(ti, dst)) return false;
+    if (pieces > 1 && uint64_t(st.dst) % ti.extent != 0) return false;  // (extent: 1, 2, 4 or 8)
     AtomicFn fn = atomic_for(op, ti);
     if (fn == nullptr) return false;
-    fn(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), count, static_cast<std::byte*>(old_out));
+    fn(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), count, static_cast<std::byte*>(old_out),
+       pieces, st);
     return true;
+}
+
+bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {
+    return reduce_atomic_strided(op, ti, dst, src, count, 1, RunStrides{}, old_out);
 }
 
 bool reduce_atomic(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out) {

@@ -166,6 +166,22 @@ void reduce(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t co
 bool reduce_atomic(MPI_Op op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out = nullptr);
 bool reduce_atomic(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, void* old_out = nullptr);
 
+// Strided runs: `pieces` runs of `count` elements each, run i at dst + i * st.dst, src +
+// i * st.src and old_out + i * st.old_out (bytes; negative and zero steps allowed), applied in
+// order i = 0, 1, ... with the same kernels and the same rules as reduce() / reduce_atomic()
+// (each run must satisfy their overlap rules). The op and type are resolved once and one
+// kernel call loops over the runs: a derived type's blocks (a vector of single ints) cost a
+// loop step each, not a dispatch each. reduce_atomic_strided refuses (false, nothing
+// touched) when reduce_atomic would refuse any run: not native_atomic, or dst or st.dst not
+// a multiple of ti.extent.
+struct RunStrides {
+    std::int64_t dst = 0, src = 0, old_out = 0;
+};
+void reduce_strided(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, size_t pieces,
+                    const RunStrides& st, void* old_out = nullptr);
+bool reduce_atomic_strided(OpKind op, const TypeInfo& ti, void* dst, const void* src, size_t count, size_t pieces,
+                           const RunStrides& st, void* old_out = nullptr);
+
 // The 16-byte block way of reduce_atomic(): available on x86-64 CPUs with cmpxchg16b (not
 // under ThreadSanitizer), and then on unless set_wide_cas(false). For tests and benchmarks,
 // which exercise or measure the one-element-at-a-time way with it off; both ways are atomic

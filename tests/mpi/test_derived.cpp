@@ -3,7 +3,8 @@
 // untouched) on allocate, create and dynamic windows: the strided copy loops of mapped
 // peers, the dense-span reads of cross-memory attach (spans longer than the span buffer,
 // and a sparse layout below the density rule), the iovec-a-piece puts, and a span that
-// crosses an unmapped gap of a dynamic window. Every rank works on the next (a ring).
+// crosses an unmapped gap of a dynamic window. Every rank works on the next (a ring), but
+// for the concurrent accumulates, which every rank sends to rank 0 at once.
 // Runs over shared memory and over am (FASTRMA_TRANSPORT=am).
 #include <fastrma/fastrma.h>
 #include <gtest/gtest.h>
@@ -382,6 +383,240 @@ TEST_P(Derived, AccumulateBlocksFromAStridedOriginDownward) {
     for (std::size_t b = 0; b < std::size_t(kBlocks); ++b)
         for (std::size_t j = 0; j < 3; ++j) want[first - 7 * b + j] += total;
     for (std::size_t i = 0; i < kInts; ++i) ASSERT_EQ(w.mem[i], want[i]) << "window int " << i;
+}
+
+// Accumulates from every rank at once into the same elements of rank 0's window: kReps ops a
+// rank, back to back in one lock_all epoch, through a derived target type (vector, hvector of
+// negative stride, uniform and uneven indexed) and a contiguous origin. MPI_SUM on int and
+// double, MPI_REPLACE, get_accumulate (MPI_SUM; the old values show each rank's own earlier
+// ops in issue order, and every other rank's as a whole number of ops) and a final MPI_NO_OP
+// get_accumulate of what the window holds. Every window byte is checked: elements as
+// computed, gaps and margins as filled.
+constexpr int kReps = 3;
+
+struct AccShape {
+    const char* name;
+    MPI_Datatype basic;  // MPI_INT or MPI_DOUBLE
+    int n;  // elements
+    const char* kind;  // "vector", "hvector_down", "indexed", "uneven"
+    std::size_t first;  // the displacement, in elements of basic
+};
+
+const AccShape kAccShapes[] = {
+    {"int_vector", MPI_INT, kN, "vector", kMargin},
+    {"int_hvector_negative_stride", MPI_INT, kN, "hvector_down", kMargin + 2 * (kN - 1)},
+    {"int_indexed", MPI_INT, kN, "indexed", kMargin},
+    {"int_indexed_uneven", MPI_INT, kN, "uneven", kMargin},
+    {"double_vector", MPI_DOUBLE, kN / 4, "vector", 8},
+    {"double_hvector_negative_stride", MPI_DOUBLE, kN / 4, "hvector_down", 8 + 2 * (kN / 4 - 1)},
+    {"double_indexed", MPI_DOUBLE, kN / 4, "indexed", 8},
+};
+
+MPI_Datatype make_acc_type(const AccShape& s) {
+    MPI_Datatype t;
+    const int es = s.basic == MPI_INT ? 4 : 8;
+    if (!std::strcmp(s.kind, "vector")) {
+        MPI_Type_vector(s.n, 1, 2, s.basic, &t);
+    } else if (!std::strcmp(s.kind, "hvector_down")) {
+        MPI_Type_create_hvector(s.n, 1, -2 * es, s.basic, &t);
+    } else if (!std::strcmp(s.kind, "indexed")) {
+        std::vector<int> len(std::size_t(s.n), 1), d(std::size_t(s.n));
+        for (int k = 0; k < s.n; ++k) d[std::size_t(k)] = 2 * k;
+        MPI_Type_indexed(s.n, len.data(), d.data(), s.basic, &t);
+    } else {
+        t = make_uneven();  // MPI_INT, kN elements
+    }
+    return t;
+}
+
+std::vector<std::size_t> acc_where(const AccShape& s) {
+    if (!std::strcmp(s.kind, "uneven")) return uneven(s.first);
+    std::vector<std::size_t> w(std::size_t(s.n));
+    for (std::size_t k = 0; k < w.size(); ++k)
+        w[k] = !std::strcmp(s.kind, "hvector_down") ? s.first - 2 * k : s.first + 2 * k;
+    return w;
+}
+
+// What rank r adds to element k in one op: 1..3 in byte r (int), or (r + 1) * (1..3) (double).
+int int_part(int r, std::size_t k) { return int(1 + k % 3) << (8 * r); }
+double double_part(int r, std::size_t k) { return double((r + 1) * int(1 + k % 3)); }
+
+// Rank 0's window bytes equal want's, or the first few differing ints are reported.
+void expect_bytes(const int* mem, const std::vector<int>& want, const std::string& what) {
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < kInts && bad < 5; ++i)
+        if (std::memcmp(&mem[i], &want[i], sizeof(int)) != 0) {
+            ADD_FAILURE() << what << ": window int " << i << " is " << mem[i] << ", want " << want[i];
+            ++bad;
+        }
+}
+
+TEST_P(Derived, ConcurrentAccumulatesFromEveryRankIntoTheSameElements) {
+    Win w(GetParam());
+    const int me = world_rank(), np = world_size();
+    ASSERT_LE(np, 3);  // int_part's bytes
+    for (const AccShape& s : kAccShapes) {
+        SCOPED_TRACE(s.name);
+        Type t(make_acc_type(s));
+        const std::vector<std::size_t> where = acc_where(s);
+        const std::size_t n = where.size();
+        const bool ints = s.basic == MPI_INT;
+        // The window's first state: ints value(0, i); doubles i / 4 (exact) at double i.
+        std::vector<int> init(kInts);
+        for (std::size_t i = 0; i < kInts; ++i) init[i] = value(0, i);
+        if (!ints)
+            for (std::size_t i = 0; i < kInts / 2; ++i) {
+                const double d = double(i) / 4;
+                std::memcpy(&init[2 * i], &d, sizeof d);
+            }
+        auto reset = [&] {
+            if (me == 0) std::memcpy(w.mem, init.data(), kInts * sizeof(int));
+            MPI_Barrier(MPI_COMM_WORLD);
+        };
+        const std::string base = std::string(GetParam()) + " " + s.name;
+
+        // MPI_SUM, kReps ops from every rank (int: every rank's count shows in its own byte).
+        reset();
+        std::vector<int> iorig(n);
+        std::vector<double> dorig(n);
+        for (std::size_t k = 0; k < n; ++k) iorig[k] = int_part(me, k), dorig[k] = double_part(me, k);
+        const void* orig = ints ? static_cast<const void*>(iorig.data()) : dorig.data();
+        w.epoch([&] {
+            for (int r = 0; r < kReps; ++r)
+                ASSERT_EQ(MPI_SUCCESS,
+                          FRMA_Accumulate(orig, int(n), s.basic, 0, w.disp(0, ints ? s.first : 2 * s.first), 1, t.t,
+                                          MPI_SUM, w.win));
+        });
+        std::vector<int> want = init;
+        for (std::size_t k = 0; k < n; ++k) {
+            if (ints) {
+                for (int r = 0; r < np; ++r) want[where[k]] += kReps * int_part(r, k);
+            } else {
+                double d;
+                std::memcpy(&d, &want[2 * where[k]], sizeof d);
+                for (int r = 0; r < np; ++r) d += kReps * double_part(r, k);
+                std::memcpy(&want[2 * where[k]], &d, sizeof d);
+            }
+        }
+        if (me == 0) expect_bytes(w.mem, want, base + " MPI_SUM");
+        MPI_Barrier(MPI_COMM_WORLD);
+
+        // MPI_NO_OP get_accumulate of the same elements: what MPI_SUM left.
+        if (ints) {
+            std::vector<int> got(n, kSentinel);
+            w.epoch([&] {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(nullptr, 0, MPI_INT, got.data(), int(n), MPI_INT, 0,
+                                                           w.disp(0, s.first), 1, t.t, MPI_NO_OP, w.win));
+            });
+            for (std::size_t k = 0; k < n; ++k) ASSERT_EQ(got[k], want[where[k]]) << base << " NO_OP element " << k;
+        } else {
+            std::vector<double> got(n, -1.0);
+            w.epoch([&] {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(nullptr, 0, MPI_DOUBLE, got.data(), int(n), MPI_DOUBLE, 0,
+                                                           w.disp(0, 2 * s.first), 1, t.t, MPI_NO_OP, w.win));
+            });
+            for (std::size_t k = 0; k < n; ++k) {
+                double d;
+                std::memcpy(&d, &want[2 * where[k]], sizeof d);
+                ASSERT_EQ(got[k], d) << base << " NO_OP element " << k;
+            }
+        }
+        if (!ints) continue;
+
+        // get_accumulate MPI_SUM: op r of rank me saw exactly r of its own ops before it, and
+        // a whole number (0..kReps) of every other rank's.
+        reset();
+        std::vector<int> old(std::size_t(kReps) * n, kSentinel);
+        w.epoch([&] {
+            for (int r = 0; r < kReps; ++r)
+                ASSERT_EQ(MPI_SUCCESS,
+                          FRMA_Get_accumulate(iorig.data(), int(n), MPI_INT, old.data() + std::size_t(r) * n, int(n),
+                                              MPI_INT, 0, w.disp(0, s.first), 1, t.t, MPI_SUM, w.win));
+        });
+        for (int r = 0; r < kReps; ++r)
+            for (std::size_t k = 0; k < n; ++k) {
+                const int delta = old[std::size_t(r) * n + k] - init[where[k]], unit = int(1 + k % 3);
+                for (int q = 0; q < 4; ++q) {
+                    const int b = (delta >> (8 * q)) & 0xff;
+                    const bool fine = q == me ? b == r * unit : q < np ? b % unit == 0 && b <= kReps * unit : b == 0;
+                    ASSERT_TRUE(fine) << base << " get_accumulate op " << r << " element " << k << " old "
+                                      << old[std::size_t(r) * n + k];
+                }
+            }
+        if (me == 0) expect_bytes(w.mem, want, base + " get_accumulate MPI_SUM");
+        MPI_Barrier(MPI_COMM_WORLD);
+
+        // MPI_REPLACE from every rank: each element holds one rank's value whole; gaps untouched.
+        reset();
+        std::vector<int> mine(n);
+        for (std::size_t k = 0; k < n; ++k) mine[k] = value(me + 1, k);
+        w.epoch([&] {
+            for (int r = 0; r < kReps; ++r)
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(mine.data(), int(n), MPI_INT, 0, w.disp(0, s.first), 1, t.t,
+                                                       MPI_REPLACE, w.win));
+        });
+        if (me == 0) {
+            want = init;
+            for (std::size_t k = 0; k < n; ++k) {
+                const int got = w.mem[where[k]];
+                bool one = false;
+                for (int r = 0; r < np; ++r) one = one || got == value(r + 1, k);
+                ASSERT_TRUE(one) << base << " MPI_REPLACE element " << k << " is " << got;
+                want[where[k]] = got;
+            }
+            expect_bytes(w.mem, want, base + " MPI_REPLACE gaps");
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+// A pair type with holes (MPI_DOUBLE_INT: 12 data bytes, extent 16) through a vector, MPI_MAXLOC
+// from every rank at once into rank 0: each element the winner (larger value, lower index on a
+// tie), its 4 padding bytes and the gaps between elements untouched.
+TEST_P(Derived, ConcurrentMaxlocOfAPairTypeWithHoles) {
+    struct DI {
+        double v;
+        int i;
+    };
+    static_assert(sizeof(DI) == 16);
+    Win w(GetParam());
+    const int me = world_rank(), np = world_size();
+    constexpr int m = 2000;
+    constexpr std::size_t first = 4;  // elements of 16 bytes: int 4 * first
+    MPI_Datatype vt;
+    MPI_Type_vector(m, 1, 2, MPI_DOUBLE_INT, &vt);
+    Type t(vt);
+    auto mine = [](int r, int k) { return DI{double((k + r) % 4), r * 10 + k % 3}; };
+    std::vector<int> want(kInts);
+    for (std::size_t i = 0; i < kInts; ++i) want[i] = value(0, i);
+    for (int k = 0; k < m; ++k) {
+        const double v0 = -1.0;
+        const int i0 = 999;
+        std::memcpy(&want[4 * (first + 2 * std::size_t(k))], &v0, 8);
+        std::memcpy(&want[4 * (first + 2 * std::size_t(k)) + 2], &i0, 4);
+    }
+    if (me == 0) std::memcpy(w.mem, want.data(), kInts * sizeof(int));
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<DI> orig(m);
+    for (int k = 0; k < m; ++k) orig[std::size_t(k)] = mine(me, k);
+    w.epoch([&] {
+        for (int r = 0; r < kReps; ++r)
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(orig.data(), m, MPI_DOUBLE_INT, 0, w.disp(0, 4 * first), 1, vt,
+                                                   MPI_MAXLOC, w.win));
+    });
+    if (me == 0) {
+        for (int k = 0; k < m; ++k) {
+            DI best{-1.0, 999};
+            for (int r = 0; r < np; ++r) {
+                const DI c = mine(r, k);
+                if (c.v > best.v || (c.v == best.v && c.i < best.i)) best = c;
+            }
+            std::memcpy(&want[4 * (first + 2 * std::size_t(k))], &best.v, 8);
+            std::memcpy(&want[4 * (first + 2 * std::size_t(k)) + 2], &best.i, 4);
+        }
+        expect_bytes(w.mem, want, std::string(GetParam()) + " MPI_MAXLOC on MPI_DOUBLE_INT");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavors, Derived, ::testing::Values("allocate", "create", "dynamic"),

@@ -901,11 +901,61 @@ void check_arith_long(const TT& tt, const NamedOp& nop) {
     }
 }
 
+// reduce_strided / reduce_atomic_strided: 7 runs of 3 elements, dst at steps of +5 and -5
+// elements, src at -3 (runs back to back, last first), old_out at +4: byte-identical to
+// reduce() / reduce_atomic() run by run, in run order, everything between runs untouched.
+// reduce_atomic_strided refuses what reduce_atomic refuses, and a dst step that misaligns a
+// run, touching nothing. The bytes are a pattern, not samples: both sides run one kernel.
+void check_strided(const TT& tt, const NamedOp& nop) {
+    const TypeInfo& ti = info_of(tt);
+    const OpKind op = op_kind(nop.op);
+    SCOPED_TRACE(std::string(nop.name) + " on " + tt.name + ", strided runs");
+    const size_t e = ti.extent, cnt = 3, pieces = 7, span = (5 * pieces + cnt) * e;
+    const auto ie = std::int64_t(e);
+    for (int dir : {1, -1}) {
+        for (bool atomic : {false, true}) {
+            Buf dst(span, kDstFill), src(span, kSrcFill), old(span, kOldFill);
+            for (size_t i = 0; i < span; ++i) {
+                dst.p()[i] = std::byte(static_cast<unsigned char>(13 * i + 5));
+                src.p()[i] = std::byte(static_cast<unsigned char>(7 * i + 100));
+            }
+            Buf rdst = dst, rold = old;
+            const size_t d0 = dir > 0 ? 0 : 5 * (pieces - 1) * e, s0 = 3 * (pieces - 1) * e;
+            const RunStrides st{dir * 5 * ie, -3 * ie, 4 * ie};
+            const bool ok = atomic
+                                ? reduce_atomic_strided(op, ti, dst.p() + d0, src.p() + s0, cnt, pieces, st, old.p())
+                                : (reduce_strided(op, ti, dst.p() + d0, src.p() + s0, cnt, pieces, st, old.p()), true);
+            EXPECT_EQ(ok, !atomic || ti.native_atomic) << "atomic " << atomic;
+            if (!ok) {
+                EXPECT_EQ(std::memcmp(dst.p(), rdst.p(), span), 0) << "refused but touched dst";
+                continue;
+            }
+            for (size_t k = 0; k < pieces; ++k) {
+                std::byte* d = rdst.p() + std::ptrdiff_t(d0) + std::ptrdiff_t(k) * st.dst;
+                const std::byte* sp = src.p() + std::ptrdiff_t(s0) + std::ptrdiff_t(k) * st.src;
+                std::byte* o = rold.p() + k * 4 * e;
+                if (atomic)
+                    EXPECT_TRUE(reduce_atomic(op, ti, d, sp, cnt, o));
+                else
+                    reduce(op, ti, d, sp, cnt, o);
+            }
+            EXPECT_EQ(std::memcmp(dst.p(), rdst.p(), span), 0) << "dst, direction " << dir << ", atomic " << atomic;
+            EXPECT_EQ(std::memcmp(old.p(), rold.p(), span), 0) << "old_out, direction " << dir << ", atomic " << atomic;
+        }
+    }
+    if (ti.native_atomic && e > 1) {
+        Buf dst(span, kDstFill), src(span, kSrcFill);
+        EXPECT_FALSE(reduce_atomic_strided(op, ti, dst.p(), src.p(), 1, 2, RunStrides{ie + 1, ie, 0}));
+        EXPECT_EQ(std::memcmp(dst.p(), Buf(span, kDstFill).p(), span), 0);
+    }
+}
+
 void check_every_valid_pair() {
     size_t checked = 0;
     for (const NamedOp& o : predefined_ops()) {
         for (const TT& tt : all_types()) {
             if (!op_allowed(o.op, tt.group)) continue;
+            check_strided(tt, o);
             if (o.op == MPI_REPLACE || o.op == MPI_NO_OP) {
                 check_replace_noop(tt, o);
                 check_replace_noop(tt, o, 4096 / kind_extent(tt) + 3);  // past a page: two passes
@@ -918,7 +968,7 @@ void check_every_valid_pair() {
             ++checked;
         }
     }
-    std::printf("[ reduce   ] values checked for %zu valid (op, type) pairs, short and long runs\n", checked);
+    std::printf("[ reduce   ] values checked for %zu valid (op, type) pairs, short, long and strided runs\n", checked);
 }
 
 TEST(ReduceValues, EveryValidOpTypePair) { check_every_valid_pair(); }
