@@ -593,7 +593,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         Window* me_w = w.get();
         if (eng.config().host_progress)
             w->served_hooked_ = host_progress_add(
-                w->served_.get(), [me_w] { return me_w->serve_peers(true); }, HookCalls::no_mpi);
+                w->served_.get(), [me_w] { return me_w->serve_peers(!ProgressEngine::on_progress_thread()); },
+                HookCalls::no_mpi);
     }
     (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;

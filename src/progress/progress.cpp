@@ -114,6 +114,8 @@ void ProgressEngine::mark_helped() {
     if (!t_progress_thread && !helped_.load(std::memory_order_relaxed)) helped_.store(true, std::memory_order_relaxed);
 }
 
+bool ProgressEngine::on_progress_thread() { return t_progress_thread; }
+
 void ProgressEngine::mark_hook_helped() {
     // A plain load and store, not a read-modify-write: two threads in MPI at once may lose a
     // count, which only the rate estimate sees; the line stays in the caller's cache.

@@ -141,6 +141,9 @@ public:
     // thread down only while they come on average at least every kHookGapNs (loop()).
     void mark_hook_helped();
     std::optional<Poll> help();  // stands the progress thread down (loop(): dozes up to FASTRMA_STAND_DOWN_US)
+    // True on the progress thread (of any engine): it may doze, so what it serves from the
+    // host-progress hook does not advertise prompt service (served.hpp's beat).
+    static bool on_progress_thread();
 
     // CPU time consumed by the progress thread so far (ns), and the PU it is bound to.
     std::uint64_t thread_cpu_ns() const;
