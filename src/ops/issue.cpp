@@ -41,6 +41,13 @@ Post post_piece(const IssueContext& ctx, bool* first, F f) {
     return p;
 }
 
+// A post that must be taken (a stripe is held, or the op has started): retried until it is.
+template <class F>
+Post post_waiting(const IssueContext& ctx, F f) {
+    bool first = false;
+    return post_piece(ctx, &first, f);
+}
+
 // A derived-type put/get (some side not contiguous) as StridedChunks, in O(1) per run of
 // equal pieces at fixed steps (layout.hpp):
 //  - mapped peer (load/store): copy_strided loops straight into / out of the mapping;
@@ -367,8 +374,7 @@ private:
         bool posted = false;
         for (std::size_t i = 0; i < chunks_.size(); i += kChunksPerCall) {
             const std::size_t k = std::min(kChunksPerCall, chunks_.size() - i);
-            bool first = false;  // under the stripes: a retry is waited out
-            const Post p = post_piece(ctx_, &first, [&] {
+            const Post p = post_waiting(ctx_, [&] {  // under the stripes: a retry is waited out
                 return put ? ctx_.tp.put(ctx_.peer, chunks_.data() + i, k)
                            : ctx_.tp.get(ctx_.peer, chunks_.data() + i, k);
             });
@@ -614,15 +620,15 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     StripeGuard g(ctx, op.offset, ti.extent);
     unsigned char tmp[kMaxTypeExtent];
     Chunk c{tmp, op.offset, ti.size};
-    bool first = false;  // under the stripe: a retry is waited out
-    const Post got = post_piece(ctx, &first, [&] { return ctx.tp.get(ctx.peer, &c, 1); });
+    // Under the stripe: a retry is waited out.
+    const Post got = post_waiting(ctx, [&] { return ctx.tp.get(ctx.peer, &c, 1); });
     if (!accepted(got)) return MPI_ERR_OTHER;
     if (got == Post::posted) ctx.tp.flush(ctx.peer);
     unsigned char before[kMaxTypeExtent];
     std::memcpy(before, tmp, ti.size);
     compare_and_swap(ti, tmp, op.origin, op.compare, op.result);
     if (std::memcmp(before, tmp, ti.size) != 0 &&
-        !accepted(post_piece(ctx, &first, [&] { return ctx.tp.put(ctx.peer, &c, 1); })))
+        !accepted(post_waiting(ctx, [&] { return ctx.tp.put(ctx.peer, &c, 1); })))
         return MPI_ERR_OTHER;
     return MPI_SUCCESS;
 }
