@@ -52,9 +52,10 @@ struct StridedChunk;
 
 // The density rule for reading a group of target pieces by cross-memory attach as one span
 // (gap bytes read into a buffer, the pieces scattered here) instead of one iovec each: the
-// kernel pins the remote pages of every iovec on its own (~1-2 us an iovec, docs/performance.md)
-// while it copies a KiB in ~0.1-0.2 us, so a group is one span when its gap bytes average at
-// most kSpanGapPerPiece per piece (or the whole span is one page), and the span is at most
+// kernel pins the remote pages of every iovec on its own, which costs far more than copying
+// a KiB (figures: docs/performance.md, bench/cma_iovec.c), so a group is one span when its
+// gap bytes average at most kSpanGapPerPiece per piece (or the whole span is one page), and
+// the span is at most
 // kSpanMax bytes (the buffer; it stays in the L2 cache for the scatter).
 inline constexpr std::uint64_t kSpanGapPerPiece = 1024;
 inline constexpr std::uint64_t kSpanMax = 256 * 1024;

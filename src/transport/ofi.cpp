@@ -478,9 +478,8 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         // An accumulate without result of up to kBounceMax bytes: its operand is copied, as
         // Caps::inline_max promises (the caller's buffer is free at once; the epochs layer
         // returns a queued op's copy of it to its pool once the op is issued). The provider
-        // may read the operand after the call returns: sockets does, from its progress
-        // engine, and read the dead stack slot or the recycled op (the "garbage" its
-        // accumulates and the fetches behind them showed).
+        // may read the operand after the call returns (sockets does, from its progress
+        // engine).
         std::unique_ptr<unsigned char[]> bounce;
         if (src && !out && !cmp && bytes <= kBounceMax) {
             bounce.reset(new unsigned char[bytes]);
