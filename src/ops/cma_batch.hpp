@@ -55,8 +55,7 @@ struct StridedChunk;
 // kernel pins the remote pages of every iovec on its own, which costs far more than copying
 // a KiB (figures: docs/performance.md, bench/cma_iovec.c), so a group is one span when its
 // gap bytes average at most kSpanGapPerPiece per piece (or the whole span is one page), and
-// the span is at most
-// kSpanMax bytes (the buffer; it stays in the L2 cache for the scatter).
+// the span is at most kSpanMax bytes (the buffer; it stays in the L2 cache for the scatter).
 inline constexpr std::uint64_t kSpanGapPerPiece = 1024;
 inline constexpr std::uint64_t kSpanMax = 256 * 1024;
 inline bool cma_span_dense(std::uint64_t hull, std::uint64_t data, std::uint64_t pieces) {
