@@ -60,7 +60,7 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         ep.put_strided(0, v4, 4, 16, 16, 4, 2);  // inside
         // Strided accumulates (sum of doubles): past the end, below the start, element bytes
         // 0 and 65, and a stride whose footprint overflows: none reaches the accumulate path.
-        const double d3[3] = {1, 2, 3};
+        double d3[16] = {1, 2, 3};  // the origin reads len + (n - 1) * lstride bytes: 73 for 65-byte elements
         ep.accumulate_strided(0, 2, 2, 0, 48, 16, 1, 8, d3, 8, 2);
         ep.accumulate_strided(0, 2, 2, 0, 8, -16, 1, 8, d3, 8, 2);
         ep.accumulate_strided(0, 2, 2, 0, 0, 16, 1, 0, d3, 8, 2);

@@ -114,7 +114,7 @@ void record_corpus() {
     AmEndpoint ep(MPI_COMM_WORLD, t.local(), 256);
     ASSERT_EQ(ep.error(), MPI_SUCCESS);
     ep.set_served_elsewhere(false);
-    std::vector<unsigned char> data(64 * 1024, 0x3C), back(64 * 1024);
+    std::vector<unsigned char> data(128 * 1024, 0x3C), back(64 * 1024);  // data: the 1100-piece put reads 70,400 B
     recording = true;
     const Chunk small{data.data(), 16, 64}, medium{data.data(), 0, 3000}, large{data.data(), 0, 4000};
     ep.put(0, &small, 1);  // batched

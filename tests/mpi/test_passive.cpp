@@ -1716,14 +1716,18 @@ TEST(ServedTransfers, ATargetComputingOutsideMpiIsNotWaitedFor) {
             EXPECT_EQ(MPI_SUCCESS, FRMA_Put(&one, 1, MPI_BYTE, 1, w.disp[1] + MPI_Aint(flag), 1, MPI_BYTE, w.win));
             EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
             // (The first transfers may still see the beat of the target's last MPI call.)
-            // Not on MPICH: there the hook runs inside ucp_worker_progress, which UCX's own
-            // threads call too, so a computing target may still answer (the data checks hold).
+            // Neither count on MPICH: there the hook runs inside ucp_worker_progress, which
+            // UCX's own threads call too, so a computing target may still answer and the origin
+            // then drains less (the data checks hold on both hosts).
 #ifndef MPICH_VERSION
             EXPECT_LE(served_transfers() - s0, 8u);
-#endif
             if (w.impl()->engine().config().cma_batch >= kServedBound) {  // (FASTRMA_CMA_BATCH=0: no batch)
                 EXPECT_GE(stat_total(Stat::cma_drains) - d0, 2 * plan.at.size() - 8);
             }
+#else
+            (void)s0;
+            (void)d0;
+#endif
         } else if (me == 1) {
             const auto t0 = std::chrono::steady_clock::now();
             while (__atomic_load_n(&w.mem[flag], __ATOMIC_ACQUIRE) != 1) {
