@@ -680,6 +680,19 @@ void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeIn
     reduce(op, ti, at ? at : ctx.peer.mapped + toff, src, n, result);
 }
 
+void accumulate_strided_locked_in_place(const IssueContext& ctx, OpKind op, const TypeInfo& ti, std::uint64_t toff,
+                                        std::int64_t stride, std::uint64_t n, std::uint64_t pieces, const void* src,
+                                        void* result, bool at_address) {
+    if (pieces == 0 || n == 0) return;
+    const std::int64_t last = std::int64_t(pieces - 1) * stride;
+    const std::uint64_t lo = toff + std::uint64_t(std::min<std::int64_t>(0, last));
+    const std::uint64_t hi = toff + std::uint64_t(std::max<std::int64_t>(0, last)) + n * ti.extent;
+    StripeGuard g(ctx, lo, hi - lo);
+    const std::int64_t run = std::int64_t(n * ti.extent);
+    unsigned char* dst = at_address ? reinterpret_cast<unsigned char*>(toff) : ctx.peer.mapped + toff;
+    reduce_strided(op, ti, dst, src, n, pieces, RunStrides{stride, src ? run : 0, result ? run : 0}, result);
+}
+
 void compare_and_swap_locked_in_place(const IssueContext& ctx, const TypeInfo& ti, std::uint64_t toff,
                                       const void* origin, const void* compare, void* result, unsigned char* at) {
     StripeGuard g(ctx, toff, ti.extent);

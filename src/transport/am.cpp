@@ -1303,6 +1303,22 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
     data_land_.clear();
 }
 
+int AmEndpoint::accumulate_runs(int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
+                                std::uint64_t elems, std::uint64_t pieces, std::uint64_t eb, const void* src,
+                                void* res) {
+    if (local_.accumulate_strided)
+        return local_.accumulate_strided(rma_kind, op_id, type_id, toff, stride, elems, pieces, eb, src, res);
+    const std::uint64_t piece = elems * eb;
+    for (std::uint64_t i = 0; i < pieces; ++i) {
+        const void* s = src ? static_cast<const unsigned char*>(src) + i * piece : nullptr;
+        void* r = res ? static_cast<unsigned char*>(res) + i * piece : nullptr;
+        if (int rc = local_.accumulate(rma_kind, op_id, type_id, toff + i * std::uint64_t(stride), elems, eb, s,
+                                       nullptr, r))
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     if (len < sizeof h || source < 0 || source >= nprocs_) {  // not a request of ours: counted, dropped
@@ -1441,10 +1457,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         break;
     }
     case kAccStrided: {
-        // Pieces of b elements of c bytes from offset a at a stride, each through the
-        // accumulate path as a kAccumulate run (its stripes, its checks of kind, op and
-        // type); the packed data must be exactly the rest of the message, the footprint
-        // inside the part (one check, before any piece is applied).
+        // Pieces of b elements of c bytes from offset a at a stride, through the accumulate
+        // path as one strided call (accumulate_runs: one check of kind, op and type, the
+        // stripes of the whole footprint); the packed data must be exactly the rest of the
+        // message, the footprint inside the part (one check, before any piece is applied).
         const std::uint64_t elems = h.b, eb = h.c;
         const std::size_t body = len - sizeof h;
         std::int64_t stride = 0;
@@ -1457,17 +1473,12 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
                            n <= (body - 16) / piece && piece * n == body - 16;
         std::uint64_t lo = 0, span = 0;
-        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
+        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
             refuse(source);
-        } else if (accepts(source, lo, span)) {
-            const unsigned char* src = p + 16;
-            for (std::uint64_t i = 0; i < n; ++i, src += piece)
-                if (local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a + i * std::uint64_t(stride), elems, eb, src,
-                                      nullptr, nullptr) != MPI_SUCCESS) {
-                    refuse(source);
-                    break;
-                }
-        }
+        else if (accepts(source, lo, span) &&
+                 accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb, p + 16, nullptr) !=
+                     MPI_SUCCESS)
+            refuse(source);
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
         break;
     }

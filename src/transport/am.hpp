@@ -14,8 +14,8 @@
 //   strided put: (target offset, piece length, stride, count) + the pieces packed, at most
 //               kMaxMessage bytes of them a message; the target checks the footprint once;
 //   strided get: the same descriptor, answered with the pieces packed (scattered on arrival);
-//   strided accumulate: the same for an accumulate without result, each piece applied as
-//               an accumulate run;
+//   strided accumulate: the same for an accumulate without result, the pieces applied by
+//               one strided call of the accumulate path (LocalTarget::accumulate_strided);
 //   get       : segments -> reply with the data, received straight into the user's buffer;
 //               returns at once, the data is in place at the next flush;
 //   atomic8   : one synchronization word of the target's state area -> reply old value;
@@ -103,8 +103,8 @@ public:
     // n pieces of elems elements of elem_bytes (a piece at most kStridedPieceMax bytes), an
     // accumulate without result (rma_kind: acc): piece i from src + i * lstride onto toff +
     // i * rstride, as kAccStrided requests of at most kMaxMessage bytes of pieces, packed
-    // here; the target checks the footprint once and runs each piece through its
-    // accumulate path (as a kAccumulate run).
+    // here; the target checks the footprint once and applies the pieces by one strided call
+    // of its accumulate path (accumulate_runs).
     Post accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t rstride,
                             std::uint64_t elems, std::size_t elem_bytes, const void* src, std::int64_t lstride,
                             std::uint64_t n);
@@ -403,6 +403,11 @@ private:
     // check itself: false (and the origin told) when [off, off + n) is not attached here.
     std::vector<std::uint64_t> rejected_;
     bool accepts(int source, std::uint64_t off, std::uint64_t n);
+    // Strided requests' runs (pieces of elems elements at toff + i * stride, origin data and
+    // old values packed; either may be null) through local_.accumulate_strided, or run by
+    // run through local_.accumulate where it has none. An MPI error class.
+    int accumulate_runs(int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
+                        std::uint64_t elems, std::uint64_t pieces, std::uint64_t eb, const void* src, void* res);
     void refuse(int source);  // the notice of accepts() (serve_mu_ held)
     void discard_data(int source);  // consumes a payload message that is not applied (serve_mu_ held)
     // The payload of source's request: its receive into dst started (*rq) when it is want

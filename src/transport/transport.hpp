@@ -288,6 +288,15 @@ struct LocalTarget {
     // kind, op, type or element bytes do not make a valid accumulate.
     std::function<int(int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*)>
         accumulate;
+    // The same for `pieces` runs of count elements at once (a strided accumulate request):
+    // rma_kind, op id, type id, target offset of run 0, the target step between runs
+    // (bytes, may be negative), count, pieces, element bytes, origin data packed run after
+    // run (null: MPI_NO_OP), old values packed likewise (may be null). One check of kind, op
+    // and type, then the runs under the accumulate lock of their whole footprint, in order
+    // (nothing applied when the check fails). Null: each run goes through `accumulate`.
+    std::function<int(int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                      const void*, void*)>
+        accumulate_strided;
     // One attempt to take my lock words for an origin's queued request (the lock rules of
     // src/epochs: lockproto::grant).
     std::function<bool(Transport::LockRequest)> grant_lock;

@@ -36,6 +36,11 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         ++accumulates;
         return MPI_SUCCESS;
     };
+    local.accumulate_strided = [&](int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t,
+                                   std::uint64_t, const void*, void*) {
+        ++accumulates;
+        return MPI_SUCCESS;
+    };
     local.grant_lock = [](Transport::LockRequest) { return true; };
     AmEndpoint ep(MPI_COMM_WORLD, local, 256);
     ASSERT_EQ(ep.error(), MPI_SUCCESS);
