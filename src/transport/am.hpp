@@ -16,6 +16,8 @@
 //   strided get: the same descriptor, answered with the pieces packed (scattered on arrival);
 //   strided accumulate: the same for an accumulate without result, the pieces applied by
 //               one strided call of the accumulate path (LocalTarget::accumulate_strided);
+//   strided get_accumulate: the same with the old values answered packed (scattered into
+//               the result layout on arrival); MPI_NO_OP carries no origin data;
 //   get       : segments -> reply with the data, received straight into the user's buffer;
 //               returns at once, the data is in place at the next flush;
 //   atomic8   : one synchronization word of the target's state area -> reply old value;
@@ -108,6 +110,14 @@ public:
     Post accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t rstride,
                             std::uint64_t elems, std::size_t elem_bytes, const void* src, std::int64_t lstride,
                             std::uint64_t n);
+    // The get_accumulate of the same pieces (rma_kind get_acc; src null: MPI_NO_OP, no origin
+    // data sent), as kGetAccStrided requests of at most kMaxMessage bytes of pieces: the
+    // target checks the footprint once, applies them as accumulate_strided does and answers
+    // their old values packed, scattered here to result + i * res_stride on arrival (in
+    // place at the next flush; a refused request leaves result as it was).
+    Post get_accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
+                                std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes, const void* src,
+                                std::int64_t lstride, void* result, std::int64_t res_stride, std::uint64_t n);
     // Pieces of a get up to this size travel gathered: many (at most 256, at most
     // kMaxMessage bytes) in one request, answered in one message and scattered on arrival.
     static constexpr std::size_t kGatherPieceMax = 2048;
@@ -476,6 +486,12 @@ public:
                             std::int64_t lstride, std::uint64_t n) override {
         return ep_->accumulate_strided(p.rank, rma_kind, op_id, type_id, toff, rstride, elems, elem_bytes, src, lstride,
                                        n);
+    }
+    Post get_accumulate_strided(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,
+                                std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes, const void* src,
+                                std::int64_t lstride, void* result, std::int64_t res_stride, std::uint64_t n) override {
+        return ep_->get_accumulate_strided(p.rank, rma_kind, op_id, type_id, toff, rstride, elems, elem_bytes, src,
+                                           lstride, result, res_stride, n);
     }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override {

@@ -99,7 +99,8 @@ public:
         // Largest put / accumulate the transport copies into its own buffer at post (the
         // origin buffer is free at once, and the op costs no message of its own).
         std::size_t inline_max = 0;
-        // Largest piece of a put_strided / get_strided / accumulate_strided (0: not offered).
+        // Largest piece of a put_strided / get_strided / accumulate_strided /
+        // get_accumulate_strided (0: not offered).
         std::size_t strided_piece_max = 0;
     };
     virtual ~Transport() = default;
@@ -129,6 +130,17 @@ public:
                                     std::uint64_t /*toff*/, std::int64_t /*rstride*/, std::uint64_t /*elems*/,
                                     std::size_t /*elem_bytes*/, const void* /*src*/, std::int64_t /*lstride*/,
                                     std::uint64_t /*n*/) {
+        return Post::error;
+    }
+    // The get_accumulate of such pieces (rma_kind get_acc): piece i from src + i * lstride
+    // (src null: MPI_NO_OP, nothing read) onto toff + i * rstride, its old values to result
+    // + i * res_stride (in place at the next flush, as get()). Each element's old value is
+    // the one this op's update replaced, read and updated under the target's accumulate
+    // path as accumulate() does. Only called when caps() offers strided puts.
+    virtual Post get_accumulate_strided(const PeerRegion& /*peer*/, int /*rma_kind*/, int /*op_id*/, int /*type_id*/,
+                                        std::uint64_t /*toff*/, std::int64_t /*rstride*/, std::uint64_t /*elems*/,
+                                        std::size_t /*elem_bytes*/, const void* /*src*/, std::int64_t /*lstride*/,
+                                        void* /*result*/, std::int64_t /*res_stride*/, std::uint64_t /*n*/) {
         return Post::error;
     }
     // 8-byte atomic on a synchronization word of the peer; returns the old value.

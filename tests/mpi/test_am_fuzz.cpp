@@ -7,8 +7,9 @@
 // comes before libmpi's) and records the requests an origin endpoint sends to itself — puts
 // small and large, batches, in-place payload puts, gets plain and gathered, 8-byte atomics,
 // notifies, lock requests, accumulates inline and with their data behind, state reads,
-// flushes, strided puts, gets and accumulates (upward, downward, from a strided origin, split
-// in two requests). Every other endpoint's target applies strided requests through a strided
+// flushes, strided puts, gets, accumulates and get_accumulates (upward, downward, from a
+// strided origin, into a strided result, MPI_NO_OP without origin data, split in two
+// requests). Every other endpoint's target applies strided requests through a strided
 // accumulate path, the others run by run through the plain one. Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
 // values over aligned words, truncation, extension, splicing two requests) and serves it on
 // a second endpoint whose part lies between guard bytes. A request whose first word (the
@@ -164,6 +165,10 @@ void record_corpus() {
     ep.accumulate_strided(0, 2, 2, 0, 64, 24, 2, 8, d, 16, 4);  // strided accumulate (sum of doubles)
     ep.accumulate_strided(0, 2, 2, 0, 3000, -40, 1, 8, d, 8, 8);  // downward
     ep.accumulate_strided(0, 2, 2, 0, 0, 8, 1, 8, data.data(), 8, 9000);  // two requests, refused
+    std::vector<double> gres(9000);
+    ep.get_accumulate_strided(0, 3, 2, 0, 64, 24, 2, 8, d, 16, gres.data(), 24, 4);  // into a strided result
+    ep.get_accumulate_strided(0, 3, 13, 0, 3000, -40, 1, 8, nullptr, 0, gres.data(), 8, 8);  // MPI_NO_OP, downward
+    ep.get_accumulate_strided(0, 3, 2, 0, 0, 8, 1, 8, data.data(), 8, gres.data(), 8, 9000);  // two, refused
     ep.lock_request(0, Transport::LockRequest::shared);
     const Transport::Release rel{6, AtomicOp::fetch_add, std::uint64_t(-1)};
     ep.release(0, &rel, 1);
@@ -218,7 +223,7 @@ std::vector<unsigned char> mutate(std::mt19937_64& rng, std::vector<unsigned cha
             const std::size_t n = rng() % 256;
             for (std::size_t k = 0; k < n; ++k) m.push_back(std::uint8_t(rng()));
         } else if (what == 5 && m.size() >= 4) {  // another kind
-            const std::uint32_t kind = std::uint32_t(rng() % 16);
+            const std::uint32_t kind = std::uint32_t(rng() % 17);
             std::memcpy(m.data(), &kind, 4);
         } else if (what == 6 && !corpus.empty()) {  // spliced with another request's tail
             const auto& o = corpus[rng() % corpus.size()];
