@@ -693,9 +693,9 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
     local.size = is_dynamic ? 0 : std::uint64_t(size);
     local.state = w->my_state_;
     local.state_words = w->state_bytes_ / 8;
-    local.accumulate = [self](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
-                              std::uint64_t elem_bytes, const void* src, const void* cmp, void* res) {
-        // A request from a peer: kind, op and type as the origin's checks leave them.
+    // A request from a peer: kind, op and type as the origin's checks leave them.
+    auto served_check = [](int kind, int op_id, int type_id, std::uint64_t count, std::uint64_t elem_bytes,
+                           const void* src, const void* cmp, const void* res) {
         const TypeInfo* ti = type_id >= 0 && type_id <= 255 ? type_by_id(std::uint8_t(type_id)) : nullptr;
         if (!ti || elem_bytes != ti->extent) return MPI_ERR_TYPE;
         if (op_id < 0 || op_id >= int(OpKind::invalid) || !op_defined_on(OpKind(op_id), *ti)) return MPI_ERR_OP;
@@ -704,7 +704,19 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
         if ((!is_cas && !is_acc) || (is_cas && (!src || !cmp || !res || count != 1)) ||
             (is_acc && !src && OpKind(op_id) != OpKind::no_op))
             return MPI_ERR_ARG;
+        return MPI_SUCCESS;
+    };
+    local.accumulate = [self, served_check](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count,
+                                            std::uint64_t elem_bytes, const void* src, const void* cmp, void* res) {
+        if (int rc = served_check(kind, op_id, type_id, count, elem_bytes, src, cmp, res)) return rc;
         return self->apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
+    };
+    local.accumulate_strided = [self, served_check](int kind, int op_id, int type_id, std::uint64_t toff,
+                                                    std::int64_t stride, std::uint64_t count, std::uint64_t pieces,
+                                                    std::uint64_t elem_bytes, const void* src, void* res) {
+        if (kind == int(RmaKind::cas)) return MPI_ERR_ARG;
+        if (int rc = served_check(kind, op_id, type_id, count, elem_bytes, src, nullptr, res)) return rc;
+        return self->apply_local_strided(kind, op_id, type_id, toff, stride, count, pieces, src, res);
     };
     local.grant_lock = [self](Transport::LockRequest what) {
         return lockproto::grant(node_transport(), self->peer(self->rank_), what);

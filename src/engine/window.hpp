@@ -195,6 +195,10 @@ private:
                             std::unique_ptr<Window>* out);
     int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
                     const void* cmp, void* res);
+    // ... and `pieces` runs of count elements, run i at toff + i * stride, origin data and old
+    // values packed run after run (LocalTarget::accumulate_strided; checked by the caller).
+    int apply_local_strided(int kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
+                            std::uint64_t count, std::uint64_t pieces, const void* src, void* res);
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
     // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
     bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);

@@ -111,6 +111,28 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
     return issue_op(IssueContext{node_transport(), peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
 }
 
+int Window::apply_local_strided(int kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
+                                std::uint64_t count, std::uint64_t pieces, const void* src, void* res) {
+    const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
+    if (!ti) return MPI_ERR_TYPE;
+    const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
+    if (!cpu_atomics_ && (base_ || dynamic)) {
+        // Lock domain in my mapped memory (am windows): the runs under the stripes of their
+        // whole footprint, one kernel call (dynamic windows: toff is the address).
+        const IssueContext ctx{node_transport(), peer(rank_), false, eng_.config().acc_stripes};
+        accumulate_strided_locked_in_place(ctx, OpKind(op_id), *ti, toff, stride, count, pieces, src, res, dynamic);
+        return MPI_SUCCESS;
+    }
+    const std::uint64_t run = count * ti->extent;
+    for (std::uint64_t i = 0; i < pieces; ++i) {
+        const void* s = src ? static_cast<const unsigned char*>(src) + i * run : nullptr;
+        void* r = res ? static_cast<unsigned char*>(res) + i * run : nullptr;
+        if (int rc = apply_local(kind, op_id, type_id, toff + i * std::uint64_t(stride), count, s, nullptr, r))
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
 namespace {
 int layout_of(const char* call, const char* what, MPI_Datatype t, std::shared_ptr<const Layout>* out) {
     std::string why;

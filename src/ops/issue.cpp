@@ -495,6 +495,45 @@ int accumulate(const IssueContext& ctx, const Op& op) {
                             }
                             return true;
                         });
+        } else if (piece_max && op.kind == RmaKind::get_acc && ti.size == ti.extent && plain(op.tlay) &&
+                   plain(op.rlay) && (op.op == MPI_NO_OP || plain(op.olay)) && !ctx.tp.native_type(ti.id)) {
+            // A get_accumulate (MPI_NO_OP too) of such a type: the sides (origin unless
+            // NO_OP, result, target) walked as byte pieces, as the mapped path below walks
+            // them; equal pieces at fixed steps on every side (k > 1, at most piece_max bytes
+            // each) are one get_accumulate_strided, other pieces go as runs.
+            const bool reads = op.op != MPI_NO_OP;
+            ByteCursor o, r(*op.rlay, op.rcount), t(*op.tlay, op.tcount);
+            if (reads) o = ByteCursor(*op.olay, op.ocount);
+            while (!failed && !t.done() && !r.done() && !(reads && o.done())) {
+                std::uint64_t len = std::min(t.avail(), r.avail());
+                if (reads) len = std::min(len, o.avail());
+                std::int64_t os = 0, rs = 0, ts = 0;
+                std::uint64_t k = std::min(t.regular(len, &ts), r.regular(len, &rs));
+                if (reads) k = std::min(k, o.regular(len, &os));
+                const void* src = reads ? byte_address(op.origin, o.offset()) : nullptr;
+                void* res = byte_address(op.result, r.offset());
+                const std::uint64_t toff = op.offset + std::uint64_t(t.offset());
+                const std::uint64_t elems = len / ti.extent;
+                if (k > 1 && len <= piece_max) {
+                    const Post p = post_piece(ctx, &first, [&] {
+                        return ctx.tp.get_accumulate_strided(ctx.peer, kind, opid, tid, toff, ts, elems, ti.extent, src,
+                                                             os, res, rs, k);
+                    });
+                    refused = p == Post::retry;
+                    failed = !accepted(p);
+                } else {
+                    for (std::uint64_t j = 0; j < k && !failed; ++j)
+                        for (std::uint64_t e = 0; e < elems && !failed; e += max_run) {
+                            const std::int64_t at = std::int64_t(e * ti.extent);
+                            send(reads ? byte_address(src, std::int64_t(j) * os + at) : nullptr,
+                                 byte_address(res, std::int64_t(j) * rs + at), toff + j * std::uint64_t(ts) + e * ti.extent,
+                                 std::min(max_run, elems - e));
+                        }
+                }
+                t.skip(k, len);
+                r.skip(k, len);
+                if (reads) o.skip(k, len);
+            }
         } else if (op.op == MPI_NO_OP) {
             zip_elements(
                 *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
@@ -678,6 +717,19 @@ void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeIn
                                 const void* src, std::size_t n, void* result, unsigned char* at) {
     StripeGuard g(ctx, toff, std::uint64_t(n) * ti.extent);
     reduce(op, ti, at ? at : ctx.peer.mapped + toff, src, n, result);
+}
+
+void accumulate_strided_locked_in_place(const IssueContext& ctx, OpKind op, const TypeInfo& ti, std::uint64_t toff,
+                                        std::int64_t stride, std::uint64_t n, std::uint64_t pieces, const void* src,
+                                        void* result, bool at_address) {
+    if (pieces == 0 || n == 0) return;
+    const std::int64_t last = std::int64_t(pieces - 1) * stride;
+    const std::uint64_t lo = toff + std::uint64_t(std::min<std::int64_t>(0, last));
+    const std::uint64_t hi = toff + std::uint64_t(std::max<std::int64_t>(0, last)) + n * ti.extent;
+    StripeGuard g(ctx, lo, hi - lo);
+    const std::int64_t run = std::int64_t(n * ti.extent);
+    unsigned char* dst = at_address ? reinterpret_cast<unsigned char*>(toff) : ctx.peer.mapped + toff;
+    reduce_strided(op, ti, dst, src, n, pieces, RunStrides{stride, src ? run : 0, result ? run : 0}, result);
 }
 
 void compare_and_swap_locked_in_place(const IssueContext& ctx, const TypeInfo& ti, std::uint64_t toff,

@@ -19,6 +19,7 @@
 
 #include "ops/cma_batch.hpp"
 #include "ops/op.hpp"
+#include "ops/reduce.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -67,6 +68,14 @@ extern std::atomic<bool> g_fault_kill_holding_stripe;
 // address, and the stripes follow it as for every other origin).
 void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
                                 const void* src, std::size_t n, void* result, unsigned char* at = nullptr);
+// ... and `pieces` runs of n elements, run i at toff + i * stride (bytes, may be negative),
+// origin data at src + i * n * ti.extent (null: MPI_NO_OP), old values likewise at result
+// (may be null), under the stripes of the runs' whole footprint, one kernel call
+// (reduce_strided), runs in order. at_address: toff is the address of run 0 (a dynamic
+// window's own memory), else an offset from ctx.peer.mapped.
+void accumulate_strided_locked_in_place(const IssueContext& ctx, OpKind op, const TypeInfo& ti, std::uint64_t toff,
+                                        std::int64_t stride, std::uint64_t n, std::uint64_t pieces, const void* src,
+                                        void* result, bool at_address);
 // ... and compare_and_swap of one element the same way (origin, compare, result: one each).
 void compare_and_swap_locked_in_place(const IssueContext& ctx, const TypeInfo& ti, std::uint64_t toff,
                                       const void* origin, const void* compare, void* result,

@@ -65,7 +65,12 @@ enum Kind : std::uint32_t {
     // a = target offset of the first piece, b = piece bytes, c = pieces (at most kMaxMessage
     // bytes of them); body: i64 target stride. Answer: the pieces packed, then a byte (1:
     // applied).
-    kGetStrided
+    kGetStrided,
+    // op_id, type_id, rma_kind (get_acc); a = target offset of the first piece, b = elements
+    // a piece, c = element bytes, aop & 4: origin data follows (else MPI_NO_OP); body: i64
+    // target stride, u64 pieces (at most kMaxMessage bytes of them), then the pieces' origin
+    // data packed. Answer: the old values packed, then a byte (1: applied).
+    kGetAccStrided
 };
 
 // A batch record: u32 kind, u32 body bytes, body. kPut body: u64 offset, data.
@@ -695,6 +700,57 @@ Post AmEndpoint::accumulate_strided(int rank, int rma_kind, int op_id, int type_
     return Post::posted;
 }
 
+Post AmEndpoint::get_accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
+                                        std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes,
+                                        const void* src, std::int64_t lstride, void* result, std::int64_t res_stride,
+                                        std::uint64_t n) {
+    const std::uint64_t len = elems * elem_bytes;
+    if (len == 0 || n == 0) return Post::done;
+    if (len > kStridedPieceMax) return Post::error;
+    if (!admit(rank)) return Post::retry;
+    // At most kMaxMessage bytes of pieces a kGetAccStrided request (their origin data packed
+    // here unless MPI_NO_OP), answered with their old values packed into a buffer of ours,
+    // scattered to result at res_stride when the answer completes (as get_strided).
+    const std::uint64_t per = std::max<std::uint64_t>(1, kMaxMessage / len);
+    const auto* from = static_cast<const unsigned char*>(src);
+    for (std::uint64_t i = 0; i < n;) {
+        const std::uint64_t m = std::min<std::uint64_t>(per, n - i);
+        std::vector<unsigned char> msg(sizeof(Header) + 16 + (src ? m * len : 0));
+        const Header h{kGetAccStrided,
+                       0,
+                       -1,
+                       op_id,
+                       type_id,
+                       rma_kind,
+                       toff + i * std::uint64_t(rstride),
+                       elems,
+                       elem_bytes,
+                       src ? 4u : 0u,
+                       0};
+        std::memcpy(msg.data(), &h, sizeof h);
+        std::memcpy(msg.data() + sizeof h, &rstride, 8);
+        std::memcpy(msg.data() + sizeof h + 8, &m, 8);
+        if (src)
+            copy_strided(msg.data() + sizeof h + 16, std::int64_t(len), from + std::int64_t(i) * lstride, lstride, len,
+                         m);
+        Landing land;
+        {
+            Peer& p = peers_[std::size_t(rank)];
+            std::lock_guard lk(p.mu);
+            land.buf = PageOffsetBuffer::take(p.spares, m * len + 1, 0);
+        }
+        land.buf.data()[m * len] = 0;  // nothing applied until told
+        land.dst = static_cast<unsigned char*>(result) + std::int64_t(i) * res_stride;
+        land.pieces = m;
+        land.piece = len;
+        land.lstride = res_stride;
+        send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, m * len + 1, -1, true, &land);
+        throttle(rank);
+        i += m;
+    }
+    return Post::posted;
+}
+
 Post AmEndpoint::get_strided(int rank, void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
                              std::size_t len, std::uint64_t n) {
     if (len == 0 || n == 0) return Post::done;
@@ -1303,6 +1359,22 @@ void AmEndpoint::land_data() {  // serve_mu_ held, every receive of data_rq_ com
     data_land_.clear();
 }
 
+int AmEndpoint::accumulate_runs(int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
+                                std::uint64_t elems, std::uint64_t pieces, std::uint64_t eb, const void* src,
+                                void* res) {
+    if (local_.accumulate_strided)
+        return local_.accumulate_strided(rma_kind, op_id, type_id, toff, stride, elems, pieces, eb, src, res);
+    const std::uint64_t piece = elems * eb;
+    for (std::uint64_t i = 0; i < pieces; ++i) {
+        const void* s = src ? static_cast<const unsigned char*>(src) + i * piece : nullptr;
+        void* r = res ? static_cast<unsigned char*>(res) + i * piece : nullptr;
+        if (int rc = local_.accumulate(rma_kind, op_id, type_id, toff + i * std::uint64_t(stride), elems, eb, s,
+                                       nullptr, r))
+            return rc;
+    }
+    return MPI_SUCCESS;
+}
+
 void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     Header h;
     if (len < sizeof h || source < 0 || source >= nprocs_) {  // not a request of ours: counted, dropped
@@ -1441,10 +1513,10 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         break;
     }
     case kAccStrided: {
-        // Pieces of b elements of c bytes from offset a at a stride, each through the
-        // accumulate path as a kAccumulate run (its stripes, its checks of kind, op and
-        // type); the packed data must be exactly the rest of the message, the footprint
-        // inside the part (one check, before any piece is applied).
+        // Pieces of b elements of c bytes from offset a at a stride, through the accumulate
+        // path as one strided call (accumulate_runs: one check of kind, op and type, the
+        // stripes of the whole footprint); the packed data must be exactly the rest of the
+        // message, the footprint inside the part (one check, before any piece is applied).
         const std::uint64_t elems = h.b, eb = h.c;
         const std::size_t body = len - sizeof h;
         std::int64_t stride = 0;
@@ -1457,18 +1529,52 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
                            n <= (body - 16) / piece && piece * n == body - 16;
         std::uint64_t lo = 0, span = 0;
+        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
+            refuse(source);
+        else if (accepts(source, lo, span) &&
+                 accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb, p + 16, nullptr) !=
+                     MPI_SUCCESS)
+            refuse(source);
+        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+        break;
+    }
+    case kGetAccStrided: {
+        // Pieces of b elements of c bytes from offset a at a stride, at most kMaxMessage
+        // bytes of them (the answer's size), origin data (aop & 4) exactly the rest of the
+        // message, the footprint inside the part (one check, before anything is applied):
+        // applied as kAccStrided, their old values answered packed, then a byte 1. A refused
+        // one is answered empty (the origin's result buffer stays as it was).
+        const std::uint64_t elems = h.b, eb = h.c;
+        const std::size_t body = len - sizeof h;
+        std::int64_t stride = 0;
+        std::uint64_t n = 0;
+        if (body >= 16) {
+            std::memcpy(&stride, p, 8);
+            std::memcpy(&n, p + 8, 8);
+        }
+        const bool data = (h.aop & 4) != 0;
+        const std::uint64_t piece = eb * elems;
+        const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
+                           piece <= kMaxMessage / n && body - 16 == (data ? piece * n : 0);
+        std::uint64_t lo = 0, span = 0;
         if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
             refuse(source);
-        } else if (accepts(source, lo, span)) {
-            const unsigned char* src = p + 16;
-            for (std::uint64_t i = 0; i < n; ++i, src += piece)
-                if (local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a + i * std::uint64_t(stride), elems, eb, src,
-                                      nullptr, nullptr) != MPI_SUCCESS) {
-                    refuse(source);
-                    break;
-                }
+            reply(nullptr, 0);
+            break;
         }
-        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+        if (!accepts(source, lo, span)) {
+            reply(nullptr, 0);
+            break;
+        }
+        PageOffsetBuffer b = answer_buffer(std::size_t(piece * n) + 1);
+        if (accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb, data ? p + 16 : nullptr,
+                            b.data()) != MPI_SUCCESS) {
+            refuse(source);
+            reply(nullptr, 0);
+            break;
+        }
+        b.data()[piece * n] = 1;
+        reply_owned(std::move(b), std::size_t(piece * n) + 1);
         break;
     }
     case kBatch: {

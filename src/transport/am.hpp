@@ -14,8 +14,10 @@
 //   strided put: (target offset, piece length, stride, count) + the pieces packed, at most
 //               kMaxMessage bytes of them a message; the target checks the footprint once;
 //   strided get: the same descriptor, answered with the pieces packed (scattered on arrival);
-//   strided accumulate: the same for an accumulate without result, each piece applied as
-//               an accumulate run;
+//   strided accumulate: the same for an accumulate without result, the pieces applied by
+//               one strided call of the accumulate path (LocalTarget::accumulate_strided);
+//   strided get_accumulate: the same with the old values answered packed (scattered into
+//               the result layout on arrival); MPI_NO_OP carries no origin data;
 //   get       : segments -> reply with the data, received straight into the user's buffer;
 //               returns at once, the data is in place at the next flush;
 //   atomic8   : one synchronization word of the target's state area -> reply old value;
@@ -103,11 +105,19 @@ public:
     // n pieces of elems elements of elem_bytes (a piece at most kStridedPieceMax bytes), an
     // accumulate without result (rma_kind: acc): piece i from src + i * lstride onto toff +
     // i * rstride, as kAccStrided requests of at most kMaxMessage bytes of pieces, packed
-    // here; the target checks the footprint once and runs each piece through its
-    // accumulate path (as a kAccumulate run).
+    // here; the target checks the footprint once and applies the pieces by one strided call
+    // of its accumulate path (accumulate_runs).
     Post accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t rstride,
                             std::uint64_t elems, std::size_t elem_bytes, const void* src, std::int64_t lstride,
                             std::uint64_t n);
+    // The get_accumulate of the same pieces (rma_kind get_acc; src null: MPI_NO_OP, no origin
+    // data sent), as kGetAccStrided requests of at most kMaxMessage bytes of pieces: the
+    // target checks the footprint once, applies them as accumulate_strided does and answers
+    // their old values packed, scattered here to result + i * res_stride on arrival (in
+    // place at the next flush; a refused request leaves result as it was).
+    Post get_accumulate_strided(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff,
+                                std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes, const void* src,
+                                std::int64_t lstride, void* result, std::int64_t res_stride, std::uint64_t n);
     // Pieces of a get up to this size travel gathered: many (at most 256, at most
     // kMaxMessage bytes) in one request, answered in one message and scattered on arrival.
     static constexpr std::size_t kGatherPieceMax = 2048;
@@ -403,6 +413,11 @@ private:
     // check itself: false (and the origin told) when [off, off + n) is not attached here.
     std::vector<std::uint64_t> rejected_;
     bool accepts(int source, std::uint64_t off, std::uint64_t n);
+    // Strided requests' runs (pieces of elems elements at toff + i * stride, origin data and
+    // old values packed; either may be null) through local_.accumulate_strided, or run by
+    // run through local_.accumulate where it has none. An MPI error class.
+    int accumulate_runs(int rma_kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
+                        std::uint64_t elems, std::uint64_t pieces, std::uint64_t eb, const void* src, void* res);
     void refuse(int source);  // the notice of accepts() (serve_mu_ held)
     void discard_data(int source);  // consumes a payload message that is not applied (serve_mu_ held)
     // The payload of source's request: its receive into dst started (*rq) when it is want
@@ -471,6 +486,12 @@ public:
                             std::int64_t lstride, std::uint64_t n) override {
         return ep_->accumulate_strided(p.rank, rma_kind, op_id, type_id, toff, rstride, elems, elem_bytes, src, lstride,
                                        n);
+    }
+    Post get_accumulate_strided(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff,
+                                std::int64_t rstride, std::uint64_t elems, std::size_t elem_bytes, const void* src,
+                                std::int64_t lstride, void* result, std::int64_t res_stride, std::uint64_t n) override {
+        return ep_->get_accumulate_strided(p.rank, rma_kind, op_id, type_id, toff, rstride, elems, elem_bytes, src,
+                                           lstride, result, res_stride, n);
     }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override {

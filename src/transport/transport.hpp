@@ -99,7 +99,8 @@ public:
         // Largest put / accumulate the transport copies into its own buffer at post (the
         // origin buffer is free at once, and the op costs no message of its own).
         std::size_t inline_max = 0;
-        // Largest piece of a put_strided / get_strided / accumulate_strided (0: not offered).
+        // Largest piece of a put_strided / get_strided / accumulate_strided /
+        // get_accumulate_strided (0: not offered).
         std::size_t strided_piece_max = 0;
     };
     virtual ~Transport() = default;
@@ -129,6 +130,17 @@ public:
                                     std::uint64_t /*toff*/, std::int64_t /*rstride*/, std::uint64_t /*elems*/,
                                     std::size_t /*elem_bytes*/, const void* /*src*/, std::int64_t /*lstride*/,
                                     std::uint64_t /*n*/) {
+        return Post::error;
+    }
+    // The get_accumulate of such pieces (rma_kind get_acc): piece i from src + i * lstride
+    // (src null: MPI_NO_OP, nothing read) onto toff + i * rstride, its old values to result
+    // + i * res_stride (in place at the next flush, as get()). Each element's old value is
+    // the one this op's update replaced, read and updated under the target's accumulate
+    // path as accumulate() does. Only called when caps() offers strided puts.
+    virtual Post get_accumulate_strided(const PeerRegion& /*peer*/, int /*rma_kind*/, int /*op_id*/, int /*type_id*/,
+                                        std::uint64_t /*toff*/, std::int64_t /*rstride*/, std::uint64_t /*elems*/,
+                                        std::size_t /*elem_bytes*/, const void* /*src*/, std::int64_t /*lstride*/,
+                                        void* /*result*/, std::int64_t /*res_stride*/, std::uint64_t /*n*/) {
         return Post::error;
     }
     // 8-byte atomic on a synchronization word of the peer; returns the old value.
@@ -288,6 +300,15 @@ struct LocalTarget {
     // kind, op, type or element bytes do not make a valid accumulate.
     std::function<int(int, int, int, std::uint64_t, std::uint64_t, std::uint64_t, const void*, const void*, void*)>
         accumulate;
+    // The same for `pieces` runs of count elements at once (a strided accumulate request):
+    // rma_kind, op id, type id, target offset of run 0, the target step between runs
+    // (bytes, may be negative), count, pieces, element bytes, origin data packed run after
+    // run (null: MPI_NO_OP), old values packed likewise (may be null). One check of kind, op
+    // and type, then the runs under the accumulate lock of their whole footprint, in order
+    // (nothing applied when the check fails). Null: each run goes through `accumulate`.
+    std::function<int(int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                      const void*, void*)>
+        accumulate_strided;
     // One attempt to take my lock words for an origin's queued request (the lock rules of
     // src/epochs: lockproto::grant).
     std::function<bool(Transport::LockRequest)> grant_lock;

@@ -36,6 +36,11 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         ++accumulates;
         return MPI_SUCCESS;
     };
+    local.accumulate_strided = [&](int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t,
+                                   std::uint64_t, const void*, void*) {
+        ++accumulates;
+        return MPI_SUCCESS;
+    };
     local.grant_lock = [](Transport::LockRequest) { return true; };
     AmEndpoint ep(MPI_COMM_WORLD, local, 256);
     ASSERT_EQ(ep.error(), MPI_SUCCESS);
@@ -66,6 +71,16 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         ep.accumulate_strided(0, 2, 2, 0, 0, 16, 1, 0, d3, 8, 2);
         ep.accumulate_strided(0, 2, 2, 0, 0, 16, 1, 65, d3, 8, 2);
         ep.accumulate_strided(0, 2, 2, 0, 0, std::int64_t(1) << 62, 1, 8, d3, 8, 3);
+        // Strided get_accumulates (sum of doubles, and MPI_NO_OP without origin data): past the
+        // end, below the start, element bytes 65, a footprint that overflows: refused, answered
+        // empty, the result buffer left alone.
+        double r3[16];
+        for (double& r : r3) r = 42;
+        ep.get_accumulate_strided(0, 3, 2, 0, 48, 16, 1, 8, d3, 8, r3, 8, 2);
+        ep.get_accumulate_strided(0, 3, 2, 0, 8, -16, 1, 8, d3, 8, r3, 8, 2);
+        ep.get_accumulate_strided(0, 3, 2, 0, 0, 16, 1, 65, d3, 8, r3, 8, 2);  // reads and writes 73 bytes
+        ep.get_accumulate_strided(0, 3, 2, 0, 0, std::int64_t(1) << 62, 1, 8, d3, 8, r3, 8, 3);
+        ep.get_accumulate_strided(0, 3, 13 /* no_op */, 0, 56, 8, 1, 8, nullptr, 0, r3, 8, 2);
         std::uint64_t got = 42;
         const Chunk get_far{&got, 1ull << 50, 8};
         ep.get(0, &get_far, 1);
@@ -81,6 +96,7 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         ep.flush(0);
         EXPECT_EQ(got, 42u) << "a refused get leaves the buffer alone";
         for (std::uint32_t g : got4) EXPECT_EQ(g, 42u) << "a refused strided get leaves the buffer alone";
+        for (double r : r3) EXPECT_EQ(r, 42.0) << "a refused strided get_accumulate leaves the result alone";
     }
     ASSERT_EQ(ep.fence(), MPI_SUCCESS);
     if (me == 0) {
@@ -97,7 +113,7 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         for (std::uint64_t w : state) EXPECT_EQ(w, 0u);
     } else {
         ep.serve_arrived();
-        EXPECT_GE(ep.take_rejected(0), 17u) << "every refused request was reported";
+        EXPECT_GE(ep.take_rejected(0), 22u) << "every refused request was reported";
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }

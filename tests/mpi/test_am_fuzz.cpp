@@ -7,8 +7,10 @@
 // comes before libmpi's) and records the requests an origin endpoint sends to itself — puts
 // small and large, batches, in-place payload puts, gets plain and gathered, 8-byte atomics,
 // notifies, lock requests, accumulates inline and with their data behind, state reads,
-// flushes, strided puts, gets and accumulates (upward, downward, from a strided origin, split in
-// two requests). Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
+// flushes, strided puts, gets, accumulates and get_accumulates (upward, downward, from a
+// strided origin, into a strided result, MPI_NO_OP without origin data, split in two
+// requests). Every other endpoint's target applies strided requests through a strided
+// accumulate path, the others run by run through the plain one. Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
 // values over aligned words, truncation, extension, splicing two requests) and serves it on
 // a second endpoint whose part lies between guard bytes. A request whose first word (the
 // kind) announces a payload (7: put data, 9: accumulate data) gets one of a random size sent
@@ -70,7 +72,7 @@ struct Target {
     std::vector<std::uint64_t> state = std::vector<std::uint64_t>(kWords + 2 * 64, 0);
     std::uint64_t bad_accumulates = 0;
     bool grant = true;  // what the next lock attempt answers
-    AmLocal local() {
+    AmLocal local(bool strided = true) {
         AmLocal l;
         l.base = mem.data() + kGuard;
         l.size = kPart;
@@ -82,6 +84,20 @@ struct Target {
             if (result && eb && n <= (1u << 20) / eb) std::memset(result, 0, n * eb);
             return MPI_SUCCESS;
         };
+        if (strided)
+            l.accumulate_strided = [this](int, int, int, std::uint64_t toff, std::int64_t stride, std::uint64_t n,
+                                          std::uint64_t pieces, std::uint64_t eb, const void*, void* result) {
+                for (std::uint64_t i = 0; i < pieces; ++i) {
+                    const std::uint64_t at = toff + i * std::uint64_t(stride);
+                    if (eb == 0 || at > kPart || n > (kPart - at) / eb) {
+                        ++bad_accumulates;
+                        break;
+                    }
+                }
+                if (result && eb && n <= (1u << 20) / eb && pieces <= (1u << 20) / (n * eb))
+                    std::memset(result, 0, n * eb * pieces);
+                return MPI_SUCCESS;
+            };
         l.grant_lock = [this](Transport::LockRequest) { return grant; };
         return l;
     }
@@ -149,6 +165,10 @@ void record_corpus() {
     ep.accumulate_strided(0, 2, 2, 0, 64, 24, 2, 8, d, 16, 4);  // strided accumulate (sum of doubles)
     ep.accumulate_strided(0, 2, 2, 0, 3000, -40, 1, 8, d, 8, 8);  // downward
     ep.accumulate_strided(0, 2, 2, 0, 0, 8, 1, 8, data.data(), 8, 9000);  // two requests, refused
+    std::vector<double> gres(9000);
+    ep.get_accumulate_strided(0, 3, 2, 0, 64, 24, 2, 8, d, 16, gres.data(), 24, 4);  // into a strided result
+    ep.get_accumulate_strided(0, 3, 13, 0, 3000, -40, 1, 8, nullptr, 0, gres.data(), 8, 8);  // MPI_NO_OP, downward
+    ep.get_accumulate_strided(0, 3, 2, 0, 0, 8, 1, 8, data.data(), 8, gres.data(), 8, 9000);  // two, refused
     ep.lock_request(0, Transport::LockRequest::shared);
     const Transport::Release rel{6, AtomicOp::fetch_add, std::uint64_t(-1)};
     ep.release(0, &rel, 1);
@@ -203,7 +223,7 @@ std::vector<unsigned char> mutate(std::mt19937_64& rng, std::vector<unsigned cha
             const std::size_t n = rng() % 256;
             for (std::size_t k = 0; k < n; ++k) m.push_back(std::uint8_t(rng()));
         } else if (what == 5 && m.size() >= 4) {  // another kind
-            const std::uint32_t kind = std::uint32_t(rng() % 14);
+            const std::uint32_t kind = std::uint32_t(rng() % 17);
             std::memcpy(m.data(), &kind, 4);
         } else if (what == 6 && !corpus.empty()) {  // spliced with another request's tail
             const auto& o = corpus[rng() % corpus.size()];
@@ -229,7 +249,7 @@ TEST(AmFuzz, MutatedRequestsAreRefusedNeverWrittenOutsideThePart) {
     std::uint64_t served = 0, endpoints = 0;
     std::vector<unsigned char> payload(2 << 20, 0x5A);
     auto fresh = [&] {
-        auto ep = std::make_unique<AmEndpoint>(MPI_COMM_WORLD, t.local(), 256);
+        auto ep = std::make_unique<AmEndpoint>(MPI_COMM_WORLD, t.local(endpoints % 2 == 0), 256);
         ep->set_served_elsewhere(false);
         ++endpoints;
         return ep;

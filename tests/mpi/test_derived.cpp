@@ -388,8 +388,9 @@ TEST_P(Derived, AccumulateBlocksFromAStridedOriginDownward) {
 // Accumulates from every rank at once into the same elements of rank 0's window: kReps ops a
 // rank, back to back in one lock_all epoch, through a derived target type (vector, hvector of
 // negative stride, uniform and uneven indexed) and a contiguous origin. MPI_SUM on int and
-// double, MPI_REPLACE, get_accumulate (MPI_SUM; the old values show each rank's own earlier
-// ops in issue order, and every other rank's as a whole number of ops) and a final MPI_NO_OP
+// double, MPI_REPLACE (int), get_accumulate (MPI_SUM on int and double; the old values show
+// each rank's own earlier ops in issue order, and every other rank's as a whole number of
+// ops) and an MPI_NO_OP
 // get_accumulate of what the window holds. Every window byte is checked: elements as
 // computed, gaps and margins as filled.
 constexpr int kReps = 3;
@@ -521,7 +522,41 @@ TEST_P(Derived, ConcurrentAccumulatesFromEveryRankIntoTheSameElements) {
                 ASSERT_EQ(got[k], d) << base << " NO_OP element " << k;
             }
         }
-        if (!ints) continue;
+        if (!ints) {
+            // get_accumulate MPI_SUM of doubles: op r of rank me saw exactly r of its own ops
+            // before it and a whole number (0..kReps) of every other rank's, element by element.
+            reset();
+            std::vector<double> old(std::size_t(kReps) * n, -1.0);
+            w.epoch([&] {
+                for (int r = 0; r < kReps; ++r)
+                    ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(dorig.data(), int(n), MPI_DOUBLE,
+                                                               old.data() + std::size_t(r) * n, int(n), MPI_DOUBLE, 0,
+                                                               w.disp(0, 2 * s.first), 1, t.t, MPI_SUM, w.win));
+            });
+            int combos = 1;
+            for (int q = 1; q < np; ++q) combos *= kReps + 1;
+            for (int r = 0; r < kReps; ++r)
+                for (std::size_t k = 0; k < n; ++k) {
+                    double d0;
+                    std::memcpy(&d0, &init[2 * where[k]], sizeof d0);
+                    const double delta = old[std::size_t(r) * n + k] - d0, unit = double(1 + k % 3);
+                    bool fine = false;
+                    for (int c = 0; c < combos && !fine; ++c) {
+                        double units = double(r * (me + 1));
+                        for (int q = 0, x = c; q < np; ++q) {
+                            if (q == me) continue;
+                            units += double((x % (kReps + 1)) * (q + 1));
+                            x /= kReps + 1;
+                        }
+                        fine = delta == units * unit;
+                    }
+                    ASSERT_TRUE(fine) << base << " get_accumulate op " << r << " element " << k << " old "
+                                      << old[std::size_t(r) * n + k];
+                }
+            if (me == 0) expect_bytes(w.mem, want, base + " get_accumulate MPI_SUM");
+            MPI_Barrier(MPI_COMM_WORLD);
+            continue;
+        }
 
         // get_accumulate MPI_SUM: op r of rank me saw exactly r of its own ops before it, and
         // a whole number (0..kReps) of every other rank's.
@@ -567,6 +602,70 @@ TEST_P(Derived, ConcurrentAccumulatesFromEveryRankIntoTheSameElements) {
             expect_bytes(w.mem, want, base + " MPI_REPLACE gaps");
         }
         MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
+// get_accumulate through three different layouts of T (MPI_INT or MPI_DOUBLE): origin blocks
+// of 3 every 4 elements, result blocks of 3 every 5, target blocks of 3 every 7 (upward, and
+// downward: an hvector of negative stride), MPI_SUM then MPI_NO_OP. Each rank to the next (a
+// ring): every old value is what the target held, element by element; the result's gaps,
+// the target's gaps and margins untouched, its elements summed (MPI_SUM) or left (NO_OP).
+template <class T>
+void get_accumulate_three_layouts(Win& w, MPI_Datatype basic) {
+    const int me = world_rank(), np = world_size(), to = (me + 1) % np, from = (me + np - 1) % np;
+    T* mem = reinterpret_cast<T*>(w.mem);
+    const std::size_t nt = kInts * sizeof(int) / sizeof(T), blocks = (nt - 2 * kMargin) / 7;
+    auto held = [](int r, std::size_t i) { return T(r * 1000000 + int(i)); };
+    auto add = [](int r, std::size_t k) { return T(1 + r + int(k % 5)); };
+    MPI_Datatype o, res, up, down;
+    MPI_Type_vector(int(blocks), 3, 4, basic, &o);
+    MPI_Type_vector(int(blocks), 3, 5, basic, &res);
+    MPI_Type_vector(int(blocks), 3, 7, basic, &up);
+    MPI_Type_create_hvector(int(blocks), 3, -7 * MPI_Aint(sizeof(T)), basic, &down);
+    Type ot(o), rt(res), upt(up), downt(down);
+    std::vector<T> src(blocks * 4, T(-1000));  // the gaps would show as -1000
+    for (std::size_t b = 0; b < blocks; ++b)
+        for (std::size_t j = 0; j < 3; ++j) src[4 * b + j] = add(me, 3 * b + j);
+    for (const bool upward : {true, false})
+        for (const bool noop : {false, true}) {
+            SCOPED_TRACE(std::string(upward ? "upward" : "downward") + (noop ? " MPI_NO_OP" : " MPI_SUM"));
+            const std::size_t first = upward ? kMargin : kMargin + 7 * (blocks - 1);
+            auto at = [&](std::size_t b) { return upward ? first + 7 * b : first - 7 * b; };
+            for (std::size_t i = 0; i < nt; ++i) mem[i] = held(me, i);
+            MPI_Barrier(MPI_COMM_WORLD);
+            std::vector<T> got(blocks * 5, T(-7));
+            w.epoch([&] {
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(noop ? nullptr : src.data(), noop ? 0 : 1,
+                                                           noop ? basic : ot.t, got.data(), 1, rt.t, to,
+                                                           w.disp(to, first * sizeof(T) / sizeof(int)), 1,
+                                                           upward ? upt.t : downt.t, noop ? MPI_NO_OP : MPI_SUM,
+                                                           w.win));
+            });
+            for (std::size_t b = 0; b < blocks; ++b) {
+                for (std::size_t j = 0; j < 3; ++j)
+                    ASSERT_EQ(got[5 * b + j], held(to, at(b) + j)) << "old value, block " << b << " element " << j;
+                ASSERT_EQ(got[5 * b + 3], T(-7)) << "result gap, block " << b;
+                ASSERT_EQ(got[5 * b + 4], T(-7)) << "result gap, block " << b;
+            }
+            std::vector<T> want(nt);
+            for (std::size_t i = 0; i < nt; ++i) want[i] = held(me, i);
+            if (!noop)
+                for (std::size_t b = 0; b < blocks; ++b)
+                    for (std::size_t j = 0; j < 3; ++j) want[at(b) + j] += add(from, 3 * b + j);
+            for (std::size_t i = 0; i < nt; ++i) ASSERT_EQ(mem[i], want[i]) << "window element " << i;
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+}
+
+TEST_P(Derived, GetAccumulateThroughThreeLayouts) {
+    Win w(GetParam());
+    {
+        SCOPED_TRACE("MPI_INT");
+        get_accumulate_three_layouts<int>(w, MPI_INT);
+    }
+    {
+        SCOPED_TRACE("MPI_DOUBLE");
+        get_accumulate_three_layouts<double>(w, MPI_DOUBLE);
     }
 }
 
