@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
                 }
             }
         }
+        MPI_Barrier(MPI_COMM_WORLD);  /* every origin's last epoch has ended before the region goes */
         if (f == 2) MPI_Win_detach(win, base);
         MPI_Win_free(&win);
         if (f != 0) free(base);
