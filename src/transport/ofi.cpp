@@ -339,7 +339,15 @@ private:
     fid_domain* domain_ = nullptr;
     fid_av* av_ = nullptr;
     fid_cq* cq_ = nullptr;
+    // Two endpoints: ep_ posts every operation of this process; target_ep_ is the one whose
+    // name peers learn, so their operations to this process arrive on it. A connection
+    // carries one direction's operations only: when a provider drops a connection because
+    // this process refused a peer's key (tcp;ofi_rxm does), only that peer's operations to
+    // this process are hit, never this process's own operations to the peer — which would
+    // fail with it (ECONNRESET) or, an emulated atomic whose request had left, never
+    // complete (rxm drops the answer it waits for, without an error completion).
     fid_ep* ep_ = nullptr;
+    fid_ep* target_ep_ = nullptr;
     fid_mr* data_mr_ = nullptr;
     fid_mr* state_mr_ = nullptr;
     fid_mr* scratch_mr_ = nullptr;
@@ -464,6 +472,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     // MPI orders one origin's accumulates to a location (accumulate_ordering's default):
     // where the provider does not, the previous ones complete first.
     order_before(p.rank, kAtomic, acc_ordered_);
+    if (q.health.load(std::memory_order_acquire) != 0) return refuse();  // (as in rma())
     void* const ctx = reinterpret_cast<void*>((std::uintptr_t(p.rank) << 1) | 1);
     const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
     ssize_t rc = 0;
@@ -540,8 +549,9 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
 int OfiTransport::reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr) {
     int rc = fi_mr_reg(domain_, buf, len, access, 0, key, 0, mr, nullptr);
     if (rc) return rc;
-    if (mr_mode_ & FI_MR_ENDPOINT) {
-        if ((rc = fi_mr_bind(*mr, &ep_->fid, 0)) == 0) rc = fi_mr_enable(*mr);
+    if (mr_mode_ & FI_MR_ENDPOINT) {  // peers reach it through target_ep_; our own buffers go out by ep_
+        fid_ep* ep = (access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) ? target_ep_ : ep_;
+        if ((rc = fi_mr_bind(*mr, &ep->fid, 0)) == 0) rc = fi_mr_enable(*mr);
         if (rc) {
             fi_close(&(*mr)->fid);
             *mr = nullptr;
@@ -632,7 +642,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     if (!err) {
         fi_cq_attr cq{};
         cq.format = FI_CQ_FORMAT_CONTEXT;
-        cq.size = info_->tx_attr->size ? info_->tx_attr->size * 2 : 1024;
+        cq.size = info_->tx_attr->size ? info_->tx_attr->size * 4 : 2048;  // (two endpoints)
         // A wait fd where the provider has one (arrived()); else none.
         cq.wait_obj = FI_WAIT_FD;
         if (fi_cq_open(domain_, &cq, &cq_, nullptr) != 0) {
@@ -642,10 +652,14 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
             wait_fd_ = -1;
         }
     }
-    if (!err) step(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
-    if (!err) step(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind (av)");
-    if (!err) step(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (cq)");
-    if (!err) step(fi_enable(ep_), "fi_enable");
+    // Both endpoints share the address vector and the CQ: drive() progresses both (rxm
+    // serves a peer's emulated atomic on target_ep_ while it reads the CQ).
+    for (fid_ep** ep : {&ep_, &target_ep_}) {
+        if (!err) step(fi_endpoint(domain_, info_, ep, nullptr), "fi_endpoint");
+        if (!err) step(fi_ep_bind(*ep, &av_->fid, 0), "fi_ep_bind (av)");
+        if (!err) step(fi_ep_bind(*ep, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (cq)");
+        if (!err) step(fi_enable(*ep), "fi_enable");
+    }
     // Registrations: data and state for peers, the scratch area for our own atomics.
     const bool virt = mr_mode_ & FI_MR_VIRT_ADDR, prov_key = mr_mode_ & FI_MR_PROV_KEY;
     const std::uint64_t remote = FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE;
@@ -671,7 +685,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     }
     if (!err) {
         std::size_t len = kMaxName;
-        if (step(fi_getname(&ep_->fid, card.name, &len), "fi_getname")) card.name_len = std::uint32_t(len);
+        if (step(fi_getname(&target_ep_->fid, card.name, &len), "fi_getname")) card.name_len = std::uint32_t(len);
     }
     card.err = err;
     std::string msg = err ? last_error_message() : std::string();
@@ -704,7 +718,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
 }
 
 OfiTransport::~OfiTransport() {
-    if (ep_) fi_close(&ep_->fid);
+    for (fid_ep* ep : {ep_, target_ep_})
+        if (ep) fi_close(&ep->fid);
     for (auto& [b, m] : mine_) fi_close(&m.mr->fid);
     for (fid_mr* m : {data_mr_, state_mr_, scratch_mr_})
         if (m) fi_close(&m->fid);
@@ -886,6 +901,9 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         if (!room(q, false)) return refuse();
     }
     order_before(r, kRma, true);
+    // The ordering wait may have seen an earlier operation fail: then the connection is in
+    // doubt and this one waits for the probe (usable()) instead of failing behind it.
+    if (q.health.load(std::memory_order_acquire) != 0) return refuse();
     void* const ctx = reinterpret_cast<void*>((std::uintptr_t(r) << 1) | 1);
     const bool bad_key = ofi::take_bad_key();
     bool posted = false, refused = false;
@@ -1092,6 +1110,10 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     // and for the provider to take it. One that failed because its connection was found
     // closed (-FI_ENOTCONN: it never left) goes again once the connection works.
     for (int attempt = 0;; ++attempt) {
+        // Not behind this process's own transfers to the peer either: a refused one closes
+        // the connection under an emulated atomic that follows it, and rxm then never
+        // completes that atomic. Their completions (failed ones included) come back.
+        if (outstanding(q) > 0) wait_peer(p.rank);
         bool lost = false;
         for (unsigned spins = 0; !usable(p.rank, &lost) && !lost; ++spins)
             if (spins > 64) sched_yield();

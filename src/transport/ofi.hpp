@@ -1,7 +1,9 @@
 // ofi.hpp — the network transport: one-sided RMA and 8-byte atomics over libfabric.
 //
 // One OfiTransport per window: its own fabric, domain, address vector, completion queue
-// and FI_EP_RDM endpoint, opened at window creation and closed at free. Per window because
+// and two FI_EP_RDM endpoints (one posts this process's operations, the other is where
+// peers' operations arrive: a connection carries one direction only), opened at window
+// creation and closed at free. Per window because
 // everything it registers (the window's data part, its state words, a scratch area for
 // atomic operands) lives and dies with the window, and a window's endpoint is progressed
 // by that window's poller only: nothing is shared between windows, so no lock or lifetime
@@ -28,7 +30,8 @@
 // synchronization atomic, is kept per peer with the provider's text (fi_cq_strerror) and
 // returned by failed() to the completion point that asks next; it also marks the peer's
 // connection broken, and the next operation to it waits (refused) until a probe read of the
-// peer's state went through (tcp;ofi_rxm closes a connection on a refused key).
+// peer's state went through (tcp;ofi_rxm closes a connection on a refused key; since that
+// connection carries only the refused origin's operations, the target's own are untouched).
 //
 // Dynamic windows: each attached region is registered at attach under the key of its base
 // address (providers that hand out their own keys, FI_MR_PROV_KEY, leave dynamic windows on
