@@ -124,6 +124,9 @@ constexpr std::chrono::seconds kPatience{30};
 // Least time between two probes of a peer whose connection failed (rxm notices a closed
 // connection on its own connection-management pass, every 10 ms by default).
 constexpr std::chrono::milliseconds kProbeGap{2};
+// The sockets provider's bound on what one connection queues (OfiTransport::open): 4 KiB
+// messages, a window of 4 (at most 8 in flight to a peer: 32 KiB).
+constexpr std::size_t kSocketsMsg = 4096, kSocketsWindow = 4;
 
 std::int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -474,7 +477,9 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     order_before(p.rank, kAtomic, acc_ordered_);
     if (q.health.load(std::memory_order_acquire) != 0) return refuse();  // (as in rma())
     void* const ctx = reinterpret_cast<void*>((std::uintptr_t(p.rank) << 1) | 1);
-    const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
+    // (and no more bytes than one message may carry: lim_.max_msg, cut for sockets)
+    const std::size_t per =
+        compare ? 1 : std::max<std::size_t>(1, std::min(max_count_[std::size_t(type_id)], lim_.max_msg / elem_bytes));
     ssize_t rc = 0;
     bool posted = false;
     for (std::uint64_t i = 0; i < n && rc == 0;) {
@@ -613,6 +618,17 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         lim_.max_msg = info_->ep_attr->max_msg_size ? std::size_t(info_->ep_attr->max_msg_size) : lim_.max_msg;
         lim_.iov = info_->tx_attr->iov_limit ? info_->tx_attr->iov_limit : 1;
         lim_.rma_iov = info_->tx_attr->rma_iov_limit ? info_->tx_attr->rma_iov_limit : 1;
+        // sockets reads a message's header off its TCP socket only once the whole header is
+        // there (MSG_PEEK), and Linux advertises a zero window while the free receive buffer
+        // is below the receive MSS (about 62 KiB over loopback): a header whose first bytes
+        // end a filled receive buffer is never read and its rest never sent, in either
+        // direction (requests to the target, answers to the origin). Messages of at most
+        // kSocketsMsg bytes, at most 2 * kSocketsWindow of them in flight to a peer, keep
+        // what one connection queues far below the 128 KiB a socket starts with (tcp_rmem).
+        if (prov_ == "sockets") {
+            lim_.max_msg = std::min(lim_.max_msg, kSocketsMsg);
+            window_ = std::min(window_, kSocketsWindow);
+        }
         const std::uint64_t order =
             FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
         acc_ordered_ = (info_->tx_attr->msg_order & order) == order;

@@ -76,7 +76,7 @@ struct NetworkPart {
 struct OfiOptions {
     std::string provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
     bool force_mr_local = false;  // FASTRMA_OFI_MR_LOCAL: register origin buffers
-    int window = 256;  // FASTRMA_OFI_WINDOW: messages in flight to one peer before posts retry
+    int window = 256;  // FASTRMA_OFI_WINDOW: messages in flight to one peer before posts retry (sockets: <= 4)
 };
 
 // Collective over group. Null and *err (an MPI error class, raised) on failure anywhere.
