@@ -124,9 +124,9 @@ constexpr std::chrono::seconds kPatience{30};
 // Least time between two probes of a peer whose connection failed (rxm notices a closed
 // connection on its own connection-management pass, every 10 ms by default).
 constexpr std::chrono::milliseconds kProbeGap{2};
-// The sockets provider's bound on what one connection queues (OfiTransport::open): 4 KiB
-// messages, a window of 4 (at most 8 in flight to a peer: 32 KiB).
-constexpr std::size_t kSocketsMsg = 4096, kSocketsWindow = 4;
+// The sockets provider's bound on the bytes of the messages in flight to one peer
+// (OfiTransport::open; a larger message goes alone).
+constexpr std::uint64_t kSocketsBytes = 32 * 1024;
 
 std::int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -202,6 +202,7 @@ private:
     struct Hold {
         int kind = kHoldCtx;
         int rank = 0;
+        std::uint32_t bytes = 0;  // as counted for its peer (counted_bytes)
         std::unique_ptr<unsigned char[]> bounce;
         fid_mr* mrs[16] = {};
         void release() {
@@ -214,6 +215,8 @@ private:
         std::uint64_t data_base = 0, data_key = 0, data_size = 0;
         std::uint64_t state_base = 0, state_key = 0;
         std::atomic<std::uint64_t> issued{0}, completed{0};
+        // The same messages' bytes (counted_bytes), for the byte bound (byte_budget_).
+        std::atomic<std::uint64_t> bytes_issued{0}, bytes_completed{0};
         // The first failure since failed() last looked: a libfabric error and the
         // provider's text (under err_mu).
         std::atomic<int> error{0};
@@ -264,26 +267,45 @@ private:
             std::int64_t(q.issued.load(std::memory_order_acquire) - q.completed.load(std::memory_order_acquire));
         return d > 0 ? d : 0;
     }
-    // Whether the window on messages in flight to q lets one more go: the first message of an
-    // operation below the bound, a later one below twice the bound.
-    bool room(const Peer& q, bool started) const {
-        return outstanding(q) < (started ? 2 * std::int64_t(window_) : std::int64_t(window_));
+    // Whether the window on messages in flight to q lets one more (of `bytes`) go: the first
+    // message of an operation below the bound, a later one below twice the bound; and, where
+    // a byte bound is set, its bytes within it or nothing in flight.
+    bool room(const Peer& q, bool started, std::uint64_t bytes = 0) const {
+        if (outstanding(q) >= (started ? 2 * std::int64_t(window_) : std::int64_t(window_))) return false;
+        if (!byte_budget_) return true;
+        const std::uint64_t out =
+            q.bytes_issued.load(std::memory_order_acquire) - q.bytes_completed.load(std::memory_order_acquire);
+        return out == 0 || out + counted_bytes(bytes) <= byte_budget_;
     }
+    // A message's bytes as the per-peer counters hold them (they travel in 32 bits of its
+    // CQ context).
+    static std::uint64_t counted_bytes(std::uint64_t bytes) { return std::min<std::uint64_t>(bytes, 0xffffffffu); }
+    // The CQ context of a message to r of `bytes` that holds nothing (else its Hold).
+    static void* peer_ctx(int r, std::uint64_t bytes) {
+        return reinterpret_cast<void*>((std::uintptr_t(counted_bytes(bytes)) << 32) | (std::uintptr_t(r) << 1) | 1);
+    }
+    // Bytes of messages in flight to one peer before another waits (0: no bound).
+    std::uint64_t byte_budget_ = 0;
     // One message to r through ofi::post_message (see ofi.hpp). Each attempt is counted as
     // issued before it is made (its completion may be counted by another thread before the
     // call returns), and one the provider did not take as completed at once: both counters
     // only grow, so a flush that read `issued` meanwhile waits for nothing that never comes.
     template <class Fn>
-    ssize_t post_counted(int r, bool started, Fn fn) {
+    ssize_t post_counted(int r, bool started, std::uint64_t bytes, Fn fn) {
         Peer& q = peers_[std::size_t(r)];
+        const std::uint64_t b = counted_bytes(bytes);
         return ofi::post_message(
             [&] {
+                q.bytes_issued.fetch_add(b, std::memory_order_acq_rel);
                 q.issued.fetch_add(1, std::memory_order_acq_rel);
                 const ssize_t rc = fn();
-                if (rc != 0) q.completed.fetch_add(1, std::memory_order_acq_rel);
+                if (rc != 0) {
+                    q.bytes_completed.fetch_add(b, std::memory_order_acq_rel);
+                    q.completed.fetch_add(1, std::memory_order_acq_rel);
+                }
                 return rc;
             },
-            [this] { return drive(); }, [&](bool st) { return room(q, st); }, started, kPatience);
+            [this] { return drive(); }, [&](bool st) { return room(q, st, b); }, started, kPatience);
     }
     // Whether operations may go to r now: its connection is healthy, or a probe just proved
     // it working again (else the probe is sent or awaited; *lost: the peer has been
@@ -476,10 +498,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     // where the provider does not, the previous ones complete first.
     order_before(p.rank, kAtomic, acc_ordered_);
     if (q.health.load(std::memory_order_acquire) != 0) return refuse();  // (as in rma())
-    void* const ctx = reinterpret_cast<void*>((std::uintptr_t(p.rank) << 1) | 1);
-    // (and no more bytes than one message may carry: lim_.max_msg, cut for sockets)
-    const std::size_t per =
-        compare ? 1 : std::max<std::size_t>(1, std::min(max_count_[std::size_t(type_id)], lim_.max_msg / elem_bytes));
+    const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
     ssize_t rc = 0;
     bool posted = false;
     for (std::uint64_t i = 0; i < n && rc == 0;) {
@@ -513,16 +532,18 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
             break;
         }
         if (left < bytes) k = std::size_t(left / elem_bytes);  // the rest goes in the next round
+        const std::uint64_t sent = k * elem_bytes;
         Hold* hold = nullptr;
         if (mrs[0] || mrs[1] || mrs[2] || bounce) {  // released by this operation's own completion
             hold = new Hold;
             hold->rank = p.rank;
+            hold->bytes = std::uint32_t(counted_bytes(sent));
             hold->bounce = std::move(bounce);
             for (int j = 0; j < 3; ++j) hold->mrs[j] = mrs[j];
         }
-        void* const octx = hold ? static_cast<void*>(hold) : ctx;
+        void* const octx = hold ? static_cast<void*>(hold) : peer_ctx(p.rank, sent);
         if (!rc)
-            rc = post_counted(p.rank, posted, [&] {
+            rc = post_counted(p.rank, posted, sent, [&] {
                 if (cmp)
                     return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, key, dt,
                                              FI_CSWAP, octx);
@@ -622,13 +643,10 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         // there (MSG_PEEK), and Linux advertises a zero window while the free receive buffer
         // is below the receive MSS (about 62 KiB over loopback): a header whose first bytes
         // end a filled receive buffer is never read and its rest never sent, in either
-        // direction (requests to the target, answers to the origin). Messages of at most
-        // kSocketsMsg bytes, at most 2 * kSocketsWindow of them in flight to a peer, keep
-        // what one connection queues far below the 128 KiB a socket starts with (tcp_rmem).
-        if (prov_ == "sockets") {
-            lim_.max_msg = std::min(lim_.max_msg, kSocketsMsg);
-            window_ = std::min(window_, kSocketsWindow);
-        }
+        // direction (requests to the target, answers to the origin). At most kSocketsBytes
+        // of messages in flight to a peer (or one larger message alone: no header follows
+        // it) keep what one connection queues far below the 128 KiB a socket starts with.
+        if (prov_ == "sockets") byte_budget_ = kSocketsBytes;
         const std::uint64_t order =
             FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
         acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
@@ -760,13 +778,15 @@ void OfiTransport::complete(void* ctx, int err, const char* msg) {
     if (!(v & 1) && *static_cast<int*>(ctx) == kHoldCtx) {
         auto* h = static_cast<Hold*>(ctx);
         h->release();
-        v = (std::uintptr_t(h->rank) << 1) | 1;
+        v = reinterpret_cast<std::uintptr_t>(peer_ctx(h->rank, h->bytes));
         delete h;
     }
     if (v & 1) {
-        const int r = int(v >> 1);
+        const int r = int((v >> 1) & 0x7fffffffu);
         if (err) note_failure(r, err, msg ? msg : fi_strerror(err));
-        peers_[std::size_t(r)].completed.fetch_add(1, std::memory_order_acq_rel);
+        Peer& q = peers_[std::size_t(r)];
+        q.bytes_completed.fetch_add(v >> 32, std::memory_order_acq_rel);
+        q.completed.fetch_add(1, std::memory_order_acq_rel);
         return;
     }
     auto* w = static_cast<Waiter*>(ctx);
@@ -920,7 +940,6 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
     // The ordering wait may have seen an earlier operation fail: then the connection is in
     // doubt and this one waits for the probe (usable()) instead of failing behind it.
     if (q.health.load(std::memory_order_acquire) != 0) return refuse();
-    void* const ctx = reinterpret_cast<void*>((std::uintptr_t(r) << 1) | 1);
     const bool bad_key = ofi::take_bad_key();
     bool posted = false, refused = false;
     ssize_t rc = 0;
@@ -964,11 +983,12 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         if (mr_local_ || bounce) {  // released by this message's own completion
             hold = new Hold;
             hold->rank = r;
+            hold->bytes = std::uint32_t(counted_bytes(bytes));
             hold->bounce = std::move(bounce);
             for (std::size_t j = 0; j < k; ++j) hold->mrs[j] = local[j];
         }
-        msg.context = hold ? static_cast<void*>(hold) : ctx;
-        rc = post_counted(r, posted, [&] {
+        msg.context = hold ? static_cast<void*>(hold) : peer_ctx(r, bytes);
+        rc = post_counted(r, posted, bytes, [&] {
             return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION)
                          : fi_readmsg(ep_, &msg, FI_COMPLETION);
         });

@@ -20,16 +20,17 @@
 // put = fi_writemsg (FI_DELIVERY_COMPLETE: the completion means the data is at the target),
 // get = fi_readmsg, chunk lists cut to the provider's iov_limit / rma_iov_limit /
 // max_msg_size (plan_rma). Every such operation is counted per peer (issued) and its
-// completion too (completed, from the CQ: the context names the peer), so flush(peer) is
-// "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on the peer's
-// registered state words (FI_UINT64), waited for. An operation whose first message the
-// provider will not take (-FI_EAGAIN) or that would pass the per-peer window on messages in
-// flight (FASTRMA_OFI_WINDOW) is refused whole (Post::retry: the epochs queue it); its later
-// messages wait in place, bounded (post_message). A posting error is an MPI error class with
-// fi_strerror's text (raise()). A failed completion (fi_cq_readerr), of a transfer or of a
-// synchronization atomic, is kept per peer with the provider's text (fi_cq_strerror) and
-// returned by failed() to the completion point that asks next; it also marks the peer's
-// connection broken, and the next operation to it waits (refused) until a probe read of the
+// completion too (completed, from the CQ: the context names the peer and the bytes), so
+// flush(peer) is "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on
+// the peer's registered state words (FI_UINT64), waited for. An operation whose first
+// message the provider will not take (-FI_EAGAIN) or that would pass the per-peer window on
+// messages in flight (FASTRMA_OFI_WINDOW; over sockets also their 32 KiB, room()) is
+// refused whole (Post::retry: the epochs queue it); its later messages wait in place,
+// bounded (post_message). A posting error is an MPI error class with fi_strerror's text
+// (raise()). A failed completion (fi_cq_readerr), of a transfer or of a synchronization
+// atomic, is kept per peer with the provider's text (fi_cq_strerror) and returned by
+// failed() to the completion point that asks next; it also marks the peer's connection
+// broken, and the next operation to it waits (refused) until a probe read of the
 // peer's state went through (tcp;ofi_rxm closes a connection on a refused key; since that
 // connection carries only the refused origin's operations, the target's own are untouched).
 //
@@ -76,7 +77,7 @@ struct NetworkPart {
 struct OfiOptions {
     std::string provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
     bool force_mr_local = false;  // FASTRMA_OFI_MR_LOCAL: register origin buffers
-    int window = 256;  // FASTRMA_OFI_WINDOW: messages in flight to one peer before posts retry (sockets: <= 4)
+    int window = 256;  // FASTRMA_OFI_WINDOW: messages in flight to one peer before posts retry
 };
 
 // Collective over group. Null and *err (an MPI error class, raised) on failure anywhere.
