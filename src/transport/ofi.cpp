@@ -124,6 +124,9 @@ constexpr std::chrono::seconds kPatience{30};
 // Least time between two probes of a peer whose connection failed (rxm notices a closed
 // connection on its own connection-management pass, every 10 ms by default).
 constexpr std::chrono::milliseconds kProbeGap{2};
+// The sockets provider's bound on the bytes of the messages in flight to one peer
+// (OfiTransport::open; a larger message goes alone).
+constexpr std::uint64_t kSocketsBytes = 32 * 1024;
 
 std::int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -199,6 +202,7 @@ private:
     struct Hold {
         int kind = kHoldCtx;
         int rank = 0;
+        std::uint32_t bytes = 0;  // as counted for its peer (counted_bytes)
         std::unique_ptr<unsigned char[]> bounce;
         fid_mr* mrs[16] = {};
         void release() {
@@ -211,6 +215,8 @@ private:
         std::uint64_t data_base = 0, data_key = 0, data_size = 0;
         std::uint64_t state_base = 0, state_key = 0;
         std::atomic<std::uint64_t> issued{0}, completed{0};
+        // The same messages' bytes (counted_bytes), for the byte bound (byte_budget_).
+        std::atomic<std::uint64_t> bytes_issued{0}, bytes_completed{0};
         // The first failure since failed() last looked: a libfabric error and the
         // provider's text (under err_mu).
         std::atomic<int> error{0};
@@ -261,26 +267,45 @@ private:
             std::int64_t(q.issued.load(std::memory_order_acquire) - q.completed.load(std::memory_order_acquire));
         return d > 0 ? d : 0;
     }
-    // Whether the window on messages in flight to q lets one more go: the first message of an
-    // operation below the bound, a later one below twice the bound.
-    bool room(const Peer& q, bool started) const {
-        return outstanding(q) < (started ? 2 * std::int64_t(window_) : std::int64_t(window_));
+    // Whether the window on messages in flight to q lets one more (of `bytes`) go: the first
+    // message of an operation below the bound, a later one below twice the bound; and, where
+    // a byte bound is set, its bytes within it or nothing in flight.
+    bool room(const Peer& q, bool started, std::uint64_t bytes = 0) const {
+        if (outstanding(q) >= (started ? 2 * std::int64_t(window_) : std::int64_t(window_))) return false;
+        if (!byte_budget_) return true;
+        const std::uint64_t out =
+            q.bytes_issued.load(std::memory_order_acquire) - q.bytes_completed.load(std::memory_order_acquire);
+        return out == 0 || out + counted_bytes(bytes) <= byte_budget_;
     }
+    // A message's bytes as the per-peer counters hold them (they travel in 32 bits of its
+    // CQ context).
+    static std::uint64_t counted_bytes(std::uint64_t bytes) { return std::min<std::uint64_t>(bytes, 0xffffffffu); }
+    // The CQ context of a message to r of `bytes` that holds nothing (else its Hold).
+    static void* peer_ctx(int r, std::uint64_t bytes) {
+        return reinterpret_cast<void*>((std::uintptr_t(counted_bytes(bytes)) << 32) | (std::uintptr_t(r) << 1) | 1);
+    }
+    // Bytes of messages in flight to one peer before another waits (0: no bound).
+    std::uint64_t byte_budget_ = 0;
     // One message to r through ofi::post_message (see ofi.hpp). Each attempt is counted as
     // issued before it is made (its completion may be counted by another thread before the
     // call returns), and one the provider did not take as completed at once: both counters
     // only grow, so a flush that read `issued` meanwhile waits for nothing that never comes.
     template <class Fn>
-    ssize_t post_counted(int r, bool started, Fn fn) {
+    ssize_t post_counted(int r, bool started, std::uint64_t bytes, Fn fn) {
         Peer& q = peers_[std::size_t(r)];
+        const std::uint64_t b = counted_bytes(bytes);
         return ofi::post_message(
             [&] {
+                q.bytes_issued.fetch_add(b, std::memory_order_acq_rel);
                 q.issued.fetch_add(1, std::memory_order_acq_rel);
                 const ssize_t rc = fn();
-                if (rc != 0) q.completed.fetch_add(1, std::memory_order_acq_rel);
+                if (rc != 0) {
+                    q.bytes_completed.fetch_add(b, std::memory_order_acq_rel);
+                    q.completed.fetch_add(1, std::memory_order_acq_rel);
+                }
                 return rc;
             },
-            [this] { return drive(); }, [&](bool st) { return room(q, st); }, started, kPatience);
+            [this] { return drive(); }, [&](bool st) { return room(q, st, b); }, started, kPatience);
     }
     // Whether operations may go to r now: its connection is healthy, or a probe just proved
     // it working again (else the probe is sent or awaited; *lost: the peer has been
@@ -339,7 +364,15 @@ private:
     fid_domain* domain_ = nullptr;
     fid_av* av_ = nullptr;
     fid_cq* cq_ = nullptr;
+    // Two endpoints: ep_ posts every operation of this process; target_ep_ is the one whose
+    // name peers learn, so their operations to this process arrive on it. A connection
+    // carries one direction's operations only: when a provider drops a connection because
+    // this process refused a peer's key (tcp;ofi_rxm does), only that peer's operations to
+    // this process are hit, never this process's own operations to the peer — which would
+    // fail with it (ECONNRESET) or, an emulated atomic whose request had left, never
+    // complete (rxm drops the answer it waits for, without an error completion).
     fid_ep* ep_ = nullptr;
+    fid_ep* target_ep_ = nullptr;
     fid_mr* data_mr_ = nullptr;
     fid_mr* state_mr_ = nullptr;
     fid_mr* scratch_mr_ = nullptr;
@@ -464,7 +497,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     // MPI orders one origin's accumulates to a location (accumulate_ordering's default):
     // where the provider does not, the previous ones complete first.
     order_before(p.rank, kAtomic, acc_ordered_);
-    void* const ctx = reinterpret_cast<void*>((std::uintptr_t(p.rank) << 1) | 1);
+    if (q.health.load(std::memory_order_acquire) != 0) return refuse();  // (as in rma())
     const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
     ssize_t rc = 0;
     bool posted = false;
@@ -499,16 +532,18 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
             break;
         }
         if (left < bytes) k = std::size_t(left / elem_bytes);  // the rest goes in the next round
+        const std::uint64_t sent = k * elem_bytes;
         Hold* hold = nullptr;
         if (mrs[0] || mrs[1] || mrs[2] || bounce) {  // released by this operation's own completion
             hold = new Hold;
             hold->rank = p.rank;
+            hold->bytes = std::uint32_t(counted_bytes(sent));
             hold->bounce = std::move(bounce);
             for (int j = 0; j < 3; ++j) hold->mrs[j] = mrs[j];
         }
-        void* const octx = hold ? static_cast<void*>(hold) : ctx;
+        void* const octx = hold ? static_cast<void*>(hold) : peer_ctx(p.rank, sent);
         if (!rc)
-            rc = post_counted(p.rank, posted, [&] {
+            rc = post_counted(p.rank, posted, sent, [&] {
                 if (cmp)
                     return fi_compare_atomic(ep_, in, 1, desc[0], cmp, desc[2], out, desc[1], q.addr, addr, key, dt,
                                              FI_CSWAP, octx);
@@ -540,8 +575,9 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
 int OfiTransport::reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr) {
     int rc = fi_mr_reg(domain_, buf, len, access, 0, key, 0, mr, nullptr);
     if (rc) return rc;
-    if (mr_mode_ & FI_MR_ENDPOINT) {
-        if ((rc = fi_mr_bind(*mr, &ep_->fid, 0)) == 0) rc = fi_mr_enable(*mr);
+    if (mr_mode_ & FI_MR_ENDPOINT) {  // peers reach it through target_ep_; our own buffers go out by ep_
+        fid_ep* ep = (access & (FI_REMOTE_READ | FI_REMOTE_WRITE)) ? target_ep_ : ep_;
+        if ((rc = fi_mr_bind(*mr, &ep->fid, 0)) == 0) rc = fi_mr_enable(*mr);
         if (rc) {
             fi_close(&(*mr)->fid);
             *mr = nullptr;
@@ -603,6 +639,14 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         lim_.max_msg = info_->ep_attr->max_msg_size ? std::size_t(info_->ep_attr->max_msg_size) : lim_.max_msg;
         lim_.iov = info_->tx_attr->iov_limit ? info_->tx_attr->iov_limit : 1;
         lim_.rma_iov = info_->tx_attr->rma_iov_limit ? info_->tx_attr->rma_iov_limit : 1;
+        // sockets reads a message's header off its TCP socket only once the whole header is
+        // there (MSG_PEEK), and Linux advertises a zero window while the free receive buffer
+        // is below the receive MSS (about 62 KiB over loopback): a header whose first bytes
+        // end a filled receive buffer is never read and its rest never sent, in either
+        // direction (requests to the target, answers to the origin). At most kSocketsBytes
+        // of messages in flight to a peer (or one larger message alone: no header follows
+        // it) keep what one connection queues far below the 128 KiB a socket starts with.
+        if (prov_ == "sockets") byte_budget_ = kSocketsBytes;
         const std::uint64_t order =
             FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
         acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
@@ -632,7 +676,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     if (!err) {
         fi_cq_attr cq{};
         cq.format = FI_CQ_FORMAT_CONTEXT;
-        cq.size = info_->tx_attr->size ? info_->tx_attr->size * 2 : 1024;
+        cq.size = info_->tx_attr->size ? info_->tx_attr->size * 4 : 2048;  // (two endpoints)
         // A wait fd where the provider has one (arrived()); else none.
         cq.wait_obj = FI_WAIT_FD;
         if (fi_cq_open(domain_, &cq, &cq_, nullptr) != 0) {
@@ -642,10 +686,14 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
             wait_fd_ = -1;
         }
     }
-    if (!err) step(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
-    if (!err) step(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind (av)");
-    if (!err) step(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (cq)");
-    if (!err) step(fi_enable(ep_), "fi_enable");
+    // Both endpoints share the address vector and the CQ: drive() progresses both (rxm
+    // serves a peer's emulated atomic on target_ep_ while it reads the CQ).
+    for (fid_ep** ep : {&ep_, &target_ep_}) {
+        if (!err) step(fi_endpoint(domain_, info_, ep, nullptr), "fi_endpoint");
+        if (!err) step(fi_ep_bind(*ep, &av_->fid, 0), "fi_ep_bind (av)");
+        if (!err) step(fi_ep_bind(*ep, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (cq)");
+        if (!err) step(fi_enable(*ep), "fi_enable");
+    }
     // Registrations: data and state for peers, the scratch area for our own atomics.
     const bool virt = mr_mode_ & FI_MR_VIRT_ADDR, prov_key = mr_mode_ & FI_MR_PROV_KEY;
     const std::uint64_t remote = FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE;
@@ -671,7 +719,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     }
     if (!err) {
         std::size_t len = kMaxName;
-        if (step(fi_getname(&ep_->fid, card.name, &len), "fi_getname")) card.name_len = std::uint32_t(len);
+        if (step(fi_getname(&target_ep_->fid, card.name, &len), "fi_getname")) card.name_len = std::uint32_t(len);
     }
     card.err = err;
     std::string msg = err ? last_error_message() : std::string();
@@ -704,7 +752,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
 }
 
 OfiTransport::~OfiTransport() {
-    if (ep_) fi_close(&ep_->fid);
+    for (fid_ep* ep : {ep_, target_ep_})
+        if (ep) fi_close(&ep->fid);
     for (auto& [b, m] : mine_) fi_close(&m.mr->fid);
     for (fid_mr* m : {data_mr_, state_mr_, scratch_mr_})
         if (m) fi_close(&m->fid);
@@ -729,13 +778,15 @@ void OfiTransport::complete(void* ctx, int err, const char* msg) {
     if (!(v & 1) && *static_cast<int*>(ctx) == kHoldCtx) {
         auto* h = static_cast<Hold*>(ctx);
         h->release();
-        v = (std::uintptr_t(h->rank) << 1) | 1;
+        v = reinterpret_cast<std::uintptr_t>(peer_ctx(h->rank, h->bytes));
         delete h;
     }
     if (v & 1) {
-        const int r = int(v >> 1);
+        const int r = int((v >> 1) & 0x7fffffffu);
         if (err) note_failure(r, err, msg ? msg : fi_strerror(err));
-        peers_[std::size_t(r)].completed.fetch_add(1, std::memory_order_acq_rel);
+        Peer& q = peers_[std::size_t(r)];
+        q.bytes_completed.fetch_add(v >> 32, std::memory_order_acq_rel);
+        q.completed.fetch_add(1, std::memory_order_acq_rel);
         return;
     }
     auto* w = static_cast<Waiter*>(ctx);
@@ -886,7 +937,9 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         if (!room(q, false)) return refuse();
     }
     order_before(r, kRma, true);
-    void* const ctx = reinterpret_cast<void*>((std::uintptr_t(r) << 1) | 1);
+    // The ordering wait may have seen an earlier operation fail: then the connection is in
+    // doubt and this one waits for the probe (usable()) instead of failing behind it.
+    if (q.health.load(std::memory_order_acquire) != 0) return refuse();
     const bool bad_key = ofi::take_bad_key();
     bool posted = false, refused = false;
     ssize_t rc = 0;
@@ -930,11 +983,12 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         if (mr_local_ || bounce) {  // released by this message's own completion
             hold = new Hold;
             hold->rank = r;
+            hold->bytes = std::uint32_t(counted_bytes(bytes));
             hold->bounce = std::move(bounce);
             for (std::size_t j = 0; j < k; ++j) hold->mrs[j] = local[j];
         }
-        msg.context = hold ? static_cast<void*>(hold) : ctx;
-        rc = post_counted(r, posted, [&] {
+        msg.context = hold ? static_cast<void*>(hold) : peer_ctx(r, bytes);
+        rc = post_counted(r, posted, bytes, [&] {
             return write ? fi_writemsg(ep_, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION)
                          : fi_readmsg(ep_, &msg, FI_COMPLETION);
         });
@@ -1092,6 +1146,10 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     // and for the provider to take it. One that failed because its connection was found
     // closed (-FI_ENOTCONN: it never left) goes again once the connection works.
     for (int attempt = 0;; ++attempt) {
+        // Not behind this process's own transfers to the peer either: a refused one closes
+        // the connection under an emulated atomic that follows it, and rxm then never
+        // completes that atomic. Their completions (failed ones included) come back.
+        if (outstanding(q) > 0) wait_peer(p.rank);
         bool lost = false;
         for (unsigned spins = 0; !usable(p.rank, &lost) && !lost; ++spins)
             if (spins > 64) sched_yield();

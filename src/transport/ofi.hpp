@@ -1,7 +1,9 @@
 // ofi.hpp — the network transport: one-sided RMA and 8-byte atomics over libfabric.
 //
 // One OfiTransport per window: its own fabric, domain, address vector, completion queue
-// and FI_EP_RDM endpoint, opened at window creation and closed at free. Per window because
+// and two FI_EP_RDM endpoints (one posts this process's operations, the other is where
+// peers' operations arrive: a connection carries one direction only), opened at window
+// creation and closed at free. Per window because
 // everything it registers (the window's data part, its state words, a scratch area for
 // atomic operands) lives and dies with the window, and a window's endpoint is progressed
 // by that window's poller only: nothing is shared between windows, so no lock or lifetime
@@ -18,17 +20,19 @@
 // put = fi_writemsg (FI_DELIVERY_COMPLETE: the completion means the data is at the target),
 // get = fi_readmsg, chunk lists cut to the provider's iov_limit / rma_iov_limit /
 // max_msg_size (plan_rma). Every such operation is counted per peer (issued) and its
-// completion too (completed, from the CQ: the context names the peer), so flush(peer) is
-// "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on the peer's
-// registered state words (FI_UINT64), waited for. An operation whose first message the
-// provider will not take (-FI_EAGAIN) or that would pass the per-peer window on messages in
-// flight (FASTRMA_OFI_WINDOW) is refused whole (Post::retry: the epochs queue it); its later
-// messages wait in place, bounded (post_message). A posting error is an MPI error class with
-// fi_strerror's text (raise()). A failed completion (fi_cq_readerr), of a transfer or of a
-// synchronization atomic, is kept per peer with the provider's text (fi_cq_strerror) and
-// returned by failed() to the completion point that asks next; it also marks the peer's
-// connection broken, and the next operation to it waits (refused) until a probe read of the
-// peer's state went through (tcp;ofi_rxm closes a connection on a refused key).
+// completion too (completed, from the CQ: the context names the peer and the bytes), so
+// flush(peer) is "completed == issued". atomic8 = fi_fetch_atomic / fi_compare_atomic on
+// the peer's registered state words (FI_UINT64), waited for. An operation whose first
+// message the provider will not take (-FI_EAGAIN) or that would pass the per-peer window on
+// messages in flight (FASTRMA_OFI_WINDOW; over sockets also their 32 KiB, room()) is
+// refused whole (Post::retry: the epochs queue it); its later messages wait in place,
+// bounded (post_message). A posting error is an MPI error class with fi_strerror's text
+// (raise()). A failed completion (fi_cq_readerr), of a transfer or of a synchronization
+// atomic, is kept per peer with the provider's text (fi_cq_strerror) and returned by
+// failed() to the completion point that asks next; it also marks the peer's connection
+// broken, and the next operation to it waits (refused) until a probe read of the
+// peer's state went through (tcp;ofi_rxm closes a connection on a refused key; since that
+// connection carries only the refused origin's operations, the target's own are untouched).
 //
 // Dynamic windows: each attached region is registered at attach under the key of its base
 // address (providers that hand out their own keys, FI_MR_PROV_KEY, leave dynamic windows on
