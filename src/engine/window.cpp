@@ -128,6 +128,7 @@ int Window::node_barrier() {
     ProgressEngine& pe = eng_.progress();
     for (unsigned i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) < want; ++i) {
         if (!pe.running() && i % 64 == 0) pe.progress_once();  // other windows' requests
+        if (served_ && serve_peers(true)) spin.progressed();  // peers draining to my part
         if (!spin.yielding()) {
             spin.idle();
             continue;

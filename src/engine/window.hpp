@@ -243,6 +243,10 @@ private:
     void register_lock_wait(int rank) override;  // my bit in rank's lock-waiter bitmap
     void ring_lock_waiters(int rank) override;  // after releasing a lock word of rank's
     int peer_failure() override;  // a node peer's process has exited (Engine::exited)
+    // (the progress thread serves without a beat: it dozes between passes)
+    bool serve_while_waiting() override {
+        return served_ && serve_peers(!ProgressEngine::on_progress_thread());
+    }
     int node_barrier();  // a fence's barrier on the node's shared state (Bootstrap::fence_barrier)
 
     void leave_node();  // ~Window: node_ to the next window (node_key_)

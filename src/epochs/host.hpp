@@ -60,6 +60,11 @@ public:
     // once a process of the group has exited, else MPI_SUCCESS. Asked by long waits only.
     virtual int peer_failure() { return MPI_SUCCESS; }
 
+    // A thread of this process waits in a sync call: serve what node peers posted to this
+    // process's served slots and advertise the waiting thread (ops/served.hpp), as a thread
+    // waiting in the host MPI does through its progress hook. True: something was served.
+    virtual bool serve_while_waiting() { return false; }
+
 protected:
     ~EpochHost() = default;
 };

@@ -46,6 +46,12 @@ int Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
     // yields, sleep with exponential back-off up to poll_max_us.
     constexpr unsigned kYieldSteps = 2000;
     unsigned& step = pace.step;
+    // Peers' served requests (small transfers and atomics to my part of a create or dynamic
+    // window): a thread waiting here answers them, and its beat tells origins it will.
+    if (h_.serve_while_waiting()) {
+        step = 0;
+        pace.spin.progressed();
+    }
     if (!progress_.running()) progress_.progress_once();
     // Where requests arrive as messages, what we wait for (a post, a complete, a lock
     // grant, a peer's request that must be answered before it can send ours) is served here

@@ -1694,6 +1694,85 @@ TEST(ServedTransfers, PutsAndGetsOfEveryLengthWhileTheTargetWaitsInMpi) {
     }
 }
 
+// A target that waits in fastrma's own sync calls (PSCW's wait, a fence) serves as one
+// waiting in the host MPI does: its wait loop advertises it and answers the served slots
+// (without that, only the host's progress hook would, and a target inside FRMA_Win_wait or
+// FRMA_Win_fence never runs it). Rounds of one put and one get each (a drain of at most 8
+// small pieces goes to the served slots), the lengths in turn, drained at the complete or
+// the fence, until some were served (up to 10 s each mode); every byte checked.
+TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a target";
+    for (bool dyn : {false, true}) {
+        UnmappedWin w(dyn, SizePlan::kBytes);
+        if (!w.over_cma()) continue;
+        const bool expected = w.impl()->engine().config().cma_batch >= kServedBound;
+        const SizePlan plan;
+        MPI_Group world, peer_grp;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        const int peer = me == 0 ? 1 : 0;
+        MPI_Group_incl(world, 1, &peer, &peer_grp);
+        for (const char* mode : {"pscw", "fence"}) {
+            const bool pscw = mode[0] == 'p';
+            std::uint64_t served = 0;
+            int round = 0;
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int more = 1; more; ++round) {
+                int bad = 0;
+                std::vector<unsigned char> src(plan.end), got(plan.end, 0x5A);
+                if (pscw) {
+                    if (me == 1) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_post(peer_grp, 0, w.win));
+                    if (me == 0) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_start(peer_grp, 0, w.win));
+                } else {
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+                }
+                const std::uint64_t s0 = served_transfers();
+                const auto [o, len] = plan.at[std::size_t(round) % plan.at.size()];
+                if (me == 0) {
+                    for (std::size_t i = 0; i < len; ++i) src[o + i] = put_value(round, len, i);
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Put(src.data() + o, int(len), MPI_BYTE, 1, w.disp[1] + MPI_Aint(o),
+                                                    int(len), MPI_BYTE, w.win));
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Get(got.data() + o, int(len), MPI_BYTE, 1,
+                                                    w.disp[1] + MPI_Aint(SizePlan::kGet + o), int(len), MPI_BYTE,
+                                                    w.win));
+                }
+                if (pscw) {
+                    if (me == 0) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
+                    if (me == 1) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win));  // waits here: serves
+                } else {
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));  // the target waits here: serves
+                }
+                if (me == 0) {
+                    served += served_transfers() - s0;
+                    for (std::size_t i = 0; i < len; ++i) bad += got[o + i] != fill_of(1, SizePlan::kGet + o + i);
+                    for (std::size_t i = o + len; i < std::min(o + len + 8, got.size()); ++i) bad += got[i] != 0x5A;
+                } else if (me == 1) {
+                    // This round's bytes, the 8 after them untouched; then the fill again.
+                    for (std::size_t i = 0; i < len; ++i) bad += w.mem[o + i] != put_value(round, len, i);
+                    for (std::size_t i = o + len; i < o + len + 8; ++i) bad += w.mem[i] != fill_of(me, i);
+                    for (std::size_t i = 0; i < len; ++i) w.mem[o + i] = fill_of(me, o + i);
+                }
+                MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+                ASSERT_EQ(bad, 0) << (dyn ? "dynamic " : "create ") << mode << " round " << round;
+                more = expected && served == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
+                MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            }
+            if (!pscw) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+            if (me == 0) {
+                if (expected) {
+                    EXPECT_GT(served, 0u) << (dyn ? "dynamic " : "create ") << mode << ": nothing served in " << round
+                                          << " rounds while the target waited in fastrma";
+                }
+                std::printf("ServedTransfers (%s, %s): %llu served in %d rounds\n", dyn ? "dynamic" : "create", mode,
+                            static_cast<unsigned long long>(served), round);
+            }
+        }
+        MPI_Group_free(&peer_grp);
+        MPI_Group_free(&world);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
 // The target computes outside MPI (spins on its memory): no fresh beat, so the origin moves
 // everything by cross-memory attach itself, without waiting for a target that does not
 // answer. The last put sets the flag the target waits for. The origin starts only once the
