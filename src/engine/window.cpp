@@ -900,9 +900,13 @@ bool Window::serve_peers(bool beat) {
                     std::memcpy(res, at, count);
                 return int(MPI_SUCCESS);
             }
+            // Accumulates: count is bytes, whole elements of the type, inside my part.
             const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
-            if (dynamic && ti && !attached_here(toff, ti->extent)) return served::kRefused;  // the origin reports it
-            return apply_local(kind, op_id, type_id, toff, count, src, cmp, res);
+            if (!ti || count == 0 || count % ti->extent != 0) return int(MPI_ERR_TYPE);
+            if (dynamic ? !attached_here(toff, count)
+                        : toff > std::uint64_t(local_size_) || count > std::uint64_t(local_size_) - toff)
+                return served::kRefused;  // the origin applies it, and reports a failure
+            return apply_local(kind, op_id, type_id, toff, count / ti->extent, src, cmp, res);
         },
         beat);
 }

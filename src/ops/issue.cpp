@@ -746,6 +746,25 @@ int drain_batch(CmaBatch* batch, int rank) {
     return MPI_SUCCESS;
 }
 
+// Does op go to the peer's served slots? fetch_and_op / compare_and_swap of one basic
+// element; accumulate / get_accumulate of at most served::kMaxBytes, one contiguous run of
+// a basic type on every side, while a thread of the peer waits in MPI (its beat fresh; a
+// computing peer's accumulates stay batched for the drain).
+static bool served_here(const IssueContext& ctx, const Op& op) {
+    if (ctx.peer.mapped || !ctx.peer.state || !op.type || op.type->size != op.type->extent || op.type->extent > 8)
+        return false;
+    if (op.kind == RmaKind::fop || op.kind == RmaKind::cas) return true;
+    if ((op.kind != RmaKind::acc && op.kind != RmaKind::get_acc) || op.bytes == 0 || op.bytes > served::kMaxBytes ||
+        op.lo != 0)
+        return false;
+    const TypeInfo& ti = *op.type;
+    auto plain = [&](const std::shared_ptr<const Layout>& l) { return l && l->contiguous() && l->basic() == &ti; };
+    if (!plain(op.tlay) || (op.op != MPI_NO_OP && !plain(op.olay)) ||
+        (op.kind == RmaKind::get_acc && !plain(op.rlay)))
+        return false;
+    return served::fresh(ctx.peer.state);
+}
+
 int issue_op(const IssueContext& ctx, const Op& op) {
     switch (op.kind) {
     case RmaKind::put:
@@ -755,15 +774,16 @@ int issue_op(const IssueContext& ctx, const Op& op) {
     default:
         break;
     }
-    // A fetch_and_op or compare_and_swap on a node peer reached by cross-memory attach: the
-    // peer applies it itself when one of its threads waits in MPI (ops/served.hpp),
-    // behind what this origin batched for it.
-    const bool served = (op.kind == RmaKind::fop || op.kind == RmaKind::cas) && !ctx.peer.mapped && ctx.peer.state &&
-                        op.type && op.type->size == op.type->extent && op.type->extent <= 8;
-    if (served) {
+    // A fetch_and_op, compare_and_swap or small contiguous (get_)accumulate on a node peer
+    // reached by cross-memory attach: the peer applies it itself when one of its threads
+    // waits in MPI (ops/served.hpp), behind what this origin batched for it (drained first:
+    // accumulates from one origin apply in order).
+    if (served_here(ctx, op)) {
         if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
         const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id),
-                                 op.offset,    op.type->size,       op.op == MPI_NO_OP ? nullptr : op.origin,
+                                 op.offset,
+                                 op.kind == RmaKind::fop || op.kind == RmaKind::cas ? op.type->size : op.bytes,
+                                 op.op == MPI_NO_OP ? nullptr : op.origin,
                                  op.compare};
         int rc = MPI_SUCCESS;
         if (served::try_remote(ctx.peer.state, rq, op.result, &rc))

@@ -30,7 +30,11 @@ bool cas(std::uint64_t* w, std::uint64_t from, std::uint64_t to) {
     return __atomic_compare_exchange_n(w, &from, to, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
-bool is_transfer(int kind) { return kind == int(RmaKind::put) || kind == int(RmaKind::get); }
+// Bytes a slot carries for a kind: one element for fetch_and_op / compare_and_swap (an
+// operand and a compare word), up to kMaxBytes of data otherwise.
+std::size_t max_bytes(int kind) {
+    return kind == int(RmaKind::fop) || kind == int(RmaKind::cas) ? 8 : kMaxBytes;
+}
 
 thread_local unsigned t_first_slot = unsigned(reinterpret_cast<std::uintptr_t>(&t_first_slot) >> 6);
 }  // namespace
@@ -43,7 +47,7 @@ bool fresh(const std::uint64_t* state) {
 }
 
 bool post(std::uint64_t* state, const Request& req, Posted* p) {
-    if (req.bytes > (is_transfer(req.kind) ? kMaxBytes : 8)) return false;
+    if (req.bytes > max_bytes(req.kind)) return false;
     std::uint64_t* s = nullptr;
     for (std::size_t k = 0; k < kServedSlots && !s; ++k) {
         std::uint64_t* c = slot(state, (t_first_slot + k) % kServedSlots);
@@ -51,9 +55,9 @@ bool post(std::uint64_t* state, const Request& req, Posted* p) {
     }
     if (!s) return false;
     ++t_first_slot;  // the next post of this thread starts at the next slot
-    if (req.kind == int(RmaKind::put)) {
+    if (req.kind == int(RmaKind::put) || ((req.kind == int(RmaKind::acc) || req.kind == int(RmaKind::get_acc)) && req.origin)) {
         std::memcpy(s + kData, req.origin, req.bytes);
-    } else if (req.kind != int(RmaKind::get)) {
+    } else if (req.kind == int(RmaKind::fop) || req.kind == int(RmaKind::cas)) {
         s[kData] = s[kData + 1] = 0;
         if (req.origin) std::memcpy(s + kData, req.origin, req.bytes);
         if (req.compare) std::memcpy(s + kData + 1, req.compare, req.bytes);
@@ -122,10 +126,16 @@ bool Server::poll(std::uint64_t* my_state, const Apply& apply, bool beat) {
             rc = apply(kind, 0, 0, s[kToff], bytes, s + kData, nullptr, nullptr);
         } else if (kind == int(RmaKind::get)) {
             rc = apply(kind, 0, 0, s[kToff], bytes, nullptr, nullptr, s + kData);
+        } else if (kind == int(RmaKind::acc) || kind == int(RmaKind::get_acc)) {
+            // The operand out of the slot first: get_accumulate's old values replace it there.
+            std::uint64_t operand[kMaxBytes / 8];
+            if ((d >> 48) & 1) std::memcpy(operand, s + kData, bytes);
+            rc = apply(kind, op_id, type_id, s[kToff], bytes, (d >> 48) & 1 ? operand : nullptr, nullptr,
+                       kind == int(RmaKind::get_acc) ? s + kData : nullptr);
         } else {
             const std::uint64_t operand = s[kData], compare = s[kData + 1];
             std::uint64_t old = 0;
-            rc = apply(kind, op_id, type_id, s[kToff], 1, (d >> 48) & 1 ? &operand : nullptr,
+            rc = apply(kind, op_id, type_id, s[kToff], bytes, (d >> 48) & 1 ? &operand : nullptr,
                        kind == int(RmaKind::cas) ? &compare : nullptr, &old);
             s[kData] = old;
         }

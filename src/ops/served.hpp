@@ -1,8 +1,9 @@
 // served.hpp — small operations on a node peer's memory that this process cannot map
 // (create windows over plain user memory, dynamic windows), done by the peer's own CPU by
-// load and store instead of cross-memory syscalls from here: fetch_and_op and
-// compare_and_swap (ops/issue.cpp), and contiguous puts and gets of up to kMaxBytes
-// (the drain of a small CmaBatch, ops/cma_batch.cpp).
+// load and store instead of cross-memory syscalls from here: fetch_and_op,
+// compare_and_swap and contiguous accumulates and get_accumulates of up to kMaxBytes
+// (ops/issue.cpp), and contiguous puts and gets of up to kMaxBytes (the drain of a small
+// CmaBatch, ops/cma_batch.cpp).
 //
 // The peer's state page holds kServedSlots request slots (state_words.hpp): a header and
 // kMaxBytes of data each. An origin claims a free slot, writes the request (a put's data
@@ -39,10 +40,10 @@ constexpr std::uint64_t kServedWaitNs = 4'000;
 enum SlotWord : std::size_t { kState, kDesc, kToff, kAnswer, kData };
 constexpr std::size_t kMaxBytes = (kServedSlotWords - kData) * 8;  // a put or get served: 96
 
-// What one slot asks: rma_kind (put, get, fop or cas), op id and type id (atomics), the
-// target offset (dynamic windows: the address), bytes (atomics: the element's, <= 8; put
-// and get: <= kMaxBytes), origin data (fop: the operand, null for MPI_NO_OP; put: its
-// bytes) and compare (cas only).
+// What one slot asks: rma_kind (put, get, acc, get_acc, fop or cas), op id and type id
+// (accumulates), the target offset (dynamic windows: the address), bytes (fop and cas: the
+// element's, <= 8; the others: <= kMaxBytes), origin data (accumulates: the operand, null
+// for MPI_NO_OP; put: its bytes) and compare (cas only).
 struct Request {
     int kind, op_id, type_id;
     std::uint64_t toff;
@@ -71,15 +72,15 @@ bool post(std::uint64_t* state, const Request& req, Posted* p);
 // the origin applies it itself. The slot is free again on return.
 Outcome finish(Posted& p, void* result, int* rc);
 
-// fetch_and_op / compare_and_swap, one at a time: true: applied there, the old value in
-// *result and the answer in *rc. False: not taken (no fresh beat, no free slot, withdrawn
+// An accumulate, get_accumulate, fetch_and_op or compare_and_swap, one at a time: true:
+// applied there, the old values (if asked) in *result and the answer in *rc. False: not taken (no fresh beat, no free slot, withdrawn
 // or refused): apply it yourself.
 bool try_remote(std::uint64_t* state, const Request& req, void* result, int* rc);
 
-// Target: applies one request to my memory, Window::apply_local's shape: kind, op id, type
-// id, offset, count (atomics: 1 element; put and get: bytes), origin, compare, result (a
-// get's destination); an MPI error class, or kRefused to leave it to the origin (an
-// address not attached to my dynamic window any more, a range outside my part).
+// Target: applies one request to my memory: kind, op id, type id, offset, bytes, origin,
+// compare, result (a get's destination, accumulates' old values); an MPI error class, or
+// kRefused to leave it to the origin (an address not attached to my dynamic window any
+// more, a range outside my part).
 using Apply = std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)>;
 constexpr int kRefused = -1;
 

@@ -1348,7 +1348,7 @@ TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
     slot[6] = 77;  // read by the left neighbour's get before its accumulate
     for (int i = 0; i < 4; ++i) slot[8 + i] = 1000 * (i + 1);
     MPI_Barrier(MPI_COMM_WORLD);
-    const std::uint64_t batched0 = stat_total(Stat::cma_batched);
+    const std::uint64_t batched0 = stat_total(Stat::cma_batched), served0 = stat_total(Stat::atomics_served);
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
     auto acc = [&](std::int64_t v, MPI_Aint at, MPI_Op op) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT64_T, right, at * 8, 1, MPI_INT64_T, op, w.win));
@@ -1425,8 +1425,9 @@ TEST_P(Passive, SmallAccumulatesApplyInIssueOrderAtTheFlush) {
         ASSERT_EQ(d, 1.0 * (i + 1)) << "run slot " << i;
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    // Batched, or served by the neighbour while it waits in a flush or the barrier.
     if (GetParam() == Flavor::create && n > 1 && !window_of(w.win)->uses_am()) {
-        EXPECT_GT(stat_total(Stat::cma_batched), batched0 + 2 * kRun);
+        EXPECT_GT(stat_total(Stat::cma_batched) - batched0 + stat_total(Stat::atomics_served) - served0, 2u * kRun);
     }
 }
 
@@ -1694,6 +1695,84 @@ TEST(ServedTransfers, PutsAndGetsOfEveryLengthWhileTheTargetWaitsInMpi) {
     }
 }
 
+// Small contiguous accumulates and get_accumulates (up to 96 bytes) to a target waiting in
+// MPI go through its served slots too, in one atomicity domain with the cross-memory ones:
+// every origin but rank 1 adds 1 to ints 0..len-1 of a region (len 1..24 in turn) and
+// get_accumulates SUM on one double counter (each old value must be new to it, and the
+// last value is the total), flushing each; the target, in MPI_Barrier meanwhile, checks
+// every int. Rounds until some were served (up to 10 s), as above.
+TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a target";
+    constexpr int kPerRound = 48;
+    for (bool dyn : {false, true}) {
+        UnmappedWin w(dyn, 4096);
+        if (!w.over_cma()) continue;
+        for (std::size_t i = 0; i < 4096; ++i) w.mem[i] = 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        const int origins = n - 1;
+        std::uint64_t served = 0;
+        int round = 0, fresh_seen = 0, bad = 0;
+        std::vector<double> olds;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int more = 1; more; ++round) {
+            if (me != 1) {
+                const std::uint64_t s0 = fastrma::detail::stat_total(fastrma::detail::Stat::atomics_served);
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+                for (int k = 0; k < kPerRound; ++k) {
+                    const int len = 1 + k % 24;
+                    const std::vector<int> ones(std::size_t(len), 1);
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), len, MPI_INT, 1, w.disp[1], len, MPI_INT,
+                                                           MPI_SUM, w.win));
+                    const double one = 1;
+                    double old = -1;
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&one, 1, MPI_DOUBLE, &old, 1, MPI_DOUBLE, 1,
+                                                               w.disp[1] + 1024, 1, MPI_DOUBLE, MPI_SUM, w.win));
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win));
+                    olds.push_back(old);
+                }
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+                served += fastrma::detail::stat_total(fastrma::detail::Stat::atomics_served) - s0;
+                fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
+            }
+            MPI_Barrier(MPI_COMM_WORLD);  // the target waits here: serves
+            int any = served > 0;
+            MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            more = !any && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
+            MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        }
+        if (me == 1) {
+            // Int i got one add per op with len > i, from every origin, every round.
+            for (int i = 0; i < 24; ++i) {
+                int per_round = 0;
+                for (int k = 0; k < kPerRound; ++k) per_round += (1 + k % 24) > i;
+                int v;
+                std::memcpy(&v, w.mem.data() + std::size_t(i) * 4, 4);
+                bad += v != per_round * origins * round;
+            }
+            for (std::size_t i = 96; i < 1024; ++i) bad += w.mem[i] != 0;
+            double total;
+            std::memcpy(&total, w.mem.data() + 1024, 8);
+            bad += total != double(kPerRound) * origins * round;
+        } else {
+            std::sort(olds.begin(), olds.end());
+            bad += std::adjacent_find(olds.begin(), olds.end()) != olds.end();  // every old value once
+            bad += olds.front() < 0;
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create") << " after " << round << " rounds";
+        if (me == 0) {
+            if (w.served_expected() && fresh_seen >= 20) {
+                EXPECT_GT(served, 0u) << (dyn ? "dynamic" : "create") << ": no accumulate served in " << round
+                                      << " rounds, the target's beat seen fresh " << fresh_seen << " times";
+            }
+            std::printf("ServedTransfers (%s accumulates): %llu served in %d rounds, the beat fresh %d times\n",
+                        dyn ? "dynamic" : "create", static_cast<unsigned long long>(served), round, fresh_seen);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
 // A target that waits in fastrma's own sync calls (PSCW's wait, a fence) serves as one
 // waiting in the host MPI does: its wait loop advertises it and answers the served slots
 // (without that, only the host's progress hook would, and a target inside FRMA_Win_wait or
@@ -1721,8 +1800,11 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
                 int bad = 0;
                 std::vector<unsigned char> src(plan.end), got(plan.end, 0x5A);
                 if (pscw) {
-                    if (me == 1) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_post(peer_grp, 0, w.win));
-                    if (me == 0) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_start(peer_grp, 0, w.win));
+                    if (me == 1) {
+                        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_post(peer_grp, 0, w.win));
+                    } else if (me == 0) {
+                        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_start(peer_grp, 0, w.win));
+                    }
                 } else {
                     EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
                 }
@@ -1737,8 +1819,11 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
                                                     w.win));
                 }
                 if (pscw) {
-                    if (me == 0) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
-                    if (me == 1) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win));  // waits here: serves
+                    if (me == 0) {
+                        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
+                    } else if (me == 1) {
+                        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win));  // waits here: serves
+                    }
                 } else {
                     EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));  // the target waits here: serves
                 }
@@ -1757,7 +1842,9 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
                 more = expected && served == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
                 MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
             }
-            if (!pscw) EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+            if (!pscw) {
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+            }
             if (me == 0) {
                 if (expected) {
                     EXPECT_GT(served, 0u) << (dyn ? "dynamic " : "create ") << mode << ": nothing served in " << round

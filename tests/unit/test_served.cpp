@@ -25,7 +25,7 @@ struct alignas(64) StatePage {
 served::Apply adder(std::uint64_t* cell) {
     return [cell](int kind, int, int, std::uint64_t toff, std::uint64_t count, const void* src, const void* cmp,
                   void* res) {
-        if (toff != 0 || count != 1) return int(MPI_ERR_RMA_RANGE);
+        if (toff != 0 || count != 8) return int(MPI_ERR_RMA_RANGE);  // (bytes: one 8-byte element)
         std::uint64_t old = *cell, x = 0, c = 0;
         if (src) std::memcpy(&x, src, 8);
         if (cmp) std::memcpy(&c, cmp, 8);
