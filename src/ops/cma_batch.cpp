@@ -281,13 +281,16 @@ void CmaBatch::move(Buf* const* bs, unsigned n, int* err) {
 
 bool CmaBatch::move_served(const iovec* pl, const iovec* pr, std::size_t np, const iovec* gl, const iovec* gr,
                            std::size_t ng, int* err) {
-    // Few pieces, each within a slot, no get of bytes a put of this drain writes (the peer
-    // serves its slots in no particular order), and a thread of the peer waiting in MPI.
+    // Pieces that fit the slots in chunks of at most served::kMaxBytes (a piece may take
+    // several), no get of bytes a put of this drain writes (the peer serves its slots in no
+    // particular order), and a thread of the peer waiting in MPI.
     if (!state_ || np + ng > kServedSlots) return false;
-    for (std::size_t i = 0; i < np; ++i)
-        if (pr[i].iov_len > served::kMaxBytes) return false;
+    auto chunks = [](std::size_t len) { return (len + served::kMaxBytes - 1) / served::kMaxBytes; };
+    std::size_t nchunks = 0;
+    for (std::size_t i = 0; i < np; ++i) nchunks += chunks(pr[i].iov_len);
+    for (std::size_t j = 0; j < ng; ++j) nchunks += chunks(gr[j].iov_len);
+    if (nchunks > kServedSlots) return false;
     for (std::size_t j = 0; j < ng; ++j) {
-        if (gr[j].iov_len > served::kMaxBytes) return false;
         for (std::size_t i = 0; i < np; ++i)
             if (overlap(reinterpret_cast<std::uint64_t>(pr[i].iov_base), pr[i].iov_len,
                         reinterpret_cast<std::uint64_t>(gr[j].iov_base), gr[j].iov_len))
@@ -323,8 +326,14 @@ bool CmaBatch::move_served(const iovec* pl, const iovec* pr, std::size_t np, con
         x.put = put, x.l = l, x.r = r;
         ++k;
     };
-    for (std::size_t i = 0; i < np; ++i) post(true, pl[i], pr[i]);
-    for (std::size_t j = 0; j < ng; ++j) post(false, gl[j], gr[j]);
+    auto post_chunks = [&](bool put, const iovec& l, const iovec& r) {  // (l and r: the same length)
+        for (std::size_t off = 0; off < r.iov_len; off += served::kMaxBytes) {
+            const std::size_t len = std::min(served::kMaxBytes, r.iov_len - off);
+            post(put, iovec{static_cast<char*>(l.iov_base) + off, len}, iovec{static_cast<char*>(r.iov_base) + off, len});
+        }
+    };
+    for (std::size_t i = 0; i < np; ++i) post_chunks(true, pl[i], pr[i]);
+    for (std::size_t j = 0; j < ng; ++j) post_chunks(false, gl[j], gr[j]);
     for (std::size_t i = 0; i < k; ++i) {
         Piece& x = posted[i];
         int rc = MPI_SUCCESS;

@@ -1586,7 +1586,7 @@ struct SizePlan {
     static constexpr std::size_t kGet = 8192, kBytes = 16384;
     SizePlan() {
         for (std::size_t len = 1; len <= kServedBound + 4; ++len) add(len);
-        for (std::size_t len : {128, 200}) add(len);  // beyond the bound: cross-memory attach
+        for (std::size_t len : {128, 200}) add(len);  // beyond one slot: served in 2-3 chunks
     }
     void add(std::size_t len) {
         at.push_back({end, len});
