@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/errors.hpp"
+#include "engine/stats.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
 #include "ops/served.hpp"
@@ -747,22 +748,86 @@ int drain_batch(CmaBatch* batch, int rank) {
 }
 
 // Does op go to the peer's served slots? fetch_and_op / compare_and_swap of one basic
-// element; accumulate / get_accumulate of at most served::kMaxBytes, one contiguous run of
-// a basic type on every side, while a thread of the peer waits in MPI (its beat fresh; a
-// computing peer's accumulates stay batched for the drain).
+// element; accumulate / get_accumulate of at most the slots' bytes (kServedSlots chunks of
+// served::kMaxBytes), one contiguous run of a basic type on every side, while a thread of
+// the peer waits in MPI (its beat fresh; a computing peer's accumulates stay batched for
+// the drain).
 static bool served_here(const IssueContext& ctx, const Op& op) {
     if (ctx.peer.mapped || !ctx.peer.state || !op.type || op.type->size != op.type->extent || op.type->extent > 8)
         return false;
     if (op.kind == RmaKind::fop || op.kind == RmaKind::cas) return true;
-    if ((op.kind != RmaKind::acc && op.kind != RmaKind::get_acc) || op.bytes == 0 || op.bytes > served::kMaxBytes ||
-        op.lo != 0)
+    if ((op.kind != RmaKind::acc && op.kind != RmaKind::get_acc) || op.bytes == 0 ||
+        op.bytes > kServedSlots * served::kMaxBytes || op.lo != 0)
         return false;
     const TypeInfo& ti = *op.type;
-    auto plain = [&](const std::shared_ptr<const Layout>& l) { return l && l->contiguous() && l->basic() == &ti; };
+    // More than one chunk: the layouts are the basic type itself, so that a chunk not served
+    // is an op of whole layout elements (served_accumulate).
+    const bool one = op.bytes <= served::kMaxBytes;
+    auto plain = [&](const std::shared_ptr<const Layout>& l) {
+        return l && l->contiguous() && l->basic() == &ti && (one || l->size() == ti.size);
+    };
     if (!plain(op.tlay) || (op.op != MPI_NO_OP && !plain(op.olay)) ||
         (op.kind == RmaKind::get_acc && !plain(op.rlay)))
         return false;
     return served::fresh(ctx.peer.state);
+}
+
+// A contiguous (get_)accumulate through the served slots, in chunks of at most
+// served::kMaxBytes (whole elements: 96 is a multiple of every basic extent), all posted,
+// then each answer awaited; the peer applies each chunk under its stripes (element-wise
+// atomic, as MPI asks; the chunks are disjoint, so their order does not matter). Chunks
+// not taken (no free slot, withdrawn, refused) are applied here by cross-memory attach.
+constexpr int kNotServed = -2;  // served_accumulate: nothing taken, the op goes its usual way
+
+static int served_accumulate(const IssueContext& ctx, const Op& op) {
+    struct Chunk {
+        std::uint64_t off, len;
+        served::Posted p;
+        bool posted;
+    };
+    Chunk ch[kServedSlots];
+    std::size_t nch = 0;
+    const auto* origin = static_cast<const unsigned char*>(op.op == MPI_NO_OP ? nullptr : op.origin);
+    for (std::uint64_t off = 0; off < op.bytes; off += served::kMaxBytes) {
+        Chunk& c = ch[nch++];
+        c.off = off;
+        c.len = std::min<std::uint64_t>(served::kMaxBytes, op.bytes - off);
+        const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id), op.offset + off,
+                                 c.len,        origin ? origin + off : nullptr, nullptr};
+        c.posted = served::post(ctx.peer.state, rq, &c.p);
+    }
+    int err = MPI_SUCCESS;
+    for (std::size_t i = 0; i < nch; ++i) {
+        Chunk& c = ch[i];
+        if (nch == 1 && !c.posted) return kNotServed;
+        if (c.posted) {
+            int rc = MPI_SUCCESS;
+            void* res = op.kind == RmaKind::get_acc ? static_cast<unsigned char*>(op.result) + c.off : nullptr;
+            const served::Outcome o = served::finish(c.p, res, &rc);
+            if (o == served::Outcome::answered) {
+                bump(Stat::atomics_served);
+                if (rc && !err)
+                    err = raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank);
+                continue;
+            }
+            if (o == served::Outcome::withdrawn) bump(Stat::atomics_withdrawn);
+            if (nch == 1) return kNotServed;
+        }
+        // Not served: this chunk as an op of its own on the cross-memory path.
+        Op sub;
+        sub.kind = op.kind;
+        sub.type = op.type;
+        sub.op = op.op;
+        sub.olay = op.olay, sub.rlay = op.rlay, sub.tlay = op.tlay;
+        sub.ocount = sub.rcount = sub.tcount = c.len / op.type->extent;
+        sub.bytes = c.len;
+        sub.lo = 0, sub.hi = std::int64_t(c.len);
+        sub.origin = origin ? origin + c.off : nullptr;
+        sub.result = op.result ? static_cast<unsigned char*>(op.result) + c.off : nullptr;
+        sub.offset = op.offset + c.off;
+        if (int rc = accumulate(ctx, sub); rc && !err) err = rc;
+    }
+    return err;
 }
 
 int issue_op(const IssueContext& ctx, const Op& op) {
@@ -780,15 +845,16 @@ int issue_op(const IssueContext& ctx, const Op& op) {
     // accumulates from one origin apply in order).
     if (served_here(ctx, op)) {
         if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
-        const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id),
-                                 op.offset,
-                                 op.kind == RmaKind::fop || op.kind == RmaKind::cas ? op.type->size : op.bytes,
-                                 op.op == MPI_NO_OP ? nullptr : op.origin,
-                                 op.compare};
-        int rc = MPI_SUCCESS;
-        if (served::try_remote(ctx.peer.state, rq, op.result, &rc))
-            return rc ? raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank)
-                      : MPI_SUCCESS;
+        if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) {
+            if (int rc = served_accumulate(ctx, op); rc != kNotServed) return rc;
+        } else {
+            const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id), op.offset, op.type->size,
+                                     op.op == MPI_NO_OP ? nullptr : op.origin, op.compare};
+            int rc = MPI_SUCCESS;
+            if (served::try_remote(ctx.peer.state, rq, op.result, &rc))
+                return rc ? raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank)
+                          : MPI_SUCCESS;
+        }
     }
     if (op.kind != RmaKind::cas && batch_accumulate(ctx, op)) return MPI_SUCCESS;
     // An accumulate that reads and writes the target now: what this origin batched goes first.

@@ -1695,16 +1695,20 @@ TEST(ServedTransfers, PutsAndGetsOfEveryLengthWhileTheTargetWaitsInMpi) {
     }
 }
 
-// Small contiguous accumulates and get_accumulates (up to 96 bytes) to a target waiting in
-// MPI go through its served slots too, in one atomicity domain with the cross-memory ones:
-// every origin but rank 1 adds 1 to ints 0..len-1 of a region (len 1..24 in turn) and
+// Small contiguous accumulates and get_accumulates (up to 8 chunks of 96 bytes) to a target
+// waiting in MPI go through its served slots too, in one atomicity domain with the
+// cross-memory ones: every origin but rank 1 adds 1 to ints 0..len-1 of a region (len 1..24
+// in turn, and every 8th op 25..192 ints: several chunks) and
 // get_accumulates SUM on one double counter (each old value must be new to it, and the
 // last value is the total), flushing each; the target, in MPI_Barrier meanwhile, checks
 // every int. Rounds until some were served (up to 10 s), as above.
 TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
     const int me = world_rank(), n = world_size();
     if (n < 2) GTEST_SKIP() << "needs a target";
-    constexpr int kPerRound = 48;
+    constexpr int kPerRound = 48, kMaxLen = 192;  // 192 ints: 768 bytes, all 8 slots
+    auto len_of = [](int k) {
+        return k == kPerRound - 1 ? kMaxLen : k % 8 == 7 ? 25 + (k * 37) % (kMaxLen - 24) : 1 + k % 24;
+    };
     for (bool dyn : {false, true}) {
         UnmappedWin w(dyn, 4096);
         if (!w.over_cma()) continue;
@@ -1720,7 +1724,7 @@ TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
                 const std::uint64_t s0 = fastrma::detail::stat_total(fastrma::detail::Stat::atomics_served);
                 EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
                 for (int k = 0; k < kPerRound; ++k) {
-                    const int len = 1 + k % 24;
+                    const int len = len_of(k);
                     const std::vector<int> ones(std::size_t(len), 1);
                     EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), len, MPI_INT, 1, w.disp[1], len, MPI_INT,
                                                            MPI_SUM, w.win));
@@ -1743,14 +1747,14 @@ TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
         }
         if (me == 1) {
             // Int i got one add per op with len > i, from every origin, every round.
-            for (int i = 0; i < 24; ++i) {
+            for (int i = 0; i < kMaxLen; ++i) {
                 int per_round = 0;
-                for (int k = 0; k < kPerRound; ++k) per_round += (1 + k % 24) > i;
+                for (int k = 0; k < kPerRound; ++k) per_round += len_of(k) > i;
                 int v;
                 std::memcpy(&v, w.mem.data() + std::size_t(i) * 4, 4);
                 bad += v != per_round * origins * round;
             }
-            for (std::size_t i = 96; i < 1024; ++i) bad += w.mem[i] != 0;
+            for (std::size_t i = 4 * kMaxLen; i < 1024; ++i) bad += w.mem[i] != 0;
             double total;
             std::memcpy(&total, w.mem.data() + 1024, 8);
             bad += total != double(kPerRound) * origins * round;
