@@ -1798,7 +1798,7 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
         for (const char* mode : {"pscw", "fence"}) {
             const bool pscw = mode[0] == 'p';
             std::uint64_t served = 0;
-            int round = 0;
+            int round = 0, fresh_seen = 0;
             const auto t0 = std::chrono::steady_clock::now();
             for (int more = 1; more; ++round) {
                 int bad = 0;
@@ -1822,6 +1822,7 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
                                                     w.disp[1] + MPI_Aint(SizePlan::kGet + o), int(len), MPI_BYTE,
                                                     w.win));
                 }
+                if (me == 0) fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
                 if (pscw) {
                     if (me == 0) {
                         EXPECT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win));
@@ -1850,12 +1851,18 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
                 EXPECT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
             }
             if (me == 0) {
-                if (expected) {
+                // With more ranks than cores the target may never run while the origin
+                // drains (MPICH's blocking calls spin on the other ranks' cores): then only
+                // a target seen beating often must have served.
+                const bool own_cores = n <= int(std::thread::hardware_concurrency());
+                if (expected && (own_cores || fresh_seen >= 20)) {
                     EXPECT_GT(served, 0u) << (dyn ? "dynamic " : "create ") << mode << ": nothing served in " << round
-                                          << " rounds while the target waited in fastrma";
+                                          << " rounds while the target waited in fastrma, its beat seen fresh "
+                                          << fresh_seen << " times";
                 }
-                std::printf("ServedTransfers (%s, %s): %llu served in %d rounds\n", dyn ? "dynamic" : "create", mode,
-                            static_cast<unsigned long long>(served), round);
+                std::printf("ServedTransfers (%s, %s): %llu served in %d rounds, the beat fresh %d times\n",
+                            dyn ? "dynamic" : "create", mode, static_cast<unsigned long long>(served), round,
+                            fresh_seen);
             }
         }
         MPI_Group_free(&peer_grp);
