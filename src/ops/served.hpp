@@ -11,9 +11,9 @@
 // value); the target takes posted slots with a CAS, applies each (atomics through its
 // window's own accumulate path, under the striped accumulate lock as a cross-memory origin
 // takes it: one atomicity domain; puts and gets by memcpy) and answers in the slot. Only a
-// thread of the target that is inside the host MPI's progress loop serves promptly, so the
-// target advertises it: the host-progress hook stores the time in kServedBeat at every
-// pass. An origin posts only when the beat is fresh (the target waits in MPI) and withdraws
+// thread of the target that waits in MPI serves promptly, so the target advertises it: the
+// host-progress hook, and fastrma's own waits in sync calls (EpochHost::serve_while_waiting),
+// store the time in kServedBeat at every pass. An origin posts only when the beat is fresh (the target waits in MPI) and withdraws
 // its request if it is not taken within kServedWaitNs (the target left MPI meanwhile). The
 // withdrawal is a CAS posted -> free that races the target's posted -> taken: exactly one
 // wins, so a request is applied either by the target or, withdrawn, by the origin itself
