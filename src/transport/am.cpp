@@ -733,22 +733,29 @@ Post AmEndpoint::get_accumulate_strided(int rank, int rma_kind, int op_id, int t
         if (src)
             copy_strided(msg.data() + sizeof h + 16, std::int64_t(len), from + std::int64_t(i) * lstride, lstride, len,
                          m);
-        Landing land;
-        {
-            Peer& p = peers_[std::size_t(rank)];
-            std::lock_guard lk(p.mu);
-            land.buf = PageOffsetBuffer::take(p.spares, m * len + 1, 0);
-        }
-        land.buf.data()[m * len] = 0;  // nothing applied until told
-        land.dst = static_cast<unsigned char*>(result) + std::int64_t(i) * res_stride;
-        land.pieces = m;
-        land.piece = len;
-        land.lstride = res_stride;
+        Landing land = strided_landing(rank, static_cast<unsigned char*>(result) + std::int64_t(i) * res_stride, m,
+                                       len, res_stride);
         send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, m * len + 1, -1, true, &land);
         throttle(rank);
         i += m;
     }
     return Post::posted;
+}
+
+AmEndpoint::Landing AmEndpoint::strided_landing(int rank, void* dst, std::uint64_t pieces, std::size_t piece,
+                                                std::int64_t stride) {
+    Landing land;
+    {
+        Peer& p = peers_[std::size_t(rank)];
+        std::lock_guard lk(p.mu);
+        land.buf = PageOffsetBuffer::take(p.spares, pieces * piece + 1, 0);
+    }
+    land.buf.data()[pieces * piece] = 0;  // nothing applied until told
+    land.dst = static_cast<unsigned char*>(dst);
+    land.pieces = pieces;
+    land.piece = piece;
+    land.lstride = stride;
+    return land;
 }
 
 Post AmEndpoint::get_strided(int rank, void* local, std::int64_t lstride, std::uint64_t offset, std::int64_t rstride,
@@ -765,17 +772,8 @@ Post AmEndpoint::get_strided(int rank, void* local, std::int64_t lstride, std::u
         const Header h{kGetStrided, 0, -1, 0, 0, 0, offset + i * std::uint64_t(rstride), len, m, 0, 0};
         std::memcpy(msg.data(), &h, sizeof h);
         std::memcpy(msg.data() + sizeof h, &rstride, 8);
-        Landing land;
-        {
-            Peer& p = peers_[std::size_t(rank)];
-            std::lock_guard lk(p.mu);
-            land.buf = PageOffsetBuffer::take(p.spares, m * len + 1, 0);
-        }
-        land.buf.data()[m * len] = 0;  // nothing applied until told
-        land.dst = static_cast<unsigned char*>(local) + std::int64_t(i) * lstride;
-        land.pieces = m;
-        land.piece = len;
-        land.lstride = lstride;
+        Landing land = strided_landing(rank, static_cast<unsigned char*>(local) + std::int64_t(i) * lstride, m, len,
+                                       lstride);
         send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, m * len + 1, -1, false, &land);
         throttle(rank);
         i += m;

@@ -374,6 +374,9 @@ private:
     void wait_answer(int rank, std::uint64_t seq);
     void note_answered(Peer& p, std::uint64_t seq);
     void throttle(int rank);  // flow control after an unanswered request (the hard bound)
+    // The landing of a strided answer: `pieces` of `piece` bytes packed (a bounce from the
+    // peer's spares) plus the applied byte, scattered to dst at stride on arrival.
+    Landing strided_landing(int rank, void* dst, std::uint64_t pieces, std::size_t piece, std::int64_t stride);
     // Room for a new operation's requests (the soft bound): two loads when there is.
     bool admit(int rank) {
         const Peer& p = peers_[std::size_t(rank)];
