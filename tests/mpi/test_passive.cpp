@@ -927,7 +927,11 @@ TEST_P(Passive, AFullTransportQueuesOpsInEverySyncModeAndKeepsTheirOrder) {
     }
     const char* transport = std::getenv("FASTRMA_TRANSPORT");
     if (win->uses_am() && n > 1 && transport && std::string(transport) == "am") {
-        EXPECT_GT(stat_total(Stat::retries), retries0) << "the flood never filled the am transport";
+        // Somewhere in the ring: with more ranks than cores a given target's progress thread
+        // may keep up with its descheduled origin for the whole flood (seen at 6 ranks).
+        unsigned long long mine = stat_total(Stat::retries) - retries0, all = 0;
+        MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        EXPECT_GT(all, 0ull) << "the flood never filled the am transport at any rank";
     }
     MPI_Group_free(&left_group);
     MPI_Group_free(&right_group);
