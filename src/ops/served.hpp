@@ -159,6 +159,7 @@ public:
     // True if a request was served. Safe from any thread (one serves at a time).
     // The bulk area's parts through apply_bulk.
     bool poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat);
+    bool poll(std::uint64_t* my_state, const Apply& apply, bool beat) { return poll(my_state, apply, nullptr, beat); }
 
 private:
     bool poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk);
