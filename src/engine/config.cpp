@@ -71,9 +71,9 @@ const std::vector<ConfigParam>& config_params() {
          "Bytes of each process's served bulk area on create and dynamic windows: node peers that cannot map its "
          "memory post large and strided puts, gets and accumulates there, applied by its CPU while it waits in MPI. "
          "0: no area (they go by cross-memory attach). Must be the same in every process of a window."},
-        {"FASTRMA_SERVED_BULK_MAX", "65536",
-         "Largest contiguous put, get or accumulate sent through a peer's served bulk area; larger ones go by one "
-         "cross-memory-attach syscall."},
+        {"FASTRMA_SERVED_BULK_MAX", "16384",
+         "Largest contiguous put or get sent through a peer's served bulk area; larger ones go by one "
+         "cross-memory-attach syscall (contiguous accumulates go there whatever their size)."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
         {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},
@@ -170,7 +170,7 @@ Config Config::from_env() {
     c.offload_piece = std::size_t(env_long("FASTRMA_OFFLOAD_PIECE", 65536, 4096, 1L << 30));
     c.cma_batch = std::size_t(env_long("FASTRMA_CMA_BATCH", 1024, 0, 4096));
     c.served_bulk = std::size_t(env_long("FASTRMA_SERVED_BULK", 65536, 0, 64L << 20));
-    c.served_bulk_max = std::size_t(env_long("FASTRMA_SERVED_BULK_MAX", 65536, 0, 1L << 40));
+    c.served_bulk_max = std::size_t(env_long("FASTRMA_SERVED_BULK_MAX", 16384, 0, 1L << 40));
     c.am_window = int(env_long("FASTRMA_AM_WINDOW", 256, 1, 65536));
     c.am_strided = env_long("FASTRMA_AM_STRIDED", 1, 0, 1) != 0;
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));

@@ -755,7 +755,7 @@ int bulk_fallback(const IssueContext& ctx, const Op& op, const BulkPiece& b) {
 
 // A put, get, accumulate or get_accumulate to an unmapped node peer whose thread waits in
 // MPI, moved through its served bulk area when that wins over cross-memory attach: a
-// contiguous transfer above what the batch (or the slots) takes, up to ctx.bulk_max; an op
+// contiguous op above what the batch (or the slots) takes, puts and gets up to ctx.bulk_max; an op
 // of at least kManyPieces pieces of at most kBulkPieceMax bytes in at most kBulkRuns runs of
 // equal pieces at fixed steps (a vector, a uniform indexed type, a subarray row). The area
 // streams each run in parts (BulkChannel::run); what the peer does not take moves here
@@ -768,7 +768,12 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
     const bool contiguous = op.olay->contiguous() && op.tlay->contiguous() &&
                             (op.kind != RmaKind::get_acc || (op.rlay && op.rlay->contiguous()));
     const std::uint64_t small = std::max<std::uint64_t>(ctx.batch_max, kServedSlots * served::kMaxBytes);
-    if (contiguous && (op.bytes <= small || op.bytes > ctx.bulk_max)) return kNotServed;
+    // Contiguous puts and gets up to ctx.bulk_max (one cross-memory-attach iovec is cheaper
+    // beyond), accumulates of any size (cross-memory attach reads and writes them back under
+    // the stripes: twice the syscalls; figures in docs/performance.md).
+    const bool transfer = op.kind == RmaKind::put || op.kind == RmaKind::get;
+    const std::uint64_t cap = transfer ? ctx.bulk_max : ~0ull;
+    if (contiguous && (op.bytes <= small || op.bytes > cap)) return kNotServed;
     if (!contiguous && op.bytes < kManyPieces) return kNotServed;
     if (!__atomic_load_n(ctx.peer.state + kServedBulkWord, __ATOMIC_ACQUIRE)) return kNotServed;
     if (contiguous && !served::fresh(ctx.peer.state)) return kNotServed;
@@ -778,7 +783,7 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
     std::uint64_t pieces = 0;
     for (std::size_t i = 0; i < nruns; ++i) {
         const BulkPiece& b = runs[i];
-        if (b.n == 1 ? b.piece > ctx.bulk_max : b.piece > kBulkPieceMax) return kNotServed;
+        if (b.n == 1 ? b.piece > cap : b.piece > kBulkPieceMax) return kNotServed;
         // A get of dense pieces: cross-memory attach reads their span whole (CmaPieces), faster.
         const std::uint64_t step = b.tstride < 0 ? 0 - std::uint64_t(b.tstride) : std::uint64_t(b.tstride);
         if (op.kind == RmaKind::get && b.n > 1 && step <= b.piece + kSpanGapPerPiece) return kNotServed;
@@ -794,7 +799,7 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
     ch.serve_while_waiting(ctx.serve, ctx.serve_arg);
     const std::uint64_t patience = pieces >= kBulkWaitPieces ? std::min(kBulkWaitMaxNs, pieces * kBulkWaitNsPerPiece) : 0;
     if (!ch.claim(ctx.peer.state, patience, patience)) return kNotServed;
-    const std::uint64_t unit = op.kind == RmaKind::put || op.kind == RmaKind::get ? 1 : op.type->extent;
+    const std::uint64_t unit = transfer ? 1 : op.type->extent;
     const std::uint64_t part = ch.part_bytes() - ch.part_bytes() % unit;
     const bool has_origin = op.kind == RmaKind::put || ((op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) &&
                                                         op.op != MPI_NO_OP);

@@ -2079,7 +2079,8 @@ struct BulkCase {
 };
 
 // Every case at the thresholds: contiguous lengths around the batch's 1024 B, the slots'
-// 768 B, a bulk part (32640 B of the default 64 KiB area), FASTRMA_SERVED_BULK_MAX (64 KiB);
+// 768 B, FASTRMA_SERVED_BULK_MAX (16 KiB), a bulk part (32640 B of the default 64 KiB area),
+// an accumulate of 9 parts;
 // strided ops of 100 to 20000 pieces (one to several parts), both stride signs, a get whose
 // pieces are sparse (1200 B apart: served) and one whose are dense (read by cross-memory attach).
 struct BulkPlan {
@@ -2087,11 +2088,11 @@ struct BulkPlan {
     std::size_t bytes = 0;
     static constexpr std::size_t kGuard = 64;
     BulkPlan() {
-        for (int n : {767, 769, 1024, 1025, 4096, 32640, 32641, 65536, 65537}) {
+        for (int n : {767, 769, 1024, 1025, 4096, 16384, 16385, 32640, 32641}) {
             add({'p', false, false, 1, n, 0});
             add({'g', false, false, 1, n, 0});
         }
-        for (int n : {193, 257, 1024, 8160, 8161, 16384, 16385}) add({'a', false, false, 1, n, 0});
+        for (int n : {193, 257, 1024, 8160, 8161, 16384, 70001}) add({'a', false, false, 1, n, 0});
         for (int n : {97, 129, 4080, 4081, 8192, 8193}) add({'x', true, false, 1, n, 0});
         add({'x', true, true, 1, 4096, 0});
         for (int st : {2, -2}) {
