@@ -409,25 +409,18 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
+    // Parameters every process of a window must share (its state words' layout).
+    auto same = [&](const char* var, unsigned long long mine, unsigned long long theirs, int r) {
+        if (mine == theirs) return int(MPI_SUCCESS);
+        return raise(MPI_ERR_OTHER,
+                     "%s: %s is %llu here (rank %d) and %llu at rank %d; every process of a window needs the same value",
+                     call, var, mine, me, theirs, r);
+    };
     for (int r = 0; r < n; ++r) {
         const Sizes& z = sizes[std::size_t(r)];
-        if (z.acc_stripes != mine_sz.acc_stripes)
-            return raise(MPI_ERR_OTHER,
-                         "%s: FASTRMA_ACC_STRIPES is %d here (rank %d) and %d at rank %d; every process of a window "
-                         "needs the same value",
-                         call, mine_sz.acc_stripes, me, z.acc_stripes, r);
-        if (z.dyn_regions != mine_sz.dyn_regions)
-            return raise(MPI_ERR_OTHER,
-                         "%s: FASTRMA_DYN_REGIONS is %llu here (rank %d) and %llu at rank %d; every process of a "
-                         "window needs the same value",
-                         call, static_cast<unsigned long long>(mine_sz.dyn_regions), me,
-                         static_cast<unsigned long long>(z.dyn_regions), r);
-        if (z.served_bulk != mine_sz.served_bulk)
-            return raise(MPI_ERR_OTHER,
-                         "%s: FASTRMA_SERVED_BULK is %llu here (rank %d) and %llu at rank %d; every process of a "
-                         "window needs the same value",
-                         call, static_cast<unsigned long long>(mine_sz.served_bulk), me,
-                         static_cast<unsigned long long>(z.served_bulk), r);
+        if (int e = same("FASTRMA_ACC_STRIPES", unsigned(mine_sz.acc_stripes), unsigned(z.acc_stripes), r)) return e;
+        if (int e = same("FASTRMA_DYN_REGIONS", mine_sz.dyn_regions, z.dyn_regions, r)) return e;
+        if (int e = same("FASTRMA_SERVED_BULK", mine_sz.served_bulk, z.served_bulk, r)) return e;
     }
     // What the last window freed on this group left (leave_node): taken below or dropped.
     std::shared_ptr<NodeLeftover> left;
