@@ -765,7 +765,7 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
     if (op.kind != RmaKind::put && op.kind != RmaKind::get && op.kind != RmaKind::acc &&
         op.kind != RmaKind::get_acc)
         return kNotServed;
-    const bool contiguous = op.olay->contiguous() && op.tlay->contiguous() &&
+    const bool contiguous = (!op.olay || op.olay->contiguous()) && op.tlay && op.tlay->contiguous() &&
                             (op.kind != RmaKind::get_acc || (op.rlay && op.rlay->contiguous()));
     const std::uint64_t small = std::max<std::uint64_t>(ctx.batch_max, kServedSlots * served::kMaxBytes);
     // Contiguous puts and gets up to ctx.bulk_max (one cross-memory-attach iovec is cheaper
