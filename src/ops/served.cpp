@@ -119,6 +119,7 @@ namespace {
 enum BulkWord : std::size_t { kBState, kBDesc, kBToff, kBStride, kBPiece, kBCount, kBAnswer };
 constexpr std::size_t kBulkHead = 3 * kWordsPerLine;  // words before the data
 constexpr std::size_t kBulkMinData = 2 * 1024;  // smaller areas are not made
+constexpr unsigned kBulkReposts = 8;  // withdrawn parts posted again, per run
 
 std::size_t bulk_half(std::uint64_t total_bytes) {
     if (total_bytes < kBulkHead * 8 + kBulkMinData) return 0;
@@ -180,7 +181,7 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
         __atomic_store_n(h + kBState, kPosted, __ATOMIC_RELEASE);
         __atomic_fetch_add(state_ + kServedPosts, 1, __ATOMIC_RELEASE);
     };
-    // True: answered (and unpacked). False: withdrawn or refused, not applied there.
+    // Answered (and unpacked), withdrawn or refused; the last two not applied there.
     auto wait = [&](const Part& p) {
         std::uint64_t* h = bulk_header(area_, p.buf);
         const std::uint64_t* other = bulk_header(area_, p.buf ^ 1);
@@ -194,10 +195,11 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
                 if (__atomic_load_n(other + kBState, __ATOMIC_ACQUIRE) == kTaken || (serve_ && serve_(serve_arg_)))
                     t0 = now();
                 else if (now() - t0 > wait_ns_ && cas(h + kBState, kPosted, kFree))
-                    return false;
+                    return Outcome::withdrawn;
             }
             if (st == kTaken && (spins & 63) == 63 && serve_) serve_(serve_arg_);
-            if (spins > 4096 && st == kTaken)
+            // (the target may need this core: ranks oversubscribe the machine)
+            if (spins > 4096)
                 sched_yield();
             else
                 __builtin_ia32_pause();
@@ -208,8 +210,9 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
             if (answer && !err) err = answer;
         }
         __atomic_store_n(h + kBState, kFree, __ATOMIC_RELEASE);
-        return answer != kRefused;
+        return answer == kRefused ? Outcome::refused : Outcome::answered;
     };
+    unsigned reposts = 0;
     for (;;) {
         while (nfly < 2 && next < r.count && !stop_) {
             const Part p{next, std::min(per, r.count - next), next_buf};
@@ -222,8 +225,18 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
         const Part p = fly[0];
         fly[0] = fly[1];
         --nfly;
-        if (wait(p)) {
+        const Outcome o = wait(p);
+        if (o == Outcome::answered) {
             bump(Stat::bulk_served);
+            continue;
+        }
+        // Withdrawn while the target's beat is recent (it waits in MPI but was off its core):
+        // posted again, a few times, before its pieces go by fallback (which costs far more).
+        if (o == Outcome::withdrawn && reposts < kBulkReposts && fresh(state_, fresh_ns_)) {
+            ++reposts;
+            post(p);
+            fly[nfly++] = p;
+            next_buf = p.buf ^ 1;
             continue;
         }
         bump(Stat::bulk_withdrawn);
