@@ -67,6 +67,13 @@ const std::vector<ConfigParam>& config_params() {
          "Puts, gets and accumulates of up to this many bytes to a create or dynamic window's part that is not mapped "
          "here wait in a batch per peer and move in one cross-memory-attach syscall at the next completion point (or "
          "when 128 are queued). 0: one syscall per transfer."},
+        {"FASTRMA_SERVED_BULK", "65536",
+         "Bytes of each process's served bulk area on create and dynamic windows: node peers that cannot map its "
+         "memory post large and strided puts, gets and accumulates there, applied by its CPU while it waits in MPI. "
+         "0: no area (they go by cross-memory attach). Must be the same in every process of a window."},
+        {"FASTRMA_SERVED_BULK_MAX", "16384",
+         "Largest contiguous put or get sent through a peer's served bulk area; larger ones go by one "
+         "cross-memory-attach syscall (contiguous accumulates go there whatever their size)."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
         {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},
@@ -162,6 +169,8 @@ Config Config::from_env() {
     c.offload_wake_min = std::size_t(env_long("FASTRMA_OFFLOAD_WAKE_MIN", 262144, 0, 1L << 40));
     c.offload_piece = std::size_t(env_long("FASTRMA_OFFLOAD_PIECE", 65536, 4096, 1L << 30));
     c.cma_batch = std::size_t(env_long("FASTRMA_CMA_BATCH", 1024, 0, 4096));
+    c.served_bulk = std::size_t(env_long("FASTRMA_SERVED_BULK", 65536, 0, 64L << 20));
+    c.served_bulk_max = std::size_t(env_long("FASTRMA_SERVED_BULK_MAX", 16384, 0, 1L << 40));
     c.am_window = int(env_long("FASTRMA_AM_WINDOW", 256, 1, 65536));
     c.am_strided = env_long("FASTRMA_AM_STRIDED", 1, 0, 1) != 0;
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));

@@ -28,6 +28,8 @@ struct Config {
     std::size_t offload_piece = 65536;  // FASTRMA_OFFLOAD_PIECE
     std::size_t offload_wake_min = 262144;  // FASTRMA_OFFLOAD_WAKE_MIN
     std::size_t cma_batch = 1024;  // FASTRMA_CMA_BATCH (0: no batching)
+    std::size_t served_bulk = 65536;  // FASTRMA_SERVED_BULK: bytes of the served bulk area (0: none)
+    std::size_t served_bulk_max = 16384;  // FASTRMA_SERVED_BULK_MAX: largest contiguous put/get served in bulk
     bool am_strided = true;  // FASTRMA_AM_STRIDED: derived puts over am as strided requests (0: gathered)
     int am_window = 256;  // FASTRMA_AM_WINDOW: am requests beyond the newest answer before posts retry
     std::size_t op_pool = 4096;  // FASTRMA_OP_POOL (process-global)

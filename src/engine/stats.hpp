@@ -29,6 +29,8 @@ enum class Stat : int {
     atomics_withdrawn,  // ... posted to it, not taken in time, applied by cross-memory attach
     transfers_served,  // small puts and gets of a CmaBatch moved by the peer's CPU (ops/served.hpp)
     transfers_withdrawn,  // ... posted to it, not taken in time, moved by cross-memory attach
+    bulk_served,  // parts of large or strided transfers applied by a node peer's CPU (served.hpp, bulk)
+    bulk_withdrawn,  // ... not taken in time or refused, moved by cross-memory attach
     windows_am,  // windows whose remote peers went over am (the rest of windows_created: shm)
     windows_ofi,  // ... over ofi
     retries,  // posts a transport refused (full: Post::retry); the op queued and went later

@@ -392,6 +392,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         int acc_stripes;
         std::uint64_t dyn_regions;
         int attach;
+        std::uint64_t served_bulk;
     };
     Sizes mine_sz{err,
                   disp_unit,
@@ -399,7 +400,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
                   wants_am,
                   eng.config().acc_stripes,
                   is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0,
-                  attach};
+                  attach,
+                  is_create || is_dynamic ? std::uint64_t(eng.config().served_bulk) : 0};
     std::vector<Sizes> sizes(static_cast<std::size_t>(n));
     b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
     for (int r = 0; r < n; ++r)
@@ -407,19 +409,18 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
             return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
         }
+    // Parameters every process of a window must share (its state words' layout).
+    auto same = [&](const char* var, unsigned long long mine, unsigned long long theirs, int r) {
+        if (mine == theirs) return int(MPI_SUCCESS);
+        return raise(MPI_ERR_OTHER,
+                     "%s: %s is %llu here (rank %d) and %llu at rank %d; every process of a window needs the same value",
+                     call, var, mine, me, theirs, r);
+    };
     for (int r = 0; r < n; ++r) {
         const Sizes& z = sizes[std::size_t(r)];
-        if (z.acc_stripes != mine_sz.acc_stripes)
-            return raise(MPI_ERR_OTHER,
-                         "%s: FASTRMA_ACC_STRIPES is %d here (rank %d) and %d at rank %d; every process of a window "
-                         "needs the same value",
-                         call, mine_sz.acc_stripes, me, z.acc_stripes, r);
-        if (z.dyn_regions != mine_sz.dyn_regions)
-            return raise(MPI_ERR_OTHER,
-                         "%s: FASTRMA_DYN_REGIONS is %llu here (rank %d) and %llu at rank %d; every process of a "
-                         "window needs the same value",
-                         call, static_cast<unsigned long long>(mine_sz.dyn_regions), me,
-                         static_cast<unsigned long long>(z.dyn_regions), r);
+        if (int e = same("FASTRMA_ACC_STRIPES", unsigned(mine_sz.acc_stripes), unsigned(z.acc_stripes), r)) return e;
+        if (int e = same("FASTRMA_DYN_REGIONS", mine_sz.dyn_regions, z.dyn_regions, r)) return e;
+        if (int e = same("FASTRMA_SERVED_BULK", mine_sz.served_bulk, z.served_bulk, r)) return e;
     }
     // What the last window freed on this group left (leave_node): taken below or dropped.
     std::shared_ptr<NodeLeftover> left;
@@ -455,6 +456,12 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
     w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
+    // Create and dynamic windows: the served bulk area after that, page-aligned (served.hpp).
+    std::size_t bulk_word0 = 0;
+    if (const std::size_t bw = served::bulk_words(std::size_t(mine_sz.served_bulk))) {
+        bulk_word0 = w->state_bytes_ / 8;
+        w->state_bytes_ = page_round(w->state_bytes_ + 8 * bw);
+    }
     const bool has_data = is_alloc || is_shared;
     const bool padded = !(is_shared && !noncontig);
     std::vector<std::uint64_t> doff(static_cast<std::size_t>(n), kNoData);
@@ -531,6 +538,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         }
         const SegmentExport bell = eng.progress().bell_export();
         std::memcpy(&info[kInfoBell], &bell, sizeof bell);
+        info[kServedBulkBytes] = bulk_word0 ? mine_sz.served_bulk : 0;
+        __atomic_store_n(&info[kServedBulkWord], std::uint64_t(bulk_word0), __ATOMIC_RELEASE);
     }
     if (err) msg = last_error_message();
     if (!reused && (err = agree(b, err, msg, call))) return err;  // also: everyone has published
@@ -587,6 +596,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
     // at the next completion point instead of one each (ops/cma_batch.hpp).
     if (is_create || is_dynamic) w->cma_max_ = eng.config().cma_batch;
+    // Large and strided transfers to a peer waiting in MPI: through its served bulk area.
+    if ((is_create || is_dynamic) && eng.config().served_bulk) w->bulk_max_ = eng.config().served_bulk_max;
     // Peers reach my part by cross-memory attach: their fetch_and_op, compare_and_swap and
     // small puts and gets are served here while a thread of mine is inside MPI (ops/served.hpp).
     if ((is_create || is_dynamic) && !w->cpu_atomics_) {
@@ -881,6 +892,29 @@ int Window::sync() {
 
 bool Window::serve_peers(bool beat) {
     const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
+    // A bulk part: count pieces of `piece` bytes from toff at stride, its whole footprint
+    // inside my part (dynamic: inside one attached region run, toff the address), checked
+    // once; puts and gets by copy_strided, accumulates by the strided accumulate path.
+    const auto bulk = [this, dynamic](int kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
+                                      std::uint64_t piece, std::uint64_t count, const void* src, void* res) {
+        std::uint64_t lo = 0, span = 0;
+        if (!strided_footprint(toff, stride, piece, count, &lo, &span)) return served::kRefused;
+        if (dynamic ? !attached_here(lo, span)
+                    : !base_ || lo > std::uint64_t(local_size_) || span > std::uint64_t(local_size_) - lo)
+            return served::kRefused;  // the origin moves it, and reports a failure
+        unsigned char* at = dynamic ? reinterpret_cast<unsigned char*>(toff) : static_cast<unsigned char*>(base_) + toff;
+        if (kind == int(RmaKind::put)) {
+            copy_strided(at, stride, src, std::int64_t(piece), piece, count);
+            return int(MPI_SUCCESS);
+        }
+        if (kind == int(RmaKind::get)) {
+            copy_strided(res, std::int64_t(piece), at, stride, piece, count);
+            return int(MPI_SUCCESS);
+        }
+        const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
+        if (!ti || piece % ti->extent != 0) return int(MPI_ERR_TYPE);
+        return apply_local_strided(kind, op_id, type_id, toff, stride, piece / ti->extent, count, src, res);
+    };
     return served_->poll(
         my_state_,
         [this, dynamic](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
@@ -908,7 +942,11 @@ bool Window::serve_peers(bool beat) {
                 return served::kRefused;  // the origin applies it, and reports a failure
             return apply_local(kind, op_id, type_id, toff, count / ti->extent, src, cmp, res);
         },
-        beat);
+        bulk, beat);
+}
+
+bool Window::serve_hook(void* w) {
+    return static_cast<Window*>(w)->serve_peers(!ProgressEngine::on_progress_thread());
 }
 
 void Window::stop_serving() {

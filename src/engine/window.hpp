@@ -208,6 +208,9 @@ private:
     // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the
     // served requests' check, LocalTarget::attached).
     bool attached_here(std::uint64_t addr, std::uint64_t bytes) const;
+    // IssueContext::serve: serve_peers from a thread waiting in an op (the beat, unless it is
+    // the progress thread).
+    static bool serve_hook(void* w);
 
     IssueContext ctx(int r) const {
         return IssueContext{tp(r),
@@ -216,7 +219,10 @@ private:
                             eng_.config().acc_stripes,
                             cma_batch(r),
                             cma_max_,
-                            flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED};
+                            flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED,
+                            bulk_max_,
+                            served_ ? &Window::serve_hook : nullptr,
+                            const_cast<Window*>(this)};
     }
     int validate(const OpRequest& rq, Op* op) const;
 
@@ -344,6 +350,7 @@ private:
     mutable SpinLock cma_mu_;
     mutable std::atomic<int> cma_pending_{0};  // batches with something to drain
     std::size_t cma_max_ = 0;  // largest batched transfer (0: this window never batches)
+    std::size_t bulk_max_ = 0;  // largest contiguous transfer through a peer's served bulk area (0: none)
     CmaBatch* cma_batch(int r) const;  // r's batch, made on first use (null: r is mapped)
     CmaBatch* cma_batch_if_any(int r) const;  // ... without making one
     int drain_cma();

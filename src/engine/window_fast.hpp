@@ -69,6 +69,8 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
         return true;
     }
     if (CmaBatch* b = cma_batch_if_any(rank); b && b->due()) return false;  // the slow path moves it first
+    // A peer waiting in MPI takes a mid-size transfer through its served bulk area (issue.cpp).
+    if (bytes <= bulk_max_ && info[kServedBulkWord] && served::fresh(info)) return false;
     if (offload_now(bytes)) {
         if (queued(eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_))) return true;
     }

@@ -505,6 +505,7 @@ void CmaPieces::move_direct() {
     if (!cma_vec(pid_, write_, l_.data(), r_.data(), l_.size()) && !err_) err_ = errno ? errno : EFAULT;
     l_.clear();
     r_.clear();
+    if (serve_) serve_(serve_arg_);
 }
 
 void CmaPieces::flush_group() {

@@ -78,6 +78,9 @@ public:
     void add(const StridedChunk& c);
     // Moves what is left. 0, or the errno of the first piece that failed (the others moved).
     int finish();
+    // Between its syscalls, serve(arg) serves what node peers posted to this process (a
+    // transfer of many pieces takes milliseconds; ops/served.hpp).
+    void serve_while_moving(bool (*serve)(void*), void* arg) { serve_ = serve, serve_arg_ = arg; }
 
 private:
     struct Piece {  // a StridedChunk's fields, as the group keeps them
@@ -98,6 +101,8 @@ private:
     std::vector<Piece> group_;
     std::uint64_t lo_ = 0, hi_ = 0, data_ = 0, pieces_ = 0;
     std::vector<iovec> l_, r_;
+    bool (*serve_)(void*) = nullptr;
+    void* serve_arg_ = nullptr;
 };
 
 class CmaBatch {

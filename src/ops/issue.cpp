@@ -22,6 +22,11 @@ namespace fastrma::detail {
 
 namespace {
 
+// A large or strided op through the peer's served bulk area (served_bulk below), or
+// kNotServed: the op goes its usual way.
+constexpr int kNotServed = -2;
+int served_bulk(const IssueContext& ctx, const Op& op);
+
 // One post of an op through f (a transport call). The op's first post may be refused
 // (*first is then left true and Post::retry returned: nothing of the op was taken); a
 // later one is retried until taken — the op has started and goes whole — driving the
@@ -192,6 +197,7 @@ bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* 
     if (!ctx.batch || ctx.peer.pid <= 0) return false;
     if ((*rc = drain_batch(ctx.batch, ctx.peer.rank))) return true;
     CmaPieces pieces(ctx.peer.pid, ctx.peer.remote_addr, is_put);
+    pieces.serve_while_moving(ctx.serve, ctx.serve_arg);
     zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset, [&](const StridedChunk* c, std::size_t n) {
         for (std::size_t i = 0; i < n; ++i) pieces.add(c[i]);
         return true;
@@ -207,6 +213,7 @@ bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* 
 // put/get: chunks contiguous on both sides, in bounded batches (no copy of the data, no
 // allocation proportional to it: large derived-type transfers are pipelined).
 int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
+    if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
     void* local = is_put ? const_cast<void*>(op.origin) : op.result;
     if (int rc; transfer_strided(ctx, op, is_put, local, &rc)) return rc;
     int rc = MPI_SUCCESS;
@@ -642,6 +649,211 @@ int accumulate(const IssueContext& ctx, const Op& op) {
     return ok ? MPI_SUCCESS : raise(MPI_ERR_INTERN, "accumulate: layouts do not share a basic type");
 }
 
+// ---- served bulk: large and strided ops moved by the target's CPU (served.hpp) ----
+
+// One run of the op's walk: n pieces of `piece` bytes at target offset toff, tstride apart;
+// origin data at src, sstride apart (null: none), results at res, rstride apart (null: none).
+struct BulkPiece {
+    std::uint64_t toff;
+    std::int64_t tstride;
+    std::uint64_t piece, n;
+    const unsigned char* src;
+    std::int64_t sstride;
+    unsigned char* res;
+    std::int64_t rstride;
+};
+// An op whose walk has more runs than this (a non-uniform layout) stays on cross-memory attach.
+constexpr std::size_t kBulkRuns = 8;
+// Strided pieces above this go by cross-memory attach: an iovec each costs little beside
+// their bytes there, and the target's CPU would copy them twice.
+constexpr std::uint64_t kBulkPieceMax = 1024;
+// An op of at least kBulkWaitPieces pieces waits for the peer's beat up to kBulkWaitNsPerPiece
+// a piece (a few percent of what cross-memory attach costs it), at most kBulkWaitMaxNs.
+constexpr std::uint64_t kBulkWaitPieces = 1024, kBulkWaitNsPerPiece = 64, kBulkWaitMaxNs = 5'000'000;
+
+// The op's walk as at most kBulkRuns runs (put, get, accumulate: zip_strided; get_accumulate:
+// the three sides as byte pieces, as the am path walks them). False: more runs, or layouts
+// the accumulate kernels do not take as plain elements.
+bool bulk_walk(const Op& op, BulkPiece* runs, std::size_t* nruns) {
+    *nruns = 0;
+    const bool get = op.kind == RmaKind::get;
+    const TypeInfo* ti = op.type;
+    auto plain = [&](const std::shared_ptr<const Layout>& l) { return l && ti && l->basic() == ti; };
+    if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) {
+        if (!ti || ti->size != ti->extent || !plain(op.tlay)) return false;
+        if (op.op != MPI_NO_OP && !plain(op.olay)) return false;
+        if (op.kind == RmaKind::acc && op.op == MPI_NO_OP) return false;  // (nothing to do: the usual way)
+    }
+    if (op.kind != RmaKind::get_acc) {
+        void* local = get ? op.result : const_cast<void*>(op.origin);
+        return zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
+                           [&](const StridedChunk* c, std::size_t n) {
+                               for (std::size_t i = 0; i < n; ++i) {
+                                   if (*nruns == kBulkRuns) return false;
+                                   auto* l = static_cast<unsigned char*>(c[i].local);
+                                   runs[(*nruns)++] = BulkPiece{c[i].offset,  c[i].rstride,      c[i].len,
+                                                                c[i].n,       get ? nullptr : l, c[i].lstride,
+                                                                get ? l : nullptr, c[i].lstride};
+                               }
+                               return true;
+                           });
+    }
+    if (!plain(op.rlay)) return false;
+    const bool reads = op.op != MPI_NO_OP;
+    ByteCursor o, r(*op.rlay, op.rcount), t(*op.tlay, op.tcount);
+    if (reads) o = ByteCursor(*op.olay, op.ocount);
+    while (!t.done() && !r.done() && !(reads && o.done())) {
+        if (*nruns == kBulkRuns) return false;
+        std::uint64_t len = std::min(t.avail(), r.avail());
+        if (reads) len = std::min(len, o.avail());
+        std::int64_t os = 0, rs = 0, ts = 0;
+        std::uint64_t k = std::min(t.regular(len, &ts), r.regular(len, &rs));
+        if (reads) k = std::min(k, o.regular(len, &os));
+        runs[(*nruns)++] = BulkPiece{op.offset + std::uint64_t(t.offset()),
+                                     ts,
+                                     len,
+                                     k,
+                                     reads ? static_cast<const unsigned char*>(byte_address(op.origin, o.offset())) : nullptr,
+                                     os,
+                                     static_cast<unsigned char*>(byte_address(op.result, r.offset())),
+                                     rs};
+        t.skip(k, len);
+        r.skip(k, len);
+        if (reads) o.skip(k, len);
+    }
+    return true;
+}
+
+// What the peer did not take, moved here: puts and gets by cross-memory attach (CmaPieces),
+// accumulates under the stripes of the pieces' footprint, read-reduce-written (LockedRuns).
+int bulk_fallback(const IssueContext& ctx, const Op& op, const BulkPiece& b) {
+    if (op.kind == RmaKind::put || op.kind == RmaKind::get) {
+        const bool put = op.kind == RmaKind::put;
+        CmaPieces pieces(ctx.peer.pid, ctx.peer.remote_addr, put);
+        pieces.serve_while_moving(ctx.serve, ctx.serve_arg);
+        pieces.add(StridedChunk{put ? const_cast<unsigned char*>(b.src) : b.res, b.toff, b.piece, b.n,
+                                put ? b.sstride : b.rstride, b.tstride});
+        if (int e = pieces.finish())
+            return raise(MPI_ERR_OTHER, "a %s to rank %d by cross-memory attach failed: %s (did the process exit?)",
+                         put ? "put" : "get", ctx.peer.rank, std::strerror(e));
+        return MPI_SUCCESS;
+    }
+    const TypeInfo& ti = *op.type;
+    std::uint64_t lo = 0, span = 0;
+    if (!strided_footprint(b.toff, b.tstride, b.piece, b.n, &lo, &span))
+        return raise(MPI_ERR_RMA_RANGE, "%s at rank %d: bad target footprint", rma_kind_name(op.kind), ctx.peer.rank);
+    StripeGuard g(ctx, lo, span);
+    LockedRuns runs(ctx, op, ti);
+    for (std::uint64_t j = 0; j < b.n; ++j) {
+        const std::int64_t k = std::int64_t(j);
+        if (int rc = runs.add(b.src ? b.src + k * b.sstride : nullptr, b.res ? b.res + k * b.rstride : nullptr,
+                              b.toff + std::uint64_t(k * b.tstride), b.piece / ti.extent))
+            return rc;
+    }
+    return runs.flush();
+}
+
+// A put, get, accumulate or get_accumulate to an unmapped node peer whose thread waits in
+// MPI, moved through its served bulk area when that wins over cross-memory attach: a
+// contiguous op above what the batch (or the slots) takes, puts and gets up to ctx.bulk_max; an op
+// of at least kManyPieces pieces of at most kBulkPieceMax bytes in at most kBulkRuns runs of
+// equal pieces at fixed steps (a vector, a uniform indexed type, a subarray row). The area
+// streams each run in parts (BulkChannel::run); what the peer does not take moves here
+// (bulk_fallback). kNotServed: nothing moved, the op goes its usual way.
+int served_bulk(const IssueContext& ctx, const Op& op) {
+    if (!ctx.bulk_max || ctx.peer.mapped || !ctx.peer.state || ctx.peer.pid <= 0 || op.bytes == 0) return kNotServed;
+    if (op.kind != RmaKind::put && op.kind != RmaKind::get && op.kind != RmaKind::acc &&
+        op.kind != RmaKind::get_acc)
+        return kNotServed;
+    const bool contiguous = (!op.olay || op.olay->contiguous()) && op.tlay && op.tlay->contiguous() &&
+                            (op.kind != RmaKind::get_acc || (op.rlay && op.rlay->contiguous()));
+    const std::uint64_t small = std::max<std::uint64_t>(ctx.batch_max, kServedSlots * served::kMaxBytes);
+    // Contiguous puts and gets up to ctx.bulk_max (one cross-memory-attach iovec is cheaper
+    // beyond), accumulates of any size (cross-memory attach reads and writes them back under
+    // the stripes: twice the syscalls; figures in docs/performance.md).
+    const bool transfer = op.kind == RmaKind::put || op.kind == RmaKind::get;
+    const std::uint64_t cap = transfer ? ctx.bulk_max : ~0ull;
+    if (contiguous && (op.bytes <= small || op.bytes > cap)) return kNotServed;
+    if (!contiguous && op.bytes < kManyPieces) return kNotServed;
+    if (!__atomic_load_n(ctx.peer.state + kServedBulkWord, __ATOMIC_ACQUIRE)) return kNotServed;
+    if (contiguous && !served::fresh(ctx.peer.state)) return kNotServed;
+    BulkPiece runs[kBulkRuns];
+    std::size_t nruns = 0;
+    if (!bulk_walk(op, runs, &nruns) || nruns == 0) return kNotServed;
+    std::uint64_t pieces = 0;
+    for (std::size_t i = 0; i < nruns; ++i) {
+        const BulkPiece& b = runs[i];
+        if (b.n == 1 ? b.piece > cap : b.piece > kBulkPieceMax) return kNotServed;
+        // A get of dense pieces: cross-memory attach reads their span whole (CmaPieces), faster.
+        const std::uint64_t step = b.tstride < 0 ? 0 - std::uint64_t(b.tstride) : std::uint64_t(b.tstride);
+        if (op.kind == RmaKind::get && b.n > 1 && step <= b.piece + kSpanGapPerPiece) return kNotServed;
+        pieces += b.n;
+    }
+    if (!contiguous && pieces < kManyPieces) return kNotServed;
+    // Behind what this origin batched for the peer (its ops apply in order).
+    if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
+    // An op of many pieces (milliseconds by cross-memory attach, an iovec each) waits a
+    // little for the peer's beat, serving its own peers meanwhile: two processes streaming
+    // to each other both wait in MPI, and meet here.
+    served::BulkChannel ch;
+    ch.serve_while_waiting(ctx.serve, ctx.serve_arg);
+    const std::uint64_t patience = pieces >= kBulkWaitPieces ? std::min(kBulkWaitMaxNs, pieces * kBulkWaitNsPerPiece) : 0;
+    if (!ch.claim(ctx.peer.state, patience, patience)) return kNotServed;
+    const std::uint64_t unit = transfer ? 1 : op.type->extent;
+    const std::uint64_t part = ch.part_bytes() - ch.part_bytes() % unit;
+    const bool has_origin = op.kind == RmaKind::put || ((op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) &&
+                                                        op.op != MPI_NO_OP);
+    const bool answers = op.kind == RmaKind::get || op.kind == RmaKind::get_acc;
+    int err = MPI_SUCCESS, moved_err = MPI_SUCCESS;  // (the second: a fallback's, already raised)
+    auto send = [&](const BulkPiece& b) {
+        const served::BulkRun r{int(op.kind), op.type ? int(op_kind(op.op)) : 0, op.type ? int(op.type->id) : 0,
+                                b.toff,       b.tstride,
+                                b.piece,      b.n,
+                                has_origin};
+        const int rc = ch.run(
+            r,
+            [&](std::uint64_t first, std::uint64_t n, unsigned char* dst) {
+                copy_strided(dst, std::int64_t(b.piece), b.src + std::int64_t(first) * b.sstride, b.sstride, b.piece, n);
+            },
+            [&](std::uint64_t first, std::uint64_t n, const unsigned char* src) {
+                if (answers)
+                    copy_strided(b.res + std::int64_t(first) * b.rstride, b.rstride, src, std::int64_t(b.piece),
+                                 b.piece, n);
+            },
+            [&](std::uint64_t first, std::uint64_t n) {
+                const std::int64_t f = std::int64_t(first);
+                BulkPiece rest = b;
+                rest.toff = b.toff + std::uint64_t(f * b.tstride);
+                rest.n = n;
+                if (rest.src) rest.src += f * b.sstride;
+                if (rest.res) rest.res += f * b.rstride;
+                const int e = bulk_fallback(ctx, op, rest);
+                if (e && !moved_err) moved_err = e;
+                return e;
+            });
+        if (rc && !err)
+            err = rc == moved_err ? rc
+                                  : raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank);
+    };
+    for (std::size_t i = 0; i < nruns; ++i) {
+        const BulkPiece& b = runs[i];
+        if (b.n > 1 || b.piece <= part) {
+            BulkPiece one = b;
+            if (b.n == 1) one.tstride = one.sstride = one.rstride = std::int64_t(b.piece);
+            send(one);
+            continue;
+        }
+        // One large contiguous piece: parts of `part` bytes at stride part on every side, then the rest.
+        const std::uint64_t k = b.piece / part, rest = b.piece % part;
+        const std::int64_t p = std::int64_t(part);
+        send(BulkPiece{b.toff, p, part, k, b.src, p, b.res, p});
+        if (rest)
+            send(BulkPiece{b.toff + k * part, std::int64_t(rest), rest, 1, b.src ? b.src + std::int64_t(k) * p : nullptr,
+                           std::int64_t(rest), b.res ? b.res + std::int64_t(k) * p : nullptr, std::int64_t(rest)});
+    }
+    return err;
+}
+
 int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
     if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id)) {
@@ -777,7 +989,6 @@ static bool served_here(const IssueContext& ctx, const Op& op) {
 // then each answer awaited; the peer applies each chunk under its stripes (element-wise
 // atomic, as MPI asks; the chunks are disjoint, so their order does not matter). Chunks
 // not taken (no free slot, withdrawn, refused) are applied here by cross-memory attach.
-constexpr int kNotServed = -2;  // served_accumulate: nothing taken, the op goes its usual way
 
 static int served_accumulate(const IssueContext& ctx, const Op& op) {
     struct Chunk {
@@ -856,6 +1067,8 @@ int issue_op(const IssueContext& ctx, const Op& op) {
                           : MPI_SUCCESS;
         }
     }
+    if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc)
+        if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
     if (op.kind != RmaKind::cas && batch_accumulate(ctx, op)) return MPI_SUCCESS;
     // An accumulate that reads and writes the target now: what this origin batched goes first.
     if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;

@@ -34,6 +34,12 @@ struct IssueContext {
     // Every byte of the peer's part may be read, between the op's pieces too (the window's
     // own memory: allocate); a user's create or dynamic memory may hold pages no one may read.
     bool gaps_readable = false;
+    // Largest contiguous transfer through the peer's served bulk area (0: the window has none).
+    std::size_t bulk_max = 0;
+    // Serves what node peers posted to this process (its served slots and bulk area) while
+    // an op waits for the peer's CPU (null: nothing to serve).
+    bool (*serve)(void*) = nullptr;
+    void* serve_arg = nullptr;
 };
 
 // Performs op at its target. Returns an MPI error class, or kIssueRetry when the transport

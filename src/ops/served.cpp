@@ -4,8 +4,11 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
+
+#include <mpi.h>
 
 #include "engine/stats.hpp"
 #include "ops/op.hpp"
@@ -39,11 +42,11 @@ std::size_t max_bytes(int kind) {
 thread_local unsigned t_first_slot = unsigned(reinterpret_cast<std::uintptr_t>(&t_first_slot) >> 6);
 }  // namespace
 
-bool fresh(const std::uint64_t* state) {
+bool fresh(const std::uint64_t* state, std::uint64_t within_ns) {
     const std::uint64_t beat = __atomic_load_n(state + kServedBeat, __ATOMIC_ACQUIRE);
     if (!beat) return false;
     const std::uint64_t t = now();
-    return t - beat <= kFreshNs || beat - t <= kFreshNs;  // (either order of clocks)
+    return t - beat <= within_ns || beat - t <= within_ns;  // (either order of clocks)
 }
 
 bool post(std::uint64_t* state, const Request& req, Posted* p) {
@@ -107,7 +110,190 @@ bool try_remote(std::uint64_t* state, const Request& req, void* result, int* rc)
     return o == Outcome::answered;
 }
 
-bool Server::poll(std::uint64_t* my_state, const Apply& apply, bool beat) {
+// ---- Bulk ----------------------------------------------------------------------------
+
+namespace {
+// The bulk area: line 0 the owner word (0: free), lines 1 and 2 the buffers' headers, then
+// the two halves of data. A buffer's kBState runs as a slot's kState (kFree, kPosted, kTaken,
+// kAnswered; the origin holds the area, so there is no kClaimed).
+enum BulkWord : std::size_t { kBState, kBDesc, kBToff, kBStride, kBPiece, kBCount, kBAnswer };
+constexpr std::size_t kBulkHead = 3 * kWordsPerLine;  // words before the data
+constexpr std::size_t kBulkMinData = 2 * 1024;  // smaller areas are not made
+constexpr unsigned kBulkReposts = 8;  // withdrawn parts posted again, per run
+
+std::size_t bulk_half(std::uint64_t total_bytes) {
+    if (total_bytes < kBulkHead * 8 + kBulkMinData) return 0;
+    return std::size_t((total_bytes - kBulkHead * 8) / 2) & ~std::size_t(63);
+}
+std::uint64_t* bulk_header(std::uint64_t* area, int b) { return area + (1 + b) * kWordsPerLine; }
+unsigned char* bulk_data(std::uint64_t* area, std::size_t half, int b) {
+    return reinterpret_cast<unsigned char*>(area + kBulkHead) + std::size_t(b) * half;
+}
+}  // namespace
+
+std::size_t bulk_words(std::size_t bytes) { return bulk_half(bytes) ? (bytes + 7) / 8 : 0; }
+
+bool BulkChannel::claim(std::uint64_t* state, std::uint64_t wait_ns, std::uint64_t patience_ns) {
+    const std::uint64_t word = __atomic_load_n(state + kServedBulkWord, __ATOMIC_ACQUIRE);
+    const std::size_t half = bulk_half(state[kServedBulkBytes]);
+    if (!word || !half) return false;
+    std::uint64_t* a = state + word;
+    const std::uint64_t t0 = wait_ns ? now() : 0;
+    for (unsigned spins = 0;; ++spins) {
+        if (fresh(state, std::max(kFreshNs, patience_ns)) && __atomic_load_n(a, __ATOMIC_RELAXED) == 0 &&
+            cas(a, 0, 1))
+            break;
+        if (!wait_ns || now() - t0 > wait_ns) return false;
+        if (serve_ && (spins & 15) == 15) serve_(serve_arg_);
+        __builtin_ia32_pause();
+    }
+    state_ = state, area_ = a, half_ = half;
+    fresh_ns_ = std::max(kFreshNs, patience_ns);
+    wait_ns_ = std::max(kServedWaitNs, patience_ns);
+    return true;
+}
+
+BulkChannel::~BulkChannel() {
+    if (area_) __atomic_store_n(area_, 0, __ATOMIC_RELEASE);
+}
+
+int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, std::uint64_t, unsigned char*)>& pack,
+                     const std::function<void(std::uint64_t, std::uint64_t, const unsigned char*)>& unpack,
+                     const std::function<int(std::uint64_t, std::uint64_t)>& fallback) {
+    const std::uint64_t per = r.piece && r.piece <= half_ ? half_ / r.piece : 0;
+    if (!area_ || stop_ || !per) return r.count ? fallback(0, r.count) : MPI_SUCCESS;
+    struct Part {
+        std::uint64_t first, n;
+        int buf;
+    };
+    Part fly[2];
+    int nfly = 0, next_buf = 0, err = MPI_SUCCESS;
+    std::uint64_t next = 0;
+    auto post = [&](const Part& p) {
+        std::uint64_t* h = bulk_header(area_, p.buf);
+        if (r.has_origin) pack(p.first, p.n, bulk_data(area_, half_, p.buf));
+        h[kBDesc] = std::uint64_t(r.kind) | std::uint64_t(r.op_id) << 8 | std::uint64_t(r.type_id) << 16 |
+                    (r.has_origin ? 1ull << 48 : 0);
+        h[kBToff] = r.toff + std::uint64_t(std::int64_t(p.first) * r.stride);
+        h[kBStride] = std::uint64_t(r.stride);
+        h[kBPiece] = r.piece;
+        h[kBCount] = p.n;
+        __atomic_store_n(h + kBState, kPosted, __ATOMIC_RELEASE);
+        __atomic_fetch_add(state_ + kServedPosts, 1, __ATOMIC_RELEASE);
+    };
+    // Answered (and unpacked), withdrawn or refused; the last two not applied there.
+    auto wait = [&](const Part& p) {
+        std::uint64_t* h = bulk_header(area_, p.buf);
+        const std::uint64_t* other = bulk_header(area_, p.buf ^ 1);
+        std::uint64_t t0 = now();
+        for (unsigned spins = 0;; ++spins) {
+            const std::uint64_t st = __atomic_load_n(h + kBState, __ATOMIC_ACQUIRE);
+            if (st == kAnswered) break;
+            if (st == kPosted && (spins & 63) == 63) {
+                // The target applying our other part counts as progress: it takes this one
+                // next; so does the time spent serving the target's own requests here.
+                if (__atomic_load_n(other + kBState, __ATOMIC_ACQUIRE) == kTaken || (serve_ && serve_(serve_arg_)))
+                    t0 = now();
+                else if (now() - t0 > wait_ns_ && cas(h + kBState, kPosted, kFree))
+                    return Outcome::withdrawn;
+            }
+            if (st == kTaken && (spins & 63) == 63 && serve_) serve_(serve_arg_);
+            // (the target may need this core: ranks oversubscribe the machine)
+            if (spins > 4096)
+                sched_yield();
+            else
+                __builtin_ia32_pause();
+        }
+        const int answer = int(std::int64_t(h[kBAnswer]));
+        if (answer != kRefused) {
+            if (unpack && answer == MPI_SUCCESS) unpack(p.first, p.n, bulk_data(area_, half_, p.buf));
+            if (answer && !err) err = answer;
+        }
+        __atomic_store_n(h + kBState, kFree, __ATOMIC_RELEASE);
+        return answer == kRefused ? Outcome::refused : Outcome::answered;
+    };
+    unsigned reposts = 0;
+    for (;;) {
+        while (nfly < 2 && next < r.count && !stop_) {
+            const Part p{next, std::min(per, r.count - next), next_buf};
+            next_buf ^= 1;
+            post(p);
+            fly[nfly++] = p;
+            next += p.n;
+        }
+        if (nfly == 0) break;
+        const Part p = fly[0];
+        fly[0] = fly[1];
+        --nfly;
+        const Outcome o = wait(p);
+        if (o == Outcome::answered) {
+            bump(Stat::bulk_served);
+            continue;
+        }
+        // Withdrawn while the target's beat is recent (it waits in MPI but was off its core):
+        // posted again, a few times, before its pieces go by fallback (which costs far more).
+        if (o == Outcome::withdrawn && reposts < kBulkReposts && fresh(state_, fresh_ns_)) {
+            ++reposts;
+            post(p);
+            fly[nfly++] = p;
+            next_buf = p.buf ^ 1;
+            continue;
+        }
+        bump(Stat::bulk_withdrawn);
+        if (int e = fallback(p.first, p.n); e && !err) err = e;
+        stop_ = !fresh(state_, fresh_ns_);  // the target left MPI: the rest goes by fallback too
+    }
+    if (next < r.count)
+        if (int e = fallback(next, r.count - next); e && !err) err = e;
+    return err;
+}
+
+bool Server::poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk) {
+    const std::uint64_t word = my_state[kServedBulkWord];
+    const std::size_t half = bulk_half(my_state[kServedBulkBytes]);
+    if (!word || !half) return false;
+    std::uint64_t* const area = my_state + word;
+    bool served = false;
+    for (int b = 0; b < 2; ++b) {
+        std::uint64_t* h = bulk_header(area, b);
+        if (__atomic_load_n(h + kBState, __ATOMIC_ACQUIRE) != kPosted || !cas(h + kBState, kPosted, kTaken)) continue;
+        const std::uint64_t d = h[kBDesc];
+        const int kind = int(d & 0xff), op_id = int((d >> 8) & 0xff), type_id = int((d >> 16) & 0xffff);
+        const bool has_origin = (d >> 48) & 1;
+        const std::uint64_t piece = h[kBPiece], count = h[kBCount];
+        unsigned char* data = bulk_data(area, half, b);
+        int rc = kRefused;
+        if (piece != 0 && count != 0 && piece <= half && count <= half / piece) {
+            const std::int64_t stride = std::int64_t(h[kBStride]);
+            if (kind == int(RmaKind::put) && has_origin) {
+                rc = apply_bulk(kind, 0, 0, h[kBToff], stride, piece, count, data, nullptr);
+            } else if (kind == int(RmaKind::get)) {
+                rc = apply_bulk(kind, 0, 0, h[kBToff], stride, piece, count, nullptr, data);
+            } else if (kind == int(RmaKind::acc)) {
+                rc = apply_bulk(kind, op_id, type_id, h[kBToff], stride, piece, count, has_origin ? data : nullptr,
+                                nullptr);
+            } else if (kind == int(RmaKind::get_acc)) {
+                // The operand out of the buffer first: the old values replace it there.
+                const void* src = nullptr;
+                if (has_origin) {
+                    if (operand_bytes_ < half) {
+                        operand_ = std::make_unique<unsigned char[]>(half);
+                        operand_bytes_ = half;
+                    }
+                    std::memcpy(operand_.get(), data, piece * count);
+                    src = operand_.get();
+                }
+                rc = apply_bulk(kind, op_id, type_id, h[kBToff], stride, piece, count, src, data);
+            }
+        }
+        h[kBAnswer] = std::uint64_t(std::int64_t(rc));
+        __atomic_store_n(h + kBState, kAnswered, __ATOMIC_RELEASE);
+        served = true;
+    }
+    return served;
+}
+
+bool Server::poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat) {
     if (beat) __atomic_store_n(my_state + kServedBeat, now(), __ATOMIC_RELEASE);
     const std::uint64_t posts = __atomic_load_n(my_state + kServedPosts, __ATOMIC_ACQUIRE);
     if (posts == seen_.load(std::memory_order_relaxed)) return false;
@@ -143,6 +329,7 @@ bool Server::poll(std::uint64_t* my_state, const Apply& apply, bool beat) {
         __atomic_store_n(s + kState, kAnswered, __ATOMIC_RELEASE);
         served = true;
     }
+    if (apply_bulk && poll_bulk(my_state, apply_bulk)) served = true;
     return served;
 }
 

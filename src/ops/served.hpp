@@ -3,7 +3,8 @@
 // load and store instead of cross-memory syscalls from here: fetch_and_op,
 // compare_and_swap and contiguous accumulates and get_accumulates of up to kMaxBytes
 // (ops/issue.cpp), and contiguous puts and gets of up to kMaxBytes (the drain of a small
-// CmaBatch, ops/cma_batch.cpp).
+// CmaBatch, ops/cma_batch.cpp); large and strided transfers stream through a bulk area
+// (BulkChannel below, used by ops/issue.cpp).
 //
 // The peer's state page holds kServedSlots request slots (state_words.hpp): a header and
 // kMaxBytes of data each. An origin claims a free slot, writes the request (a put's data
@@ -25,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "ops/spin_lock.hpp"
 #include "ops/state_words.hpp"
@@ -52,8 +54,9 @@ struct Request {
     const void* compare;
 };
 
-// Is a thread of the peer whose state words are mapped at `state` waiting in MPI now?
-bool fresh(const std::uint64_t* state);
+// Is a thread of the peer whose state words are mapped at `state` waiting in MPI now (its
+// beat at most within_ns old)?
+bool fresh(const std::uint64_t* state, std::uint64_t within_ns = kFreshNs);
 
 // A request in a peer's slot, from post() until finish().
 struct Posted {
@@ -84,15 +87,86 @@ bool try_remote(std::uint64_t* state, const Request& req, void* result, int* rc)
 using Apply = std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)>;
 constexpr int kRefused = -1;
 
+// ---- Bulk: large and strided transfers (puts, gets, accumulates, get_accumulates) ----
+//
+// Besides the slots, a create or dynamic window's state area holds one bulk area
+// (kServedBulkWord says where; FASTRMA_SERVED_BULK bytes): an owner word, then two buffers,
+// each a header line and half the data. One origin at a time claims the area (CAS on the
+// owner word), and streams a run of `count` pieces of `piece` bytes at target offset toff,
+// `stride` apart (negative allowed; a contiguous transfer is pieces at stride = piece), in
+// parts of as many pieces as half the data holds: it packs part k into buffer k % 2 and
+// posts it while the target applies part k - 1, so a large transfer pipelines. The target
+// takes a posted buffer with a CAS and applies the part as one strided call: puts and gets by
+// copy_strided, accumulates through its window's strided accumulate path (under the
+// accumulate-lock stripes of the part's footprint, as a cross-memory origin takes them: one
+// atomicity domain). The rules are the slots': posted only while the beat is fresh, a part
+// not taken within kServedWaitNs of the target's last progress on the area is withdrawn by
+// CAS (exactly one side applies it), and a withdrawn or refused part, with every part after
+// it, is moved by the origin itself (`fallback`).
+struct BulkRun {
+    int kind, op_id, type_id;
+    std::uint64_t toff;
+    std::int64_t stride;
+    std::uint64_t piece, count;
+    bool has_origin;  // puts; accumulates other than MPI_NO_OP
+};
+
+// The claimed bulk area of one peer, on the origin's side (one thread, one op).
+class BulkChannel {
+public:
+    // Claims the area of the peer whose state words are mapped at `state`. False: it has no
+    // area, or its beat is stale or another origin holds it for wait_ns on end (meanwhile
+    // this process serves its own peers with its own beat: two processes streaming to each
+    // other meet so). patience_ns (an op that costs far more by cross-memory attach): a beat
+    // that recent will do, and a part is withdrawn only when not taken for that long (the
+    // peer may be in a long MPI call that serves between its steps).
+    bool claim(std::uint64_t* state, std::uint64_t wait_ns = 0, std::uint64_t patience_ns = kFreshNs);
+    ~BulkChannel();
+    // While it waits for the target, serve(arg) serves what peers posted to this process
+    // (both sides of a pair of origins streaming to each other wait in MPI at once).
+    void serve_while_waiting(bool (*serve)(void*), void* arg) { serve_ = serve, serve_arg_ = arg; }
+    // Data bytes one part carries (half the area's).
+    std::size_t part_bytes() const { return half_; }
+    // Streams run; pack(first, n, dst) writes pieces [first, first + n) packed to dst
+    // (has_origin), unpack(first, n, src) takes their packed answer (gets, get_accumulates),
+    // fallback(first, n) moves pieces the target did not take (an MPI error class). Pieces of
+    // at most part_bytes(). Returns the first error (the target's answer or a fallback's).
+    int run(const BulkRun& r, const std::function<void(std::uint64_t, std::uint64_t, unsigned char*)>& pack,
+            const std::function<void(std::uint64_t, std::uint64_t, const unsigned char*)>& unpack,
+            const std::function<int(std::uint64_t, std::uint64_t)>& fallback);
+
+private:
+    std::uint64_t* state_ = nullptr;
+    std::uint64_t* area_ = nullptr;
+    std::size_t half_ = 0;
+    bool stop_ = false;  // a part was not taken and the beat is stale: the rest goes by fallback
+    std::uint64_t fresh_ns_ = kFreshNs, wait_ns_ = kServedWaitNs;
+    bool (*serve_)(void*) = nullptr;
+    void* serve_arg_ = nullptr;
+};
+
+// Target: applies one bulk part: kind, op id, type id, toff, stride, piece, count, origin
+// (packed pieces, or null), result (where the packed answer goes, or null). An MPI error
+// class or kRefused, as Apply.
+using ApplyBulk = std::function<int(int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t,
+                                    const void*, void*)>;
+// Words of a state area the bulk area of `bytes` takes (0: none).
+std::size_t bulk_words(std::size_t bytes);
+
 class Server {
 public:
     // Serves what origins posted to my state words; beat: advertise this thread as a
     // prompt server (the host-progress hook; not the progress thread, which may doze).
     // True if a request was served. Safe from any thread (one serves at a time).
-    bool poll(std::uint64_t* my_state, const Apply& apply, bool beat);
+    // The bulk area's parts through apply_bulk.
+    bool poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat);
+    bool poll(std::uint64_t* my_state, const Apply& apply, bool beat) { return poll(my_state, apply, nullptr, beat); }
 
 private:
+    bool poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk);
     SpinLock mu_;
+    std::unique_ptr<unsigned char[]> operand_;  // a get_accumulate part's origin data (mu_)
+    std::size_t operand_bytes_ = 0;
     std::atomic<std::uint64_t> seen_{0};  // kServedPosts at the last scan
 };
 

@@ -62,7 +62,12 @@ constexpr std::size_t kServedPosts = kServedBeat + kWordsPerLine;
 constexpr std::size_t kServedSlot0 = kServedPosts + kWordsPerLine;
 constexpr std::size_t kServedSlots = 8;
 constexpr std::size_t kServedSlotWords = 2 * kWordsPerLine;
-static_assert((kServedSlot0 + kServedSlots * kServedSlotWords) * 8 <= kStateBytes);
+// The served bulk area of create and dynamic windows (ops/served.hpp, large and strided
+// transfers): its first word, counted from the start of my state area (0: no area), and its
+// bytes in all; it lies after the dynamic region table, page-aligned.
+constexpr std::size_t kServedBulkWord = kServedSlot0 + kServedSlots * kServedSlotWords;
+constexpr std::size_t kServedBulkBytes = kServedBulkWord + 1;
+static_assert((kServedBulkWord + kWordsPerLine) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
 constexpr std::uint64_t kGlobalLockAll = 1ull << 32;  // in kLockGlobal

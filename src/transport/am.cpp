@@ -86,20 +86,6 @@ struct NotifyRecord {
     std::uint64_t word, operand, op;
 };
 
-// The footprint of n pieces of `piece` bytes from off at stride (negative: downward): its
-// lowest byte in *lo and its extent in *span; false when it does not fit in 64 bits.
-bool strided_footprint(std::uint64_t off, std::int64_t stride, std::uint64_t piece, std::uint64_t n, std::uint64_t* lo,
-                       std::uint64_t* span) {
-    if (piece == 0 || n == 0) return false;
-    const std::uint64_t step = stride < 0 ? 0 - std::uint64_t(stride) : std::uint64_t(stride);
-    if (n > 1 && step > (~0ull - piece) / (n - 1)) return false;
-    const std::uint64_t reach = (n - 1) * step;  // first byte of the first piece to the last's
-    if (stride < 0 && off < reach) return false;
-    *lo = stride < 0 ? off - reach : off;
-    *span = reach + piece;
-    return true;
-}
-
 template <class T>
 void append(std::vector<unsigned char>& v, const T& x) {
     const auto* p = reinterpret_cast<const unsigned char*>(&x);

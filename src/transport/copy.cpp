@@ -73,4 +73,16 @@ void copy_strided(void* dst, std::int64_t dstride, const void* src, std::int64_t
     }
 }
 
+bool strided_footprint(std::uint64_t off, std::int64_t stride, std::uint64_t piece, std::uint64_t n, std::uint64_t* lo,
+                       std::uint64_t* span) noexcept {
+    if (piece == 0 || n == 0) return false;
+    const std::uint64_t step = stride < 0 ? 0 - std::uint64_t(stride) : std::uint64_t(stride);
+    if (n > 1 && step > (~0ull - piece) / (n - 1)) return false;
+    const std::uint64_t reach = (n - 1) * step;  // first byte of the first piece to the last's
+    if (stride < 0 && off < reach) return false;
+    *lo = stride < 0 ? off - reach : off;
+    *span = reach + piece;
+    return true;
+}
+
 }  // namespace fastrma::detail

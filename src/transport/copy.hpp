@@ -53,6 +53,12 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) noexcept {
 void copy_strided(void* dst, std::int64_t dstride, const void* src, std::int64_t sstride, std::size_t len,
                   std::uint64_t n) noexcept;
 
+// The footprint of n pieces of `piece` bytes from off at stride (negative: downward), as
+// copy_strided moves them: its lowest byte in *lo and its extent in *span; false when piece
+// or n is 0 or it does not fit in 64 bits.
+bool strided_footprint(std::uint64_t off, std::int64_t stride, std::uint64_t piece, std::uint64_t n, std::uint64_t* lo,
+                       std::uint64_t* span) noexcept;
+
 // The page-offset distance: on AMD Zen with FSRM, `rep movsb` — glibc's memcpy between
 // ~2 KiB and its stop threshold, and the kernel's copy_to_user / copy_from_user, hence
 // cross-memory attach and Open MPI's single-copy shared-memory messages — runs 5-20x slower

@@ -2060,6 +2060,265 @@ TEST(ServedTransfers, APutFlushedIsSeenByAThirdRanksGet) {
     }
 }
 
+// ---- The served bulk area (served.hpp, bulk): large and strided transfers ----------------
+
+// One op of the bulk test on its own region of the target's part: `pieces` blocks of `bl`
+// elements of et at `stride` elements apart (negative: downward; 0: one contiguous run of
+// bl elements, sent with the basic type), kind put / get / acc / gacc, op SUM or NO_OP.
+struct BulkCase {
+    char kind;  // 'p' put, 'g' get, 'a' acc, 'x' get_accumulate
+    bool dbl;  // MPI_DOUBLE, else MPI_INT (MPI_BYTE for contiguous puts and gets)
+    bool noop;
+    int pieces, bl, stride;
+    std::size_t base = 0, span = 0;  // the region in the target's part (set by BulkPlan)
+    std::size_t esize() const { return stride == 0 && (kind == 'p' || kind == 'g') ? 1 : dbl ? 8 : 4; }
+    std::size_t elems() const { return std::size_t(pieces) * std::size_t(bl); }
+    // Byte offset, from base, of element e of piece k.
+    std::size_t at(std::size_t k, std::size_t e) const {
+        const std::size_t step = std::size_t(std::abs(stride)) * esize();
+        const std::size_t top = stride < 0 ? std::size_t(pieces - 1) * step : 0;
+        return stride < 0 ? top - k * step + e * esize() : k * step + e * esize();
+    }
+    MPI_Aint disp0() const { return MPI_Aint(at(0, 0)); }  // of piece 0, from base
+};
+
+// Every case at the thresholds: contiguous lengths around the batch's 1024 B, the slots'
+// 768 B, FASTRMA_SERVED_BULK_MAX (16 KiB), a bulk part (32640 B of the default 64 KiB area),
+// an accumulate of 9 parts;
+// strided ops of 100 to 20000 pieces (one to several parts), both stride signs, a get whose
+// pieces are sparse (1200 B apart: served) and one whose are dense (read by cross-memory attach).
+struct BulkPlan {
+    std::vector<BulkCase> cases;
+    std::size_t bytes = 0;
+    static constexpr std::size_t kGuard = 64;
+    BulkPlan() {
+        for (int n : {767, 769, 1024, 1025, 4096, 16384, 16385, 32640, 32641}) {
+            add({'p', false, false, 1, n, 0});
+            add({'g', false, false, 1, n, 0});
+        }
+        for (int n : {193, 257, 1024, 8160, 8161, 16384, 70001}) add({'a', false, false, 1, n, 0});
+        for (int n : {97, 129, 4080, 4081, 8192, 8193}) add({'x', true, false, 1, n, 0});
+        add({'x', true, true, 1, 4096, 0});
+        for (int st : {2, -2}) {
+            for (int n : {100, 5000, 20000}) add({'p', false, false, n, 1, st});
+            add({'a', false, false, 5000, 1, st});
+            add({'x', true, false, 5000, 1, st});
+            add({'g', false, false, 200, 1, st * 150});
+        }
+        add({'p', true, false, 3000, 3, 5});
+        add({'a', true, false, 20000, 1, 3});
+        add({'a', false, false, 3000, 2, -7});
+        add({'x', true, true, 5000, 1, 3});
+        add({'x', false, false, 3000, 1, -4});
+        add({'g', false, false, 5000, 1, 2});
+    }
+    void add(BulkCase c) {
+        const std::size_t step = std::size_t(std::abs(c.stride)) * c.esize();
+        c.span = c.stride == 0 ? c.elems() * c.esize() : std::size_t(c.pieces - 1) * step + std::size_t(c.bl) * c.esize();
+        c.base = bytes + kGuard;
+        bytes = c.base + (c.span + 7) / 8 * 8;
+        cases.push_back(c);
+    }
+};
+
+// The target's bytes at the start of a round: guard bytes 0xA5, each region's elements a
+// function of their index (ints k * 7 + 3, doubles k * 0.25, bytes as fill_of).
+void bulk_init(const BulkPlan& plan, unsigned char* mem, std::size_t total) {
+    std::memset(mem, 0xA5, total);
+    for (const BulkCase& c : plan.cases) {
+        const std::size_t es = c.esize();
+        for (std::size_t i = 0; i * es < c.span; ++i) {
+            unsigned char* p = mem + c.base + i * es;
+            if (es == 1) {
+                *p = fill_of(1, c.base + i);
+            } else if (es == 4) {
+                const std::int32_t v = std::int32_t(i * 7 + 3);
+                std::memcpy(p, &v, 4);
+            } else {
+                const double v = double(i) * 0.25;
+                std::memcpy(p, &v, 8);
+            }
+        }
+    }
+}
+
+// The origin's element j of case ci in round r (ints, doubles; bytes: its low byte).
+std::int64_t bulk_value(int round, std::size_t ci, std::size_t j) {
+    return std::int64_t(round) * 1000 + std::int64_t(ci) * 17 + std::int64_t(j % 5003);
+}
+
+// Applies what origin o did in round r to `mem` (the target's bytes at origin region
+// offset region), and with `result` (may be null) the values a get or get_accumulate must
+// have returned: the model the target and the origins check against.
+void bulk_model(const BulkPlan& plan, int round, std::size_t ci, unsigned char* region,
+                std::vector<unsigned char>* result) {
+    const BulkCase& c = plan.cases[ci];
+    const std::size_t es = c.esize();
+    if (result) result->assign(c.elems() * es, 0);
+    for (std::size_t k = 0, j = 0; k < std::size_t(c.pieces); ++k)
+        for (std::size_t e = 0; e < std::size_t(c.bl); ++e, ++j) {
+            unsigned char* t = region + c.base + c.at(k, e);
+            if (result) std::memcpy(result->data() + j * es, t, es);
+            const std::int64_t v = bulk_value(round, ci, j);
+            if (c.kind == 'g' || c.noop) continue;
+            if (es == 1) {
+                *t = static_cast<unsigned char>(v);
+            } else if (es == 4) {
+                std::int32_t x;
+                std::memcpy(&x, t, 4);
+                x = c.kind == 'p' ? std::int32_t(v) : std::int32_t(std::uint32_t(x) + std::uint32_t(v));
+                std::memcpy(t, &x, 4);
+            } else {
+                double x;
+                std::memcpy(&x, t, 8);
+                x = c.kind == 'p' ? double(v) * 0.5 : x + double(v) * 0.5;
+                std::memcpy(t, &x, 8);
+            }
+        }
+}
+
+std::uint64_t bulk_served_parts() { return fastrma::detail::stat_total(fastrma::detail::Stat::bulk_served); }
+std::uint64_t bulk_withdrawn_parts() {
+    return fastrma::detail::stat_total(fastrma::detail::Stat::bulk_withdrawn);
+}
+
+// Every rank but 1 runs the plan's ops on a region of its own in rank 1's part (each op
+// flushed), in rounds; rank 1 resets its part, then either waits in MPI_Barrier (served:
+// parts go through its bulk area; at 3 ranks two origins contend for it, one at a time) or
+// computes outside MPI for 150 ms first (its beat stale: the origins move the ops themselves
+// by cross-memory attach). Afterwards rank 1 compares every byte of its part (guards
+// included) with the model, and the origins compare every get's and get_accumulate's
+// result: an apply skipped, or landed at a wrong offset or with the wrong stride, fails.
+// The served mode repeats until a part was served (at most 10 s), asserting it once the
+// target's beat was seen fresh often; create and dynamic windows.
+TEST(ServedBulk, LargeAndStridedTransfersLandExactly) {
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a target";
+    const BulkPlan plan;
+    const int origins = n - 1;
+    auto oidx = [](int r) { return r == 0 ? 0 : r - 1; };  // origin r's region index
+    for (bool computing : {false, true}) {
+        for (bool dyn : {false, true}) {
+            UnmappedWin w(dyn, plan.bytes * std::size_t(origins));
+            if (!w.over_cma()) continue;
+            std::uint64_t served = 0;
+            unsigned long long all_served = 0;  // by every origin
+            int round = 0, fresh_seen = 0;
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int more = 1; more; ++round) {
+                int bad = 0;
+                if (me == 1)
+                    for (int o = 0; o < origins; ++o) bulk_init(plan, w.mem.data() + std::size_t(o) * plan.bytes, plan.bytes);
+                std::vector<unsigned char> model;
+                if (me != 1) {  // the origin's view of its region, for get results
+                    model.resize(plan.bytes);
+                    bulk_init(plan, model.data(), model.size());
+                }
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (me != 1) {
+                    const std::uint64_t s0 = bulk_served_parts();
+                    const std::size_t region = std::size_t(oidx(me)) * plan.bytes;
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+                    for (std::size_t ci = 0; ci < plan.cases.size(); ++ci) {
+                        const BulkCase& c = plan.cases[ci];
+                        const std::size_t es = c.esize(), ne = c.elems();
+                        const MPI_Datatype et = es == 1 ? MPI_BYTE : c.dbl ? MPI_DOUBLE : MPI_INT;
+                        std::vector<unsigned char> src(ne * es), res(ne * es, 0x5A);
+                        for (std::size_t j = 0; j < ne; ++j) {
+                            const std::int64_t v = bulk_value(round, ci, j);
+                            if (es == 1) {
+                                src[j] = static_cast<unsigned char>(v);
+                            } else if (es == 4) {
+                                const std::int32_t x = std::int32_t(v);
+                                std::memcpy(&src[j * 4], &x, 4);
+                            } else {
+                                const double x = double(v) * 0.5;
+                                std::memcpy(&src[j * 8], &x, 8);
+                            }
+                        }
+                        MPI_Datatype tt = et;
+                        int tcount = int(ne);
+                        if (c.stride != 0) {
+                            MPI_Type_create_hvector(c.pieces, c.bl, MPI_Aint(c.stride) * MPI_Aint(es), et, &tt);
+                            MPI_Type_commit(&tt);
+                            tcount = 1;
+                        }
+                        const MPI_Aint disp = w.disp[1] + MPI_Aint(region + c.base) + c.disp0();
+                        const MPI_Op op = c.noop ? MPI_NO_OP : MPI_SUM;
+                        int rc = MPI_SUCCESS;
+                        if (c.kind == 'p')
+                            rc = FRMA_Put(src.data(), int(ne), et, 1, disp, tcount, tt, w.win);
+                        else if (c.kind == 'g')
+                            rc = FRMA_Get(res.data(), int(ne), et, 1, disp, tcount, tt, w.win);
+                        else if (c.kind == 'a')
+                            rc = FRMA_Accumulate(src.data(), int(ne), et, 1, disp, tcount, tt, op, w.win);
+                        else
+                            rc = FRMA_Get_accumulate(src.data(), int(ne), et, res.data(), int(ne), et, 1, disp, tcount,
+                                                     tt, op, w.win);
+                        EXPECT_EQ(MPI_SUCCESS, rc) << "case " << ci;
+                        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win));
+                        if (tt != et) MPI_Type_free(&tt);
+                        std::vector<unsigned char> want;
+                        bulk_model(plan, round, ci, model.data(), &want);
+                        if ((c.kind == 'g' || c.kind == 'x') && res != want) {
+                            ++bad;
+                            ADD_FAILURE() << (dyn ? "dynamic" : "create") << (computing ? ", computing" : ", waiting")
+                                          << ": case " << ci << " (" << c.kind << ", " << c.pieces << " x " << c.bl
+                                          << " at stride " << c.stride << "): wrong result";
+                        }
+                    }
+                    EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+                    served += bulk_served_parts() - s0;
+                    fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
+                } else if (computing) {
+                    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+                    volatile std::uint64_t x = 0;
+                    while (std::chrono::steady_clock::now() < until) x = x + 1;  // no MPI call
+                }
+                MPI_Barrier(MPI_COMM_WORLD);  // rank 1 (served mode) has waited here all along
+                if (me == 1) {
+                    std::vector<unsigned char> want(w.mem.size());
+                    for (int o = 0; o < origins; ++o) {  // (every region alike: origin o's at o * plan.bytes)
+                        std::vector<unsigned char> one(plan.bytes);
+                        bulk_init(plan, one.data(), one.size());
+                        for (std::size_t ci = 0; ci < plan.cases.size(); ++ci) bulk_model(plan, round, ci, one.data(), nullptr);
+                        std::memcpy(want.data() + std::size_t(o) * plan.bytes, one.data(), plan.bytes);
+                    }
+                    for (std::size_t i = 0; i < want.size(); ++i)
+                        if (w.mem[i] != want[i]) {
+                            std::size_t ci = 0;
+                            const std::size_t r = i % plan.bytes;
+                            while (ci + 1 < plan.cases.size() && plan.cases[ci + 1].base <= r + BulkPlan::kGuard) ++ci;
+                            ADD_FAILURE() << (dyn ? "dynamic" : "create") << (computing ? ", computing" : ", waiting")
+                                          << ": target byte " << i << " (origin region " << i / plan.bytes
+                                          << ", near case " << ci << ") is " << int(w.mem[i]) << ", not "
+                                          << int(want[i]);
+                            ++bad;
+                            break;
+                        }
+                }
+                MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+                ASSERT_EQ(bad, 0) << (dyn ? "dynamic" : "create") << " round " << round;
+                all_served = served;
+                MPI_Allreduce(MPI_IN_PLACE, &all_served, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+                more = !computing && all_served == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
+                MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            }
+            if (me == 0) {
+                std::printf("ServedBulk (%s, %s): %llu parts served in %d rounds (%llu withdrawn or refused so far), "
+                            "the beat fresh %d times\n",
+                            dyn ? "dynamic" : "create", computing ? "target computing" : "target waiting",
+                            static_cast<unsigned long long>(served), round,
+                            static_cast<unsigned long long>(bulk_withdrawn_parts()), fresh_seen);
+                if (!computing && w.served_expected() && fresh_seen >= 5) {
+                    EXPECT_GT(all_served, 0u) << "no bulk part served in " << round << " rounds";
+                }
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Flavors, Passive, ::testing::Values(Flavor::allocate, Flavor::create, Flavor::create_allocmem),
                          [](const auto& info) { return std::string(flavor_name(info.param)); });
 

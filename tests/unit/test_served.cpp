@@ -13,6 +13,7 @@
 #include "ops/op.hpp"
 #include "ops/served.hpp"
 #include "ops/state_words.hpp"
+#include "transport/copy.hpp"
 
 using namespace fastrma::detail;
 
@@ -241,4 +242,153 @@ TEST(ServedTransfers, AWithdrawnPostIsNeverAppliedTwice) {
     EXPECT_EQ(answered.load(), by_target.load());  // every answer was one application
     EXPECT_EQ(answered.load() + by_origin.load(), kOrigins * kEach);
     EXPECT_GT(answered.load(), 0);
+}
+
+// ---- The bulk area -------------------------------------------------------------------------
+
+namespace {
+// A state page with a bulk area of kArea bytes right after it (parts of 3968 bytes).
+constexpr std::size_t kArea = 8192;
+struct alignas(64) BulkState {
+    std::uint64_t w[kStateBytes / 8 + kArea / 8] = {};
+    BulkState() {
+        w[kServedBulkWord] = kStateBytes / 8;
+        w[kServedBulkBytes] = kArea;
+    }
+};
+
+std::uint64_t mono_ns() {
+    return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count());
+}
+
+// The target's side of bulk puts and gets on mem (toff: an offset), counting the pieces applied.
+served::ApplyBulk bulk_copier(unsigned char* mem, std::size_t size, std::atomic<std::uint64_t>* pieces) {
+    return [=](int kind, int, int, std::uint64_t toff, std::int64_t stride, std::uint64_t piece, std::uint64_t count,
+               const void* src, void* res) {
+        std::uint64_t lo = 0, span = 0;
+        if (!strided_footprint(toff, stride, piece, count, &lo, &span) || lo + span > size) return served::kRefused;
+        if (kind == int(RmaKind::put))
+            copy_strided(mem + toff, stride, src, std::int64_t(piece), piece, count);
+        else
+            copy_strided(res, std::int64_t(piece), mem + toff, stride, piece, count);
+        pieces->fetch_add(count);
+        return int(MPI_SUCCESS);
+    };
+}
+}  // namespace
+
+// A strided put of 5000 4-byte pieces (upward and downward) streams through the two buffers in
+// parts (992 pieces each), and a strided get brings them back: every piece at its place, the
+// gaps untouched, nothing left to the origin.
+TEST(ServedBulk, StridedPutAndGetStreamInParts) {
+    BulkState st;
+    std::vector<unsigned char> mem(5000 * 12 + 64, 0xEE);
+    std::atomic<std::uint64_t> applied{0};
+    served::Server server;
+    std::atomic<bool> stop{false};
+    std::thread target([&] {
+        while (!stop.load()) server.poll(st.w, [](auto...) { return int(MPI_SUCCESS); }, bulk_copier(mem.data(), mem.size(), &applied), true);
+    });
+    while (!__atomic_load_n(&st.w[kServedBeat], __ATOMIC_ACQUIRE)) std::this_thread::yield();
+    constexpr std::uint64_t kN = 5000;
+    for (std::int64_t stride : {12, -12}) {
+        std::fill(mem.begin(), mem.end(), 0xEE);
+        applied = 0;
+        std::vector<std::uint32_t> src(kN), back(kN, 0);
+        for (std::uint64_t i = 0; i < kN; ++i) src[i] = std::uint32_t(i * 2654435761u);
+        const std::uint64_t toff = stride < 0 ? (kN - 1) * 12 : 0;
+        std::uint64_t by_origin = 0;
+        for (int kind : {int(RmaKind::put), int(RmaKind::get)}) {
+            served::BulkChannel ch;
+            // (patience: a target thread descheduled on a busy machine is waited for)
+            ASSERT_TRUE(ch.claim(st.w, 2'000'000'000, 2'000'000'000));
+            EXPECT_EQ(ch.part_bytes(), 3968u);
+            const bool put = kind == int(RmaKind::put);
+            const int rc = ch.run(
+                served::BulkRun{kind, 0, 0, toff, stride, 4, kN, put},
+                [&](std::uint64_t first, std::uint64_t n, unsigned char* dst) { std::memcpy(dst, &src[first], n * 4); },
+                [&](std::uint64_t first, std::uint64_t n, const unsigned char* from) {
+                    if (!put) std::memcpy(&back[first], from, n * 4);
+                },
+                [&](std::uint64_t, std::uint64_t n) {
+                    by_origin += n;
+                    return int(MPI_SUCCESS);
+                });
+            EXPECT_EQ(rc, MPI_SUCCESS);
+        }
+        EXPECT_EQ(by_origin, 0u);
+        EXPECT_EQ(applied.load(), 2 * kN);
+        for (std::uint64_t i = 0; i < kN; ++i) {
+            std::uint32_t v;
+            std::memcpy(&v, &mem[toff + std::uint64_t(std::int64_t(i) * stride)], 4);
+            ASSERT_EQ(v, src[i]) << "piece " << i << " stride " << stride;
+            for (int g = 4; g < 12; ++g) ASSERT_EQ(mem[i * 12 + std::size_t(g)], 0xEE) << "gap after " << i;
+        }
+        EXPECT_EQ(back, src);
+    }
+    stop.store(true);
+    target.join();
+}
+
+// Without a server the parts are withdrawn: the origin moves every piece itself, each once;
+// against a target that serves in bursts with pauses longer than the withdrawal time, every
+// piece is applied exactly once, by one side or the other (counted per piece).
+TEST(ServedBulk, EveryPieceIsAppliedOnceByOneSide) {
+    constexpr std::uint64_t kN = 20000;
+    {
+        BulkState st;
+        st.w[kServedBeat] = mono_ns();  // fresh, but nobody serves
+        served::BulkChannel ch;
+        ASSERT_TRUE(ch.claim(st.w));
+        std::vector<int> seen(kN, 0);
+        const int rc = ch.run(
+            served::BulkRun{int(RmaKind::put), 0, 0, 0, 4, 4, kN, true}, [](auto...) {}, [](auto...) {},
+            [&](std::uint64_t first, std::uint64_t n) {
+                for (std::uint64_t i = first; i < first + n; ++i) ++seen[i];
+                return int(MPI_SUCCESS);
+            });
+        EXPECT_EQ(rc, MPI_SUCCESS);
+        for (std::uint64_t i = 0; i < kN; ++i) ASSERT_EQ(seen[i], 1) << "piece " << i;
+    }
+    BulkState st;
+    std::vector<std::atomic<int>> count(kN);
+    served::Server server;
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint64_t> by_target{0};
+    const served::ApplyBulk counter = [&](int, int, int, std::uint64_t toff, std::int64_t stride, std::uint64_t,
+                                          std::uint64_t n, const void*, void*) {
+        for (std::uint64_t i = 0; i < n; ++i) count[(toff + i * std::uint64_t(stride)) / 4].fetch_add(1);
+        by_target += n;
+        return int(MPI_SUCCESS);
+    };
+    std::thread target([&] {
+        for (unsigned k = 0; !stop.load(); ++k) {
+            server.poll(st.w, [](auto...) { return int(MPI_SUCCESS); }, counter, true);
+            if (k % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+    });
+    while (!__atomic_load_n(&st.w[kServedBeat], __ATOMIC_ACQUIRE)) std::this_thread::yield();
+    std::uint64_t by_origin = 0;
+    int reps = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    // (at least 20 rounds, more until the target took some: a loaded machine deschedules it)
+    for (; reps < 20 || (by_target.load() == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+         ++reps) {
+        served::BulkChannel ch;
+        while (!ch.claim(st.w)) std::this_thread::yield();
+        ch.run(served::BulkRun{int(RmaKind::acc), 0, 0, 0, 4, 4, kN, true}, [](auto...) {}, [](auto...) {},
+               [&](std::uint64_t first, std::uint64_t n) {
+                   for (std::uint64_t i = first; i < first + n; ++i) count[i].fetch_add(1);
+                   by_origin += n;
+                   return int(MPI_SUCCESS);
+               });
+    }
+    stop.store(true);
+    target.join();
+    for (std::uint64_t i = 0; i < kN; ++i) ASSERT_EQ(count[i].load(), reps) << "piece " << i;
+    EXPECT_GT(by_target.load(), 0u);
+    std::printf("ServedBulk: %llu pieces applied by the target, %llu by the origin\n",
+                static_cast<unsigned long long>(by_target.load()), static_cast<unsigned long long>(by_origin));
 }
