@@ -220,7 +220,6 @@ int win_error(FRMA_Win win, int rc) {
     return rc;
 }
 
-bool valid(FRMA_Win win) { return win && win->magic == fastrma_window::kMagic && win->w; }
 
 }  // namespace fastrma::detail
 

@@ -309,9 +309,13 @@ private:
     std::uint64_t disp_unit_of(int r) const {
         return remote_ ? remote_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
     }
-    inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
-    inline bool fast_locked(int rank, unsigned char* dst, const TypeInfo& ti, MPI_Op op, MPI_Datatype type,
-                            const void* origin, std::size_t n, void* result);
+    // The address of [disp, disp + bytes) of rank's part when it is in the node segment
+    // (and its offset in the part, when asked), else nullptr.
+    inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes,
+                                      std::uint64_t* offset = nullptr) const;
+    inline int fast_locked(int rank, std::uint64_t off, unsigned char* dst, const TypeInfo& ti, OpKind op,
+                           const void* origin, std::size_t n, void* result);
+    int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
     inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write);
 
     // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest
