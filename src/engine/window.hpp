@@ -138,6 +138,7 @@ public:
     inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
                                MPI_Datatype ttype, MPI_Op op);
     inline int fast_flush(int rank);
+    inline int fast_flush_all();
     inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result, int rcount,
                                    MPI_Datatype rtype, int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype,
                                    MPI_Op op);

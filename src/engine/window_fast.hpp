@@ -274,8 +274,15 @@ inline int Window::fast_flush(int rank) {
     // Under a granted lock_all every op to a mapped peer completed when it was issued;
     // the fence orders it before whatever the caller does next (also loads: a flush
     // followed by a get of another location must not pass the put, as on TSO it could).
-    if (remote_ || epochs_.mode() != AccessMode::lock_all_granted ||
-        static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return kSlowPath;  // an error
+    return fast_flush_all();
+}
+
+inline int Window::fast_flush_all() {
+    // The same for every target at once (ARMCI-MPI waits for each non-blocking call with
+    // MPI_Win_flush_local_all): on shared memory the transports' flush_all is this fence.
+    // Anything queued on a Target (and its error, to report) takes the general path.
+    if (remote_ || epochs_.mode() != AccessMode::lock_all_granted || !epochs_.no_open_targets())
         return kSlowPath;  // flush outside lock_all: per-target state, or an error
     if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
         if (int rc = complete_deferred()) return rc;
