@@ -260,6 +260,7 @@ private:
     MPI_Aint local_size_ = 0;
     int disp_unit_ = 1;
     bool cpu_atomics_ = false;
+    int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
 
     // Peers, in O(1) memory: one node segment holds every process's state area at a
     // stride of state_bytes_ (and, for allocate and shared windows, the data after all
@@ -316,7 +317,6 @@ private:
                                       std::uint64_t* offset = nullptr) const;
     inline int fast_locked(int rank, std::uint64_t off, unsigned char* dst, const TypeInfo& ti, OpKind op,
                            const void* origin, std::size_t n, void* result);
-    int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
     inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write);
 
     // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest
