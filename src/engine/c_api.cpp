@@ -220,7 +220,6 @@ int win_error(FRMA_Win win, int rc) {
     return rc;
 }
 
-bool valid(FRMA_Win win) { return win && win->magic == fastrma_window::kMagic && win->w; }
 
 }  // namespace fastrma::detail
 
@@ -359,6 +358,7 @@ int FRMA_Win_flush(int rank, FRMA_Win win) {
 }
 int FRMA_Win_flush_all(FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Win_flush_all");
+    if (int rc = win->w->fast_flush_all(); rc != Window::kSlowPath) return rc ? win_error(win, rc) : rc;
     return win_error(win, win->w->flush_all(false));
 }
 int FRMA_Win_flush_local(int rank, FRMA_Win win) {
@@ -368,6 +368,7 @@ int FRMA_Win_flush_local(int rank, FRMA_Win win) {
 }
 int FRMA_Win_flush_local_all(FRMA_Win win) {
     FRMA_CHECK_WIN(win, "FRMA_Win_flush_local_all");
+    if (int rc = win->w->fast_flush_all(); rc != Window::kSlowPath) return rc ? win_error(win, rc) : rc;
     return win_error(win, win->w->flush_all(true));
 }
 int FRMA_Win_sync(FRMA_Win win) {

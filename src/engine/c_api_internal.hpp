@@ -26,7 +26,8 @@ struct fastrma_window {
 
 namespace fastrma::detail {
 
-bool valid(FRMA_Win win);
+// A live window handle (inline: every call checks it).
+inline bool valid(FRMA_Win win) { return win && win->magic == fastrma_window::kMagic && win->w; }
 // Route a failure: the window's error handler (fatal: print the message, MPI_Abort).
 int win_error(FRMA_Win win, int rc);
 // A failure without a usable window goes to the communicator's handler.

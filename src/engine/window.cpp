@@ -102,6 +102,7 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
       nprocs_(bs_->size()),
       epochs_(*this, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool()) {
     off_wake_min_ = eng.config().offload_wake_min;
+    acc_stripes_ = eng.config().acc_stripes;
 }
 
 int Window::complete_deferred() {

@@ -138,6 +138,7 @@ public:
     inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
                                MPI_Datatype ttype, MPI_Op op);
     inline int fast_flush(int rank);
+    inline int fast_flush_all();
     inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result, int rcount,
                                    MPI_Datatype rtype, int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype,
                                    MPI_Op op);
@@ -265,6 +266,7 @@ private:
     MPI_Aint local_size_ = 0;
     int disp_unit_ = 1;
     bool cpu_atomics_ = false;
+    int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
 
     // Peers, in O(1) memory: one node segment holds every process's state area at a
     // stride of state_bytes_ (and, for allocate and shared windows, the data after all
@@ -315,9 +317,12 @@ private:
     std::uint64_t disp_unit_of(int r) const {
         return remote_ ? remote_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
     }
-    inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const;
-    inline bool fast_locked(int rank, unsigned char* dst, const TypeInfo& ti, MPI_Op op, MPI_Datatype type,
-                            const void* origin, std::size_t n, void* result);
+    // The address of [disp, disp + bytes) of rank's part when it is in the node segment
+    // (and its offset in the part, when asked), else nullptr.
+    inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes,
+                                      std::uint64_t* offset = nullptr) const;
+    inline int fast_locked(int rank, std::uint64_t off, unsigned char* dst, const TypeInfo& ti, OpKind op,
+                           const void* origin, std::size_t n, void* result);
     inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write);
 
     // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest

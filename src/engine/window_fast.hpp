@@ -28,13 +28,14 @@ inline void Window::offloaded_accumulate(const void* opk, const void* ti, void* 
     reduce_atomic(OpKind(reinterpret_cast<std::uintptr_t>(opk)), t, dst, src, bytes / t.extent, nullptr);
 }
 
-inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes) const {
+inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* offset) const {
     if (remote_) return nullptr;  // no node segment holds the peers' state
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
     if (uniform_) {  // symmetric allocation: pure arithmetic
         const std::uint64_t off = std::uint64_t(disp) * uni_du_;  // < 2^63: no overflow
         if (off + bytes > uni_size_) return nullptr;
+        if (offset) *offset = off;
         return node_base_ + data0_ + std::uint64_t(rank) * dstride_ + off;
     }
     // Otherwise the peer's published info (its state page, mapped here, read-mostly).
@@ -42,6 +43,7 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     if (info[kInfoDataOff] == kNoData) return nullptr;  // not in the node segment
     const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
     if (off + bytes > info[kInfoSize]) return nullptr;
+    if (offset) *offset = off;
     return node_base_ + info[kInfoDataOff] + off;
 }
 
@@ -143,8 +145,9 @@ inline int Window::fast_remote_transfer(bool is_put, void* origin, int rank, MPI
 inline int Window::fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
                                           std::size_t n, MPI_Op op, MPI_Datatype type) {
     std::uint64_t off;
+    (void)type;
     if (!remote_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) ||
-        check_accumulate(op, type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank))
+        !op_defined_fast(op_kind_fast(op), ti) || !epochs_.direct(rank))
         return kSlowPath;
     if (!accepted(remote_->accumulate(peer(rank), int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
                                       nullptr, nullptr)))
@@ -168,15 +171,15 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
     if (!result || (!origin && op != MPI_NO_OP)) return kSlowPath;
     const TypeInfo* ti = lookup_type(type);
     if (!ti) return kSlowPath;
-    unsigned char* dst = fast_target(rank, disp, ti->extent);
-    if (!dst) return kSlowPath;
-    if (!cpu_atomics_ || !ti->cpu_domain)
-        return fast_locked(rank, dst, *ti, op, type, origin, 1, result) ? MPI_SUCCESS : kSlowPath;
+    std::uint64_t off;
+    unsigned char* dst = fast_target(rank, disp, ti->extent, &off);
+    const OpKind k = op_kind_fast(op);
+    if (!dst || !op_defined_fast(k, *ti) || !epochs_.direct(rank)) return kSlowPath;
+    if (!cpu_atomics_ || !ti->cpu_domain) return fast_locked(rank, off, dst, *ti, k, origin, 1, result);
     // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
-    const bool int_add = op == MPI_SUM && ti->extent == 8 &&
+    const bool int_add = k == OpKind::sum && ti->extent == 8 &&
                          (ti->cls == TypeClass::c_integer || ti->cls == TypeClass::fortran_integer) &&
                          !(reinterpret_cast<std::uintptr_t>(dst) & 7);
-    if ((!int_add && check_accumulate(op, type, nullptr) != MPI_SUCCESS) || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
     if (int_add) {
         std::uint64_t v;
@@ -186,7 +189,7 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
         bump(Stat::fops);
         return MPI_SUCCESS;
     }
-    if (!reduce_atomic(op, *ti, dst, origin, 1, result)) return kSlowPath;  // (never, for native types)
+    if (!reduce_atomic(k, *ti, dst, origin, 1, result)) return kSlowPath;  // (never, for native types)
     bump(Stat::fops);
     return MPI_SUCCESS;
 }
@@ -210,24 +213,24 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti) return kSlowPath;
     if (remote_) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op, ttype);
-    unsigned char* dst = fast_target(rank, disp, std::uint64_t(ocount) * ti->extent);
-    if (!dst) return kSlowPath;
-    if (!cpu_atomics_ || !ti->cpu_domain)
-        return fast_locked(rank, dst, *ti, op, ttype, origin, std::size_t(ocount), nullptr) ? MPI_SUCCESS : kSlowPath;
-    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
+    std::uint64_t off;
+    unsigned char* dst = fast_target(rank, disp, bytes, &off);
+    const OpKind k = op_kind_fast(op);
+    if (!dst || !op_defined_fast(k, *ti) || !epochs_.direct(rank)) return kSlowPath;
+    if (!cpu_atomics_ || !ti->cpu_domain) return fast_locked(rank, off, dst, *ti, k, origin, std::size_t(ocount), nullptr);
     acc_order();
     if (offload_now(bytes) && reinterpret_cast<std::uintptr_t>(dst) % ti->extent == 0) [[unlikely]] {
         // Large: the progress thread accumulates while the caller goes on (one accumulate
         // in flight at a time: acc_order() above waited for any earlier one).
-        const void* opk = reinterpret_cast<const void*>(std::uintptr_t(op_kind(op)));
+        const void* opk = reinterpret_cast<const void*>(std::uintptr_t(k));
         if (queued(eng_.offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin, bytes, ti->extent,
                                                  &off_err_))) {
             bump(Stat::accs);
             return MPI_SUCCESS;
         }
     }
-    if (!reduce_atomic(op, *ti, dst, origin, std::size_t(ocount), nullptr)) return kSlowPath;
+    if (!reduce_atomic(k, *ti, dst, origin, std::size_t(ocount), nullptr)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
 }
@@ -239,39 +242,49 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
     if (op != MPI_NO_OP && (otype != ttype || ocount != tcount || !origin)) return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti) return kSlowPath;
-    unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent);
-    if (!dst) return kSlowPath;
-    if (!cpu_atomics_ || !ti->cpu_domain)
-        return fast_locked(rank, dst, *ti, op, ttype, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result)
-                   ? MPI_SUCCESS
-                   : kSlowPath;
-    if (check_accumulate(op, ttype, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
+    std::uint64_t off;
+    unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent, &off);
+    const OpKind k = op_kind_fast(op);
+    if (!dst || !op_defined_fast(k, *ti) || !epochs_.direct(rank)) return kSlowPath;
+    const void* src = k == OpKind::no_op ? nullptr : origin;
+    if (!cpu_atomics_ || !ti->cpu_domain) return fast_locked(rank, off, dst, *ti, k, src, std::size_t(tcount), result);
     acc_order();
-    if (!reduce_atomic(op, *ti, dst, op == MPI_NO_OP ? nullptr : origin, std::size_t(tcount), result)) return kSlowPath;
+    if (!reduce_atomic(k, *ti, dst, src, std::size_t(tcount), result)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
 }
 
 // The locked domain's fast path (types whose domain is the accumulate lock, or windows
 // whose domain it is for every type): the stripes covering the target range, the plain
-// kernel, in place. Same checks as the atomic fast paths; false: take the general path.
-inline bool Window::fast_locked(int rank, unsigned char* dst, const TypeInfo& ti, MPI_Op op, MPI_Datatype type,
-                                const void* origin, std::size_t n, void* result) {
-    if (check_accumulate(op, type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return false;
-    const IssueContext c = ctx(rank);
-    if (!c.peer.mapped) return false;
+// kernel, in place. The caller checked what the atomic fast paths check; dst is the peer's
+// part (mapped: fast_target found it in the node segment) at offset off, and the stripes
+// are the peer's state words, as accumulate_locked_in_place takes them (same mask, same
+// words: origins on either path exclude each other).
+inline int Window::fast_locked(int rank, std::uint64_t off, unsigned char* dst, const TypeInfo& ti, OpKind op,
+                               const void* origin, std::size_t n, void* result) {
     acc_order();
-    accumulate_locked_in_place(c, op, ti, std::uint64_t(dst - c.peer.mapped), origin, n, result);
+    std::uint64_t* const state = state_of(rank);
+    const std::uint64_t mask = acc_stripe_mask(acc_stripes_, off, std::uint64_t(n) * ti.extent);
+    acc_stripes_lock(state, mask);
+    reduce(op, ti, dst, origin, n, result);
+    acc_stripes_unlock(state, mask);
     bump(result && n == 1 ? Stat::fops : Stat::accs);
-    return true;
+    return MPI_SUCCESS;
 }
 
 inline int Window::fast_flush(int rank) {
     // Under a granted lock_all every op to a mapped peer completed when it was issued;
     // the fence orders it before whatever the caller does next (also loads: a flush
     // followed by a get of another location must not pass the put, as on TSO it could).
-    if (remote_ || epochs_.mode() != AccessMode::lock_all_granted ||
-        static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return kSlowPath;  // an error
+    return fast_flush_all();
+}
+
+inline int Window::fast_flush_all() {
+    // The same for every target at once (ARMCI-MPI waits for each non-blocking call with
+    // MPI_Win_flush_local_all): on shared memory the transports' flush_all is this fence.
+    // Anything queued on a Target (and its error, to report) takes the general path.
+    if (remote_ || epochs_.mode() != AccessMode::lock_all_granted || !epochs_.no_open_targets())
         return kSlowPath;  // flush outside lock_all: per-target state, or an error
     if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
         if (int rc = complete_deferred()) return rc;

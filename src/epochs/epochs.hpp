@@ -78,6 +78,9 @@ public:
     // issued).
     inline bool direct(int rank);
     AccessMode mode() const { return mode_.load(std::memory_order_acquire); }
+    // No Target of a window-wide epoch exists (nothing queued, no error of a queued op
+    // waiting to be reported): a flush in lock_all has only the transports to complete.
+    bool no_open_targets() const { return open_targets_.load(std::memory_order_acquire) == 0; }
 
     // The progress thread's pass: retries lock acquisitions whose time has come, issues the
     // queues of granted targets.

@@ -1185,6 +1185,9 @@ public:
             ti.multi_language = e.multi_language;
             ti.repr = e.repr;
             ti.id = static_cast<uint8_t>(infos_.size());
+            ti.ops_defined = 0;
+            for (unsigned k = 0; k < unsigned(OpKind::invalid); ++k)
+                if (op_defined_on(OpKind(k), ti)) ti.ops_defined |= uint16_t(1u << k);
             assert(l.extent <= kMaxTypeExtent);
             infos_.push_back(ti);
         }

@@ -116,6 +116,9 @@ struct TypeInfo {
     bool multi_language;  // MPI_AINT, MPI_OFFSET, MPI_COUNT
     Repr repr;
     uint8_t id;  // index into the table; same in every process of one build (use on the wire)
+    // Bit k set: OpKind k is defined on this type (op_defined_on, computed once with the
+    // table), so the fast paths check an accumulate with one test instead of a table walk.
+    uint16_t ops_defined;
 };
 
 // The largest TypeInfo::size / extent in the table (MPI_C_LONG_DOUBLE_COMPLEX, MPI_2DOUBLE_COMPLEX).
@@ -136,6 +139,16 @@ const char* type_class_name(TypeClass cls);
 
 // MPI-3.1 §5.9.2 table: is `op` (not replace/no_op, which are always allowed) defined on ti?
 bool op_defined_on(OpKind op, const TypeInfo& ti);
+
+// op_defined_on for the fast paths: the op's bit in the type's mask (false for invalid).
+inline bool op_defined_fast(OpKind op, const TypeInfo& ti) { return (ti.ops_defined >> unsigned(op)) & 1u; }
+// op_kind with the ops of PGAS codes (SUM, REPLACE, NO_OP) tested inline; same result.
+inline OpKind op_kind_fast(MPI_Op op) {
+    if (op == MPI_SUM) return OpKind::sum;
+    if (op == MPI_REPLACE) return OpKind::replace;
+    if (op == MPI_NO_OP) return OpKind::no_op;
+    return op_kind(op);
+}
 
 // Is `op` valid on `t` for the accumulate family? MPI_SUCCESS; MPI_ERR_OP for MPI_OP_NULL and
 // user-defined ops; MPI_ERR_TYPE when t is not a predefined type usable by RMA or op is not

@@ -742,6 +742,62 @@ void count_errors(FRMA_Win*, int* code, ...) {
     g_handler_code = *code;
 }
 
+// Under a granted lock_all the calls take the window's fast paths (window_fast.hpp), which
+// check op and type with the type's op mask: every verdict the general path gives must come
+// out the same, through each entry point and both atomicity domains (int: CPU atomics,
+// double: the stripes), with nothing written; the flush family's fast path still reports a
+// flush outside any epoch.
+TEST_P(Passive, BadInputUnderLockAllGetsTheSameErrorClassesAsTheGeneralPath) {
+    const int me = world_rank(), n = world_size();
+    TestWin w(GetParam(), 64);
+    const int right = (me + 1) % n;
+    ASSERT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_flush_all(w.win));
+    ASSERT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_flush_local_all(w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    int v = 5, vres = 0;
+    double d = 1.5, dres = 0;
+    MPI_Op user_op;
+    MPI_Op_create([](void*, void*, int*, MPI_Datatype*) {}, 1, &user_op);
+    for (int round = 0; round < 2; ++round) {  // the second after the epoch was granted by ops
+        EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(&d, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE, MPI_BAND, w.win));
+        EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(&d, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE, MPI_LXOR, w.win));
+        EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(&d, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE, user_op, w.win));
+        EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(&v, 1, MPI_INT, right, 0, 1, MPI_INT, MPI_OP_NULL, w.win));
+        EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(&v, 1, MPI_FLOAT, right, 0, 1, MPI_FLOAT, MPI_BOR, w.win));
+        EXPECT_EQ(MPI_ERR_TYPE,
+                  FRMA_Get_accumulate(&d, 1, MPI_DOUBLE, &dres, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE, MPI_BXOR, w.win));
+        EXPECT_EQ(MPI_ERR_OP,
+                  FRMA_Get_accumulate(&v, 1, MPI_INT, &vres, 1, MPI_INT, right, 0, 1, MPI_INT, user_op, w.win));
+        EXPECT_EQ(MPI_ERR_TYPE, FRMA_Fetch_and_op(&d, &dres, MPI_DOUBLE, right, 0, MPI_BAND, w.win));
+        EXPECT_EQ(MPI_ERR_OP, FRMA_Fetch_and_op(&v, &vres, MPI_INT, right, 0, MPI_OP_NULL, w.win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Accumulate(&d, 1, MPI_DOUBLE, right, 60, 1, MPI_DOUBLE, MPI_SUM, w.win));
+        EXPECT_EQ(MPI_ERR_RANK, FRMA_Accumulate(&d, 1, MPI_DOUBLE, n, 0, 1, MPI_DOUBLE, MPI_SUM, w.win));
+        EXPECT_EQ(MPI_ERR_RANK, FRMA_Win_flush(n, w.win));
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(w.win));
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush_local_all(w.win));
+        // Valid ones go through, in both domains.
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT, right, 8, 1, MPI_INT, MPI_SUM, w.win));
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(&d, 1, MPI_DOUBLE, right, 16, 1, MPI_DOUBLE, MPI_SUM, w.win));
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&d, &dres, MPI_DOUBLE, right, 24, MPI_MAX, w.win));
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush_local_all(w.win));
+    }
+    MPI_Op_free(&user_op);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    FRMA_Win_sync(w.win);
+    for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(w.base[i], 0) << "a rejected op wrote byte " << i;
+    int vi;
+    double vd, vm;
+    std::memcpy(&vi, w.base + 8, sizeof vi);
+    std::memcpy(&vd, w.base + 16, sizeof vd);
+    std::memcpy(&vm, w.base + 24, sizeof vm);
+    EXPECT_EQ(vi, 10);
+    EXPECT_EQ(vd, 3.0);
+    EXPECT_EQ(vm, 1.5);
+    for (std::size_t i = 32; i < 64; ++i) EXPECT_EQ(w.base[i], 0) << "a rejected op wrote byte " << i;
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_P(Passive, UserErrorHandlerIsCalledWithTheWindow) {
     TestWin w(GetParam(), 16);
     MPI_Errhandler eh;

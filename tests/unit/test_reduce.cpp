@@ -814,6 +814,10 @@ TEST(ReduceCheck, EveryOpTypePair) {
             int want = !predefined ? MPI_ERR_OP : op_allowed(o.op, tt.group) ? MPI_SUCCESS : MPI_ERR_TYPE;
             EXPECT_EQ(rc, want) << o.name << " on " << tt.name << ": " << why;
             EXPECT_EQ(check_accumulate(o.op, tt.type, nullptr), rc);
+            // The fast paths' form of the same verdict (op_kind_fast + the type's op mask).
+            EXPECT_EQ(op_kind_fast(o.op), op_kind(o.op)) << o.name;
+            if (const TypeInfo* ti = lookup_type(tt.type))
+                EXPECT_EQ(op_defined_fast(op_kind_fast(o.op), *ti), rc == MPI_SUCCESS) << o.name << " on " << tt.name;
             if (predefined) {
                 EXPECT_NE(why.find(o.name), std::string::npos) << why;
                 EXPECT_NE(why.find(tt.name), std::string::npos) << why;
