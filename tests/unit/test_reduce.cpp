@@ -816,8 +816,9 @@ TEST(ReduceCheck, EveryOpTypePair) {
             EXPECT_EQ(check_accumulate(o.op, tt.type, nullptr), rc);
             // The fast paths' form of the same verdict (op_kind_fast + the type's op mask).
             EXPECT_EQ(op_kind_fast(o.op), op_kind(o.op)) << o.name;
-            if (const TypeInfo* ti = lookup_type(tt.type))
+            if (const TypeInfo* ti = lookup_type(tt.type)) {
                 EXPECT_EQ(op_defined_fast(op_kind_fast(o.op), *ti), rc == MPI_SUCCESS) << o.name << " on " << tt.name;
+            }
             if (predefined) {
                 EXPECT_NE(why.find(o.name), std::string::npos) << why;
                 EXPECT_NE(why.find(tt.name), std::string::npos) << why;
