@@ -285,6 +285,11 @@ bool CmaBatch::move_served(const iovec* pl, const iovec* pr, std::size_t np, con
     // several), no get of bytes a put of this drain writes (the peer serves its slots in no
     // particular order), and a thread of the peer waiting in MPI.
     if (!state_ || np + ng > kServedSlots) return false;
+    // One piece above a slot (a lone put or get before its flush): one round of the peer's
+    // bulk area instead of a round per chunk.
+    if (np + ng == 1 && (np ? pr[0] : gr[0]).iov_len > served::kMaxBytes &&
+        move_bulk(np == 1, np ? pl[0] : gl[0], np ? pr[0] : gr[0], err))
+        return true;
     auto chunks = [](std::size_t len) { return (len + served::kMaxBytes - 1) / served::kMaxBytes; };
     std::size_t nchunks = 0;
     for (std::size_t i = 0; i < np; ++i) nchunks += chunks(pr[i].iov_len);
@@ -348,6 +353,34 @@ bool CmaBatch::move_served(const iovec* pl, const iovec* pr, std::size_t np, con
     if (lp && !cma_vec(pid_, true, left[0], left[1], lp) && !*err) *err = errno ? errno : EFAULT;
     if (lg && !cma_vec(pid_, false, left[2], left[3], lg) && !*err) *err = errno ? errno : EFAULT;
     bump(Stat::cma_drains, (lp != 0) + (lg != 0));
+    return true;
+}
+
+bool CmaBatch::move_bulk(bool put, const iovec& l, const iovec& r, int* err) {
+    if (!__atomic_load_n(state_ + kServedBulkWord, __ATOMIC_ACQUIRE)) return false;
+    served::BulkChannel ch;
+    if (!ch.claim(state_) || r.iov_len > ch.part_bytes()) return false;
+    const std::uint64_t len = r.iov_len;
+    const served::BulkRun run{put ? int(RmaKind::put) : int(RmaKind::get),
+                              0,
+                              0,
+                              reinterpret_cast<std::uint64_t>(r.iov_base) - base_,
+                              std::int64_t(len),
+                              len,
+                              1,
+                              put};
+    const int rc = ch.run(
+        run, [&](std::uint64_t, std::uint64_t, unsigned char* dst) { std::memcpy(dst, l.iov_base, len); },
+        [&](std::uint64_t, std::uint64_t, const unsigned char* src) {
+            if (!put) std::memcpy(l.iov_base, src, len);
+        },
+        [&](std::uint64_t, std::uint64_t) {  // not taken: by cross-memory attach
+            bump(Stat::cma_drains);
+            if (cma_vec(pid_, put, &l, &r, 1)) return MPI_SUCCESS;
+            if (!*err) *err = errno ? errno : EFAULT;
+            return MPI_ERR_OTHER;
+        });
+    if (rc && !*err) *err = EFAULT;  // (the peer refused it: an offset the origin checked)
     return true;
 }
 

@@ -203,6 +203,9 @@ private:
     // False: not eligible, nothing moved.
     bool move_served(const iovec* pl, const iovec* pr, std::size_t np, const iovec* gl, const iovec* gr, std::size_t ng,
                      int* err);
+    // One put or get through the peer's served bulk area (ops/served.hpp), moved here by
+    // cross-memory attach if not taken. False: no area, stale beat or taken: nothing moved.
+    bool move_bulk(bool put, const iovec& l, const iovec& r, int* err);
     void apply_accs(Buf& b, int* err);
     const pid_t pid_;
     const std::uint64_t base_;

@@ -767,11 +767,14 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
         return kNotServed;
     const bool contiguous = (!op.olay || op.olay->contiguous()) && op.tlay && op.tlay->contiguous() &&
                             (op.kind != RmaKind::get_acc || (op.rlay && op.rlay->contiguous()));
-    const std::uint64_t small = std::max<std::uint64_t>(ctx.batch_max, kServedSlots * served::kMaxBytes);
-    // Contiguous puts and gets up to ctx.bulk_max (one cross-memory-attach iovec is cheaper
-    // beyond), accumulates of any size (cross-memory attach reads and writes them back under
-    // the stripes: twice the syscalls; figures in docs/performance.md).
+    // Contiguous puts and gets above what the batch takes (its drain moves a lone piece by
+    // this area too: CmaBatch::move_served) up to ctx.bulk_max (one cross-memory-attach
+    // iovec is cheaper beyond); accumulates above what one served slot holds (one round of
+    // the area beats a round per slot chunk), of any size (cross-memory attach reads and
+    // writes them back under the stripes: twice the syscalls; figures in docs/performance.md).
     const bool transfer = op.kind == RmaKind::put || op.kind == RmaKind::get;
+    const std::uint64_t small =
+        transfer ? std::max<std::uint64_t>(ctx.batch_max, kServedSlots * served::kMaxBytes) : served::kMaxBytes;
     const std::uint64_t cap = transfer ? ctx.bulk_max : ~0ull;
     if (contiguous && (op.bytes <= small || op.bytes > cap)) return kNotServed;
     if (!contiguous && op.bytes < kManyPieces) return kNotServed;
@@ -1054,6 +1057,9 @@ int issue_op(const IssueContext& ctx, const Op& op) {
     // reached by cross-memory attach: the peer applies it itself when one of its threads
     // waits in MPI (ops/served.hpp), behind what this origin batched for it (drained first:
     // accumulates from one origin apply in order).
+    // An accumulate above one slot, or of many pieces, through the peer's bulk area first.
+    if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc)
+        if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
     if (served_here(ctx, op)) {
         if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
         if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) {
@@ -1067,8 +1073,6 @@ int issue_op(const IssueContext& ctx, const Op& op) {
                           : MPI_SUCCESS;
         }
     }
-    if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc)
-        if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
     if (op.kind != RmaKind::cas && batch_accumulate(ctx, op)) return MPI_SUCCESS;
     // An accumulate that reads and writes the target now: what this origin batched goes first.
     if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
