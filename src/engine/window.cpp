@@ -238,6 +238,7 @@ Window::~Window() {
     wait_offloads();
     bs_->set_fence_barrier(nullptr);
     if (host_hooked_) host_progress_remove(remote_.get());
+    if (remote_) eng_.progress().unwatch_fd(remote_.get());
     stop_serving();
     finish_requests();
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
@@ -773,6 +774,10 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
     // Who else serves while an application thread sits in one of our group collectives
     // (fence_sync, close_sync): if nobody, those wait serving themselves.
     remote->set_served_elsewhere(w->host_hooked_ || eng.progress().running());
+    // Traffic from a network peer rings no doorbell: the progress thread also wakes when the
+    // provider's wait fd does (a target computing outside MPI answers at once, not after
+    // the back-off's FASTRMA_POLL_IDLE_US).
+    eng.progress().watch_fd(remote, remote->wait_fd());
     // Every accumulate on my memory runs in this process (mine directly, others' through
     // the transport's target side) with the same code, so one atomicity domain of our own
     // choosing: the striped accumulate lock in my state words, with plain (vectorised)
@@ -819,6 +824,7 @@ int Window::free_collective() {
     poller_id_ = 0;
     if (host_hooked_) host_progress_remove(remote_.get());
     host_hooked_ = false;
+    if (remote_) eng_.progress().unwatch_fd(remote_.get());
     stop_serving();
     finish_requests();  // every op completed before the barrier
     eng_.live_windows().fetch_sub(1);

@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <hwloc.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -71,6 +73,7 @@ void ProgressEngine::start() {
 }
 
 void ProgressEngine::stop() {
+    stop_waker();
     if (!thread_.joinable()) return;
     stop_.store(true);
     wake();
@@ -78,6 +81,108 @@ void ProgressEngine::stop() {
     has_tid_.store(false);
     // Drain from this thread what the loop left (it drains too; this covers a late post).
     for (int i = 0; i < 1000000 && progress_once() != Poll::idle; ++i) {}
+}
+
+void ProgressEngine::watch_fd(const void* key, int fd) {
+    if (fd < 0 || !running()) return;
+    {
+        std::lock_guard lk(fd_mu_);
+        if (fd_stop_) return;
+        if (!waker_.joinable()) {
+            fd_ctl_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+            if (fd_ctl_ < 0) return;
+            waker_ = std::thread([this] { waker_loop(); });
+        }
+        fds_.emplace_back(key, fd);
+        ++fd_gen_;
+        has_fds_.store(true, std::memory_order_relaxed);
+    }
+    fd_cv_.notify_all();
+    const std::uint64_t one = 1;
+    (void)!::write(fd_ctl_, &one, sizeof one);
+}
+
+void ProgressEngine::unwatch_fd(const void* key) {
+    std::unique_lock lk(fd_mu_);
+    const auto it = std::find_if(fds_.begin(), fds_.end(), [key](const auto& e) { return e.first == key; });
+    if (it == fds_.end()) return;
+    fds_.erase(it);
+    has_fds_.store(!fds_.empty(), std::memory_order_relaxed);
+    const std::uint64_t gen = ++fd_gen_;
+    const std::uint64_t one = 1;
+    (void)!::write(fd_ctl_, &one, sizeof one);
+    fd_cv_.notify_all();
+    // Until the waker polls the new set (or has stopped): then the fd may be closed.
+    fd_cv_.wait(lk, [&] { return fd_polled_gen_ >= gen || fd_stop_; });
+}
+
+void ProgressEngine::stop_waker() {
+    {
+        std::lock_guard lk(fd_mu_);
+        fd_stop_ = true;
+    }
+    fd_cv_.notify_all();
+    if (!waker_.joinable()) return;
+    const std::uint64_t one = 1;
+    (void)!::write(fd_ctl_, &one, sizeof one);
+    waker_.join();
+    ::close(fd_ctl_);
+    fd_ctl_ = -1;
+}
+
+void ProgressEngine::deep_sleep(bool on) {
+    {
+        std::lock_guard lk(fd_mu_);
+        deep_ = on;
+        if (!on) ++deep_exits_;
+    }
+    fd_cv_.notify_all();
+}
+
+void ProgressEngine::waker_loop() {
+    std::vector<pollfd> p;
+    for (;;) {
+        {
+            std::unique_lock lk(fd_mu_);
+            // Parked until the thread sleeps long (or the set changes: unwatch_fd waits).
+            fd_cv_.wait(lk, [&] { return fd_stop_ || fd_gen_ != fd_polled_gen_ || (deep_ && !fds_.empty()); });
+            if (fd_stop_) break;
+            p.assign(1, pollfd{fd_ctl_, POLLIN, 0});
+            for (const auto& e : fds_) p.push_back(pollfd{e.second, POLLIN, 0});
+            fd_polled_gen_ = fd_gen_;
+            if (!deep_) p.resize(1);  // (only acknowledging the new set)
+        }
+        fd_cv_.notify_all();
+        if (p.size() == 1) continue;
+        if (::poll(p.data(), nfds_t(p.size()), -1) <= 0) continue;  // (EINTR)
+        if (p[0].revents) {  // the set changed, or stop
+            std::uint64_t x;
+            (void)!::read(fd_ctl_, &x, sizeof x);
+            continue;
+        }
+        bool any = false;
+        for (std::size_t i = 1; i < p.size(); ++i) {
+            if (p[i].revents & (POLLERR | POLLHUP | POLLNVAL)) {  // broken: not polled again
+                std::lock_guard lk(fd_mu_);
+                const int fd = p[i].fd;
+                fds_.erase(std::remove_if(fds_.begin(), fds_.end(), [fd](const auto& e) { return e.second == fd; }),
+                           fds_.end());
+                has_fds_.store(!fds_.empty(), std::memory_order_relaxed);
+                ++fd_gen_;
+            } else if (p[i].revents) {
+                any = true;
+            }
+        }
+        if (!any) continue;
+        // Ring, then wait until the thread is out of its long sleep (it reads the provider's
+        // queue, which re-arms the fd) before arming again.
+        std::unique_lock lk(fd_mu_);
+        const std::uint64_t exits = deep_exits_;
+        lk.unlock();
+        wake();
+        lk.lock();
+        fd_cv_.wait_for(lk, std::chrono::milliseconds(2), [&] { return deep_exits_ != exits || fd_stop_; });
+    }
 }
 
 int ProgressEngine::add_poller(Poller p) {
@@ -364,9 +469,14 @@ void ProgressEngine::loop() {
             // A predicted first sleep: half the shortest recent quiet; the back-off then goes
             // on from an eighth of it.
             const std::uint64_t sleep_ns = predicted_ns ? predicted_ns : std::uint64_t(backoff_us) * 1000;
+            // (Not while standing down: a thread in MPI serves what arrives.)
+            const bool deep = sleep_ns > std::uint64_t(cfg_.poll_max_us) * 1000 && doze_ns == 0 &&
+                              has_fds_.load(std::memory_order_relaxed);
+            if (deep) deep_sleep(true);
             sleeping_.store(true, std::memory_order_release);
             BellPage::wait(bell_, bell, long(sleep_ns));
             sleeping_.store(false, std::memory_order_release);
+            if (deep) deep_sleep(false);
             // Two tiers: poll_max_us while work was seen recently; after quiet_ms without
             // any, poll_idle_us (an am peer's first request then waits up to that long).
             const bool quiet = now_ns() - last_busy > std::uint64_t(cfg_.poll_quiet_ms) * 1000000;

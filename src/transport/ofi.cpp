@@ -177,6 +177,7 @@ public:
     int close_sync(Bootstrap& group) override { return fence_sync(group); }
     int failed(const PeerRegion& p, const char* call) override;
     void set_served_elsewhere(bool yes) override { served_elsewhere_ = yes; }
+    int wait_fd() const override { return wait_fd_; }
     int expose_region(void* base, std::uint64_t size) override;
     void withdraw_region(const void* base) override;
     void learn_regions(const PeerRegion& p, const std::uint64_t* pairs, std::size_t count) override;

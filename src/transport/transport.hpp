@@ -285,6 +285,10 @@ public:
     // threads blocks in a group collective (else fence_sync and close_sync serve).
     virtual void set_on_wait(std::function<void()> /*f*/) {}
     virtual void set_served_elsewhere(bool /*yes*/) {}
+    // A file descriptor that becomes readable when something arrives for this transport that
+    // only its progress() handles (a provider's completion wait fd), re-armed by progress();
+    // -1: none. The progress thread sleeps on it besides its doorbell.
+    virtual int wait_fd() const { return -1; }
 };
 
 // What a transport that needs the target's CPU calls to execute requests against this

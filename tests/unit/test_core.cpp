@@ -208,6 +208,56 @@ TEST(Progress, RunsPollersSleepsWhenIdleAndWakesOnTheDoorbell) {
     EXPECT_FALSE(pe.running());
 }
 
+// A transport's wait fd (watch_fd): while the thread sleeps in its idle back-off tier (here
+// sleeps doubling from 1 ms to 2 s: after 1.2 s quiet each is 0.5-1 s), a readable fd wakes
+// it at once; after unwatch_fd it no longer does. Without the waker each round would wait
+// for the sleep to end (fails 3 of 3 with watch_fd a no-op).
+TEST(Progress, AWatchedFdWakesTheThreadOutOfItsLongSleeps) {
+    Config cfg;
+    cfg.spin_us = 0;
+    cfg.poll_predict = false;
+    cfg.poll_max_us = 1000;
+    cfg.poll_quiet_ms = 1;
+    cfg.poll_idle_us = 2'000'000;
+    ProgressEngine pe(cfg, 0);
+    int fds[2];
+    ASSERT_EQ(0, pipe2(fds, O_NONBLOCK | O_CLOEXEC));
+    std::atomic<int> arrived{0};
+    std::atomic<bool> done{false};
+    pe.add_poller([&] {  // a network peer's traffic: only polling finds it
+        char c;
+        if (read(fds[0], &c, 1) == 1) {
+            arrived.fetch_add(1);
+            return Poll::busy;
+        }
+        return done.load() ? Poll::idle : Poll::waiting;  // (stop() waits for idle)
+    });
+    pe.start();
+    int key = 0;
+    pe.watch_fd(&key, fds[0]);
+    auto took_ms = [&](int want) {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (arrived.load() < want && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    };
+    for (int round = 1; round <= 3; ++round) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // into the long sleeps
+        ASSERT_EQ(1, write(fds[1], "x", 1));
+        EXPECT_LT(took_ms(round), 150) << "round " << round << ": the fd did not wake the thread";
+        EXPECT_EQ(arrived.load(), round);
+    }
+    pe.unwatch_fd(&key);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    ASSERT_EQ(1, write(fds[1], "x", 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(arrived.load(), 3) << "an unwatched fd still woke the thread";
+    done.store(true);
+    pe.stop();
+    close(fds[0]);
+    close(fds[1]);
+}
+
 TEST(Progress, PredictsTheQuietOnlyFromEightLongOnesAfterAnswers) {
     QuietPredictor q;
     for (int i = 0; i < 7; ++i) q.record(500'000);
