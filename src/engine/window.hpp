@@ -147,7 +147,7 @@ public:
     inline bool remote_fast_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
     inline int fast_remote_transfer(bool is_put, void* origin, int rank, MPI_Aint disp, std::uint64_t bytes);
     inline int fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp, std::size_t n,
-                                      MPI_Op op, MPI_Datatype type);
+                                      MPI_Op op);
     inline int fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
                              int tcount, MPI_Datatype ttype);
 

@@ -143,9 +143,8 @@ inline int Window::fast_remote_transfer(bool is_put, void* origin, int rank, MPI
 // ... and a small accumulate without result too (applied at the target by its own
 // accumulate path, in order behind this origin's earlier requests).
 inline int Window::fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
-                                          std::size_t n, MPI_Op op, MPI_Datatype type) {
+                                          std::size_t n, MPI_Op op) {
     std::uint64_t off;
-    (void)type;
     if (!remote_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) ||
         !op_defined_fast(op_kind_fast(op), ti) || !epochs_.direct(rank))
         return kSlowPath;
@@ -212,7 +211,7 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     if (otype != ttype || ocount != tcount || ocount <= 0 || !origin) return kSlowPath;
     const TypeInfo* ti = lookup_type(ttype);
     if (!ti) return kSlowPath;
-    if (remote_) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op, ttype);
+    if (remote_) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op);
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     std::uint64_t off;
     unsigned char* dst = fast_target(rank, disp, bytes, &off);

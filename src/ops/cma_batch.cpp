@@ -357,7 +357,6 @@ bool CmaBatch::move_served(const iovec* pl, const iovec* pr, std::size_t np, con
 }
 
 bool CmaBatch::move_bulk(bool put, const iovec& l, const iovec& r, int* err) {
-    if (!__atomic_load_n(state_ + kServedBulkWord, __ATOMIC_ACQUIRE)) return false;
     served::BulkChannel ch;
     if (!ch.claim(state_) || r.iov_len > ch.part_bytes()) return false;
     const std::uint64_t len = r.iov_len;

@@ -992,7 +992,6 @@ static bool served_here(const IssueContext& ctx, const Op& op) {
 // then each answer awaited; the peer applies each chunk under its stripes (element-wise
 // atomic, as MPI asks; the chunks are disjoint, so their order does not matter). Chunks
 // not taken (no free slot, withdrawn, refused) are applied here by cross-memory attach.
-
 static int served_accumulate(const IssueContext& ctx, const Op& op) {
     struct Chunk {
         std::uint64_t off, len;
@@ -1053,13 +1052,13 @@ int issue_op(const IssueContext& ctx, const Op& op) {
     default:
         break;
     }
+    // An accumulate above one slot, or of many pieces, through the peer's bulk area first.
+    if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc)
+        if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
     // A fetch_and_op, compare_and_swap or small contiguous (get_)accumulate on a node peer
     // reached by cross-memory attach: the peer applies it itself when one of its threads
     // waits in MPI (ops/served.hpp), behind what this origin batched for it (drained first:
     // accumulates from one origin apply in order).
-    // An accumulate above one slot, or of many pieces, through the peer's bulk area first.
-    if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc)
-        if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
     if (served_here(ctx, op)) {
         if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
         if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) {

@@ -263,28 +263,23 @@ bool Server::poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk) {
         const std::uint64_t piece = h[kBPiece], count = h[kBCount];
         unsigned char* data = bulk_data(area, half, b);
         int rc = kRefused;
-        if (piece != 0 && count != 0 && piece <= half && count <= half / piece) {
-            const std::int64_t stride = std::int64_t(h[kBStride]);
-            if (kind == int(RmaKind::put) && has_origin) {
-                rc = apply_bulk(kind, 0, 0, h[kBToff], stride, piece, count, data, nullptr);
-            } else if (kind == int(RmaKind::get)) {
-                rc = apply_bulk(kind, 0, 0, h[kBToff], stride, piece, count, nullptr, data);
-            } else if (kind == int(RmaKind::acc)) {
-                rc = apply_bulk(kind, op_id, type_id, h[kBToff], stride, piece, count, has_origin ? data : nullptr,
-                                nullptr);
-            } else if (kind == int(RmaKind::get_acc)) {
+        const bool known = kind == int(RmaKind::put) || kind == int(RmaKind::get) || kind == int(RmaKind::acc) ||
+                           kind == int(RmaKind::get_acc);
+        const bool answers = kind == int(RmaKind::get) || kind == int(RmaKind::get_acc);
+        if (known && (kind != int(RmaKind::put) || has_origin) && piece != 0 && count != 0 && piece <= half &&
+            count <= half / piece) {
+            const void* src = has_origin ? data : nullptr;
+            if (kind == int(RmaKind::get_acc) && has_origin) {
                 // The operand out of the buffer first: the old values replace it there.
-                const void* src = nullptr;
-                if (has_origin) {
-                    if (operand_bytes_ < half) {
-                        operand_ = std::make_unique<unsigned char[]>(half);
-                        operand_bytes_ = half;
-                    }
-                    std::memcpy(operand_.get(), data, piece * count);
-                    src = operand_.get();
+                if (operand_bytes_ < half) {
+                    operand_ = std::make_unique<unsigned char[]>(half);
+                    operand_bytes_ = half;
                 }
-                rc = apply_bulk(kind, op_id, type_id, h[kBToff], stride, piece, count, src, data);
+                std::memcpy(operand_.get(), data, piece * count);
+                src = operand_.get();
             }
+            rc = apply_bulk(kind, op_id, type_id, h[kBToff], std::int64_t(h[kBStride]), piece, count, src,
+                            answers ? data : nullptr);
         }
         h[kBAnswer] = std::uint64_t(std::int64_t(rc));
         __atomic_store_n(h + kBState, kAnswered, __ATOMIC_RELEASE);

@@ -69,6 +69,10 @@ ProgressEngine::~ProgressEngine() {
 void ProgressEngine::start() {
     if (thread_.joinable()) return;
     stop_.store(false);
+    {
+        std::lock_guard lk(fd_mu_);
+        fd_stop_ = false;  // (stop() ended the waker; watch_fd makes a new one)
+    }
     thread_ = std::thread([this] { loop(); });
 }
 

@@ -113,13 +113,13 @@ public:
 
     int add_poller(Poller p);
     void remove_poller(int id);  // on return the poller is not running and will not run
-    // While the thread sleeps long (the idle back-off tier, or idle until a doorbell), rings
-    // the doorbell when fd becomes readable (Transport::wait_fd: traffic from a peer that
-    // cannot ring it, a network peer), from a thread of its own that sleeps in poll(); in
-    // shorter sleeps the thread polls soon enough itself, and a waker armed at every
-    // message would take the cores from the threads serving it. key identifies the fd; once
-    // unwatch_fd returns, fd is no longer polled (it may be closed). A no-op without a
-    // running progress thread.
+    // While the thread sleeps long (a back-off sleep above FASTRMA_POLL_MAX_US, not standing
+    // down), rings the doorbell when fd becomes readable (Transport::wait_fd: traffic from a
+    // peer that cannot ring it, a network peer), from a thread of its own that sleeps in
+    // poll(); in shorter sleeps the thread polls soon enough itself, and a waker armed at
+    // every message would take the cores from the threads serving it. key identifies the
+    // fd; once unwatch_fd returns, fd is no longer polled (it may be closed). A no-op
+    // without a running progress thread.
     void watch_fd(const void* key, int fd);
     void unwatch_fd(const void* key);
     void wake();  // ring the doorbell
@@ -181,6 +181,7 @@ private:
     void loop();
     void waker_loop();  // watch_fd's thread
     void stop_waker();
+    void deep_sleep(bool on);  // (the thread, around a long sleep, when fds are watched)
     int pin();  // binds the thread; returns the PUs of the process's cpuset (0: unknown)
     // Follow mode: re-pins the thread to the PU the main thread was last seen on, at most
     // once per kFollowPeriodNs while there is work (a pread of its /proc stat file).
@@ -209,7 +210,6 @@ private:
     bool deep_ = false;  // the thread sleeps long: the waker polls the fds
     std::uint64_t deep_exits_ = 0;  // long sleeps ended (the waker waits for one after ringing)
     std::atomic<bool> has_fds_{false};
-    void deep_sleep(bool on);  // (the thread, around a long sleep, when fds are watched)
     int fd_ctl_ = -1;  // eventfd: the set changed, or stop
     std::thread waker_;
     std::mutex mu_;  // guards pollers_ and serializes passes
