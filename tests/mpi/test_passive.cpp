@@ -1912,10 +1912,12 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
             }
             if (me == 0) {
                 // With more ranks than cores the target may never run while the origin
-                // drains (MPICH's blocking calls spin on the other ranks' cores): then only
-                // a target seen beating often must have served.
+                // drains (MPICH's blocking calls spin on the other ranks' cores): a beat seen
+                // fresh when the op was issued says nothing of the drain at complete or fence
+                // (CI, MPICH, 4 ranks under load: fresh 24 times, 0 served). Asserted where
+                // every rank has a core.
                 const bool own_cores = n <= int(std::thread::hardware_concurrency());
-                if (expected && (own_cores || fresh_seen >= 20)) {
+                if (expected && own_cores) {
                     EXPECT_GT(served, 0u) << (dyn ? "dynamic " : "create ") << mode << ": nothing served in " << round
                                           << " rounds while the target waited in fastrma, its beat seen fresh "
                                           << fresh_seen << " times";
