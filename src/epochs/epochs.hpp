@@ -172,6 +172,9 @@ private:
     std::vector<int> start_group_;  // sorted
     bool exposed_ = false;
     std::uint64_t expose_expected_ = 0, completes_seen_ = 0;
+    // start() consumed a post through a transport that may still be applying it (notify8):
+    // complete() waits for that first (start_group_'s epoch; under epoch_mu_).
+    bool consume_pending_ = false;
 
     SlotTable slots_;
     Pool<Op> op_pool_;

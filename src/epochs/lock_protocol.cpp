@@ -81,9 +81,9 @@ bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const
         tt.lock_request(t, Transport::LockRequest::exclusive);
         return true;
     }
-    if (master_remote && tt.caps(t).needs_target_cpu) {
-        // Both words behind a round trip (am, this process not the master): both atomics in
-        // flight at once, one round trip instead of two. Mutual exclusion only needs both
+    if (!tt.caps(t).load_store) {
+        // The target's word behind a round trip (am with this process not the master, ofi):
+        // both atomics in flight at once, one round trip instead of two. Mutual exclusion only needs both
         // to go through their words atomically; the order between them does not matter (a
         // transient exclusive bit on t only makes a concurrent shared locker retry).
         std::uint64_t g = 0, l = 0;

@@ -69,6 +69,7 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
     // so an early post for a later epoch stays for that epoch. Over a transport that gates
     // access epochs (Caps::gates_access), only until the gate of the previous epoch with it
     // has opened: the target itself holds this epoch's requests until its post.
+    bool consumed = false;
     for (int g : group) {
         const PeerRegion p = peer(g);
         if (tp(g).caps(p).gates_access) {
@@ -80,8 +81,14 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
         const std::uint64_t bit = 1ull << (g % 64);
         if (int e = wait_until([&] { return (__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit) != 0; })) return e;
         // Consumed in the domain the posts came through (the bit is set: subtracting it
-        // clears it alone).
-        tp(rank_).atomic8(peer(rank_), w, AtomicOp::fetch_add, ~bit + 1);
+        // clears it alone), one-way: complete() waits for it before its signal, so the
+        // target's next post can only come after it.
+        tp(rank_).notify8(peer(rank_), w, AtomicOp::fetch_add, ~bit + 1);
+        consumed = true;
+    }
+    if (consumed) {
+        std::lock_guard lk(epoch_mu_);
+        consume_pending_ = true;
     }
     return MPI_SUCCESS;
 }
@@ -90,12 +97,16 @@ int Epochs::complete() {
     int off_rc = drain_open_all("FRMA_Win_complete");  // ops a full transport refused
     if (int e = h_.complete_deferred(); e && !off_rc) off_rc = e;  // direct ops of this epoch, before the signal
     std::vector<int> group;
+    bool consumed = false;
     {
         std::lock_guard lk(epoch_mu_);
         if (int rc = sync_error(SyncCall::complete, "FRMA_Win_complete", mode_.load(), exposed_)) return rc;
         group.swap(start_group_);
+        consumed = consume_pending_;
+        consume_pending_ = false;
         mode_.store(AccessMode::none, std::memory_order_release);
     }
+    if (consumed) tp(rank_).flush(peer(rank_));  // start()'s consumption of the posts
     // The ops complete at the target before it counts the signal (its wait is where MPI
     // wants them complete there); at the origin, local completion is all complete owes.
     for (int g : group) tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);

@@ -156,6 +156,10 @@ public:
     Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return rma(p.rank, c, n, false); }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override;
+    std::uint64_t atomic8_start(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                std::uint64_t compare, std::uint64_t* old) override;
+    void atomic8_finish(const PeerRegion& p, std::uint64_t token) override;
+    void notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) override;
     std::uint64_t mark(const PeerRegion& p) override {
         Peer& q = peers_[std::size_t(p.rank)];
         const std::uint64_t issued = q.issued.load(std::memory_order_acquire);
@@ -178,6 +182,7 @@ public:
     int failed(const PeerRegion& p, const char* call) override;
     void set_served_elsewhere(bool yes) override { served_elsewhere_ = yes; }
     int wait_fd() const override { return wait_fd_; }
+    void set_on_wait(std::function<void()> f) override { on_wait_ = std::move(f); }
     int expose_region(void* base, std::uint64_t size) override;
     void withdraw_region(const void* base) override;
     void learn_regions(const PeerRegion& p, const std::uint64_t* pairs, std::size_t count) override;
@@ -189,7 +194,9 @@ public:
     bool serve() override { return progress(); }
     bool progress() override {
         const bool traffic = arrived();
-        return drive() || traffic;
+        const bool any = drive();
+        if (redo_pending_.load(std::memory_order_acquire)) resend_lost();
+        return any || traffic;
     }
     void sync_served() override {
         drive();
@@ -205,6 +212,12 @@ private:
         int rank = 0;
         std::uint32_t bytes = 0;  // as counted for its peer (counted_bytes)
         std::unique_ptr<unsigned char[]> bounce;
+        // A notify8 in flight: its scratch slot (given back at completion) and what it does,
+        // to send it again if it never left (-FI_ENOTCONN).
+        Scratch* scratch = nullptr;
+        std::size_t word = 0;
+        AtomicOp op = AtomicOp::load;
+        std::uint64_t operand = 0;
         fid_mr* mrs[16] = {};
         void release() {
             for (fid_mr* m : mrs)
@@ -243,7 +256,40 @@ private:
         // a put after an accumulate), and the provider does not order RMA and atomics
         // among themselves, so switching kinds waits for what is outstanding.
         std::atomic<int> last_kind{0};
+        // notify8s posted and not completed (counted in issued/completed too): what of
+        // `outstanding` is not a transfer.
+        std::atomic<std::int64_t> notifies{0};
     };
+    // Transfers and accumulates to q in flight (notifies left out). Read in this order, and
+    // counted in the opposite one (complete(): notifies, then completed; notify8: issued,
+    // then notifies), a race only overstates it.
+    static std::int64_t transfers_out(const Peer& q) {
+        const std::int64_t all = outstanding(q);
+        return all - q.notifies.load(std::memory_order_acquire);
+    }
+    // Notifies whose completion said they never left (-FI_ENOTCONN): sent again, in order,
+    // by the next progress(), wait_peer() or notify8() (not from inside drive()).
+    struct Redo {
+        int rank;
+        std::size_t word;
+        AtomicOp op;
+        std::uint64_t operand;
+    };
+    std::mutex redo_mu_;
+    std::vector<Redo> redo_;
+    std::atomic<bool> redo_pending_{false};
+    std::atomic<bool> resending_{false};
+    void resend_lost();
+    // Waits until q's connection works (a probe goes out if it broke); false when the peer
+    // has been unreachable for kPatience.
+    bool wait_usable(int r) {
+        bool lost = false;
+        for (unsigned spins = 0; !usable(r, &lost) && !lost; ++spins)
+            if (spins > 64) sched_yield();
+        return !lost;
+    }
+    // Posts one 8-byte atomic on state word `word` of q (operands in s), its completion to ctx.
+    ssize_t post_atomic8(const Peer& q, Scratch* s, std::size_t word, AtomicOp op, void* ctx);
 
     int fail(int rc, const char* call, const char* what) {
         return raise(ofi::error_class(rc), "%s: ofi (%s): %s failed: %s", call, prov_.c_str(), what,
@@ -333,6 +379,18 @@ private:
         return ::poll(&p, 1, 0) > 0;
     }
     int wait_fd_ = -1;
+    // Called on every pass of an application thread waiting here (it reads the CQ without
+    // pause): the progress thread stands down meanwhile instead of contending for the CQ's
+    // locks and the cores (set by the window where the host's progress hook serves too).
+    std::function<void()> on_wait_;
+    // One pass of a thread waiting for a completion: true if something completed.
+    bool wait_pass(unsigned& spins) {
+        if (on_wait_) on_wait_();
+        const bool any = drive();
+        if (!any && ++spins > 64) sched_yield();
+        return any;
+    }
+    struct Pending;  // an atomic8_start's atomic
     void complete(void* ctx, int err, const char* msg);
     void note_failure(int r, int err, const std::string& msg);
     void wait_peer(int r);
@@ -397,6 +455,15 @@ private:
     // fi_writemsg returned.
     static constexpr std::size_t kBounceMax = 1024;
     bool acc_ordered_ = false;  // the provider orders atomics (RAR, RAW, WAR, WAW) to one peer
+    // The provider applies an atomic after the atomics posted before it to the same peer
+    // (RAW, WAW): a lock attempt then sees our own release that left just before it.
+    bool sync_ordered_ = false;
+    // Before a synchronization atomic to q: what it must not overtake completes — our own
+    // transfers (see atomic8) and, where the provider does not order atomics, our notifies.
+    void before_sync(int r) {
+        const Peer& q = peers_[std::size_t(r)];
+        if (transfers_out(q) > 0 || (!sync_ordered_ && q.notifies.load(std::memory_order_acquire) > 0)) wait_peer(r);
+    }
     static constexpr int kRma = 1, kAtomic = 2;
     // Before an operation of kind to r: completes what it must not overtake (see Peer).
     void order_before(int r, int kind, bool same_kind_ordered) {
@@ -651,6 +718,8 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         const std::uint64_t order =
             FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
         acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
+        const std::uint64_t after_write = FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+        sync_ordered_ = (info_->tx_attr->msg_order & after_write) == after_write;
         if (info_->domain_attr->mr_key_size > 8)
             err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ofi (%s): keys of %zu bytes (FI_MR_RAW) are not supported",
                         call, prov_.c_str(), info_->domain_attr->mr_key_size);
@@ -780,6 +849,18 @@ void OfiTransport::complete(void* ctx, int err, const char* msg) {
         auto* h = static_cast<Hold*>(ctx);
         h->release();
         v = reinterpret_cast<std::uintptr_t>(peer_ctx(h->rank, h->bytes));
+        if (h->scratch) {  // a notify8
+            give_scratch(h->scratch);
+            Peer& q = peers_[std::size_t(h->rank)];
+            if (err == FI_ENOTCONN) {  // it never left: sent again once the connection works
+                mark_broken(h->rank);
+                std::lock_guard lk(redo_mu_);
+                redo_.push_back(Redo{h->rank, h->word, h->op, h->operand});
+                redo_pending_.store(true, std::memory_order_release);
+                err = 0;
+            }
+            q.notifies.fetch_sub(1, std::memory_order_acq_rel);
+        }
         delete h;
     }
     if (v & 1) {
@@ -871,10 +952,11 @@ bool OfiTransport::drive() {
 
 void OfiTransport::wait_peer(int r) {
     Peer& q = peers_[std::size_t(r)];
-    const std::uint64_t target = q.issued.load(std::memory_order_acquire);
-    for (unsigned spins = 0; q.completed.load(std::memory_order_acquire) < target; ++spins) {
-        if (!drive() && spins > 64) sched_yield();
-    }
+    do {
+        if (redo_pending_.load(std::memory_order_acquire)) resend_lost();
+        const std::uint64_t target = q.issued.load(std::memory_order_acquire);
+        for (unsigned spins = 0; q.completed.load(std::memory_order_acquire) < target;) wait_pass(spins);
+    } while (redo_pending_.load(std::memory_order_acquire) && !resending_.load(std::memory_order_acquire));
     // A failure is left for failed(): the completion point that called us reports it.
 }
 
@@ -1116,9 +1198,7 @@ void OfiTransport::give_scratch(Scratch* s) {
     scratch_free_.push_back(int(s - scratch_.get()));
 }
 
-std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
-                                    std::uint64_t compare) {
-    const Peer& q = peers_[std::size_t(p.rank)];
+ssize_t OfiTransport::post_atomic8(const Peer& q, Scratch* s, std::size_t word, AtomicOp op, void* ctx) {
     fi_op fop = FI_CSWAP;
     switch (op) {
     case AtomicOp::fetch_add:
@@ -1138,6 +1218,16 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     }
     void* desc = mr_local_ ? fi_mr_desc(scratch_mr_) : nullptr;
     const std::uint64_t addr = ofi::remote_address(q.state_base, word * 8);
+    if (op == AtomicOp::compare_swap)
+        return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, &s->result, desc, q.addr, addr,
+                                 q.state_key, FI_UINT64, FI_CSWAP, ctx);
+    return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key, FI_UINT64, fop,
+                           ctx);
+}
+
+std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                    std::uint64_t compare) {
+    const Peer& q = peers_[std::size_t(p.rank)];
     Scratch* s = take_scratch();
     std::uint64_t old = 0;
     ssize_t rc = 0;
@@ -1147,14 +1237,12 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     // and for the provider to take it. One that failed because its connection was found
     // closed (-FI_ENOTCONN: it never left) goes again once the connection works.
     for (int attempt = 0;; ++attempt) {
-        // Not behind this process's own transfers to the peer either: a refused one closes
-        // the connection under an emulated atomic that follows it, and rxm then never
-        // completes that atomic. Their completions (failed ones included) come back.
-        if (outstanding(q) > 0) wait_peer(p.rank);
-        bool lost = false;
-        for (unsigned spins = 0; !usable(p.rank, &lost) && !lost; ++spins)
-            if (spins > 64) sched_yield();
-        if (lost) {
+        // Not behind this process's own transfers to the peer either (before_sync): a
+        // refused one closes the connection under an emulated atomic that follows it, and
+        // rxm then never completes that atomic. Their completions (failed ones included)
+        // come back.
+        before_sync(p.rank);
+        if (!wait_usable(p.rank)) {
             rc = -FI_EHOSTUNREACH;
             msg = "rank unreachable (its connection failed and did not come back)";
             break;
@@ -1163,22 +1251,14 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
         s->compare = compare;
         s->result = 0;
         Waiter w;
-        rc = ofi::post_message(
-            [&] {
-                if (op == AtomicOp::compare_swap)
-                    return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, &s->result, desc, q.addr,
-                                             addr, q.state_key, FI_UINT64, FI_CSWAP, &w);
-                return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key,
-                                       FI_UINT64, fop, &w);
-            },
-            [this] { return drive(); }, [](bool) { return true; }, true, kPatience);
+        rc = ofi::post_message([&] { return post_atomic8(q, s, word, op, &w); }, [this] { return drive(); },
+                               [](bool) { return true; }, true, kPatience);
         if (rc) {
             msg = rc == ofi::kStuck ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
                                     : std::string(fi_strerror(int(rc < 0 ? -rc : rc)));
             break;
         }
-        for (unsigned spins = 0; !w.done.load(std::memory_order_acquire); ++spins)
-            if (!drive() && spins > 64) sched_yield();
+        for (unsigned spins = 0; !w.done.load(std::memory_order_acquire);) wait_pass(spins);
         if (w.err == FI_ENOTCONN && attempt < 8) {
             mark_broken(p.rank);
             continue;
@@ -1198,6 +1278,114 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
         return 0;
     }
     return old;
+}
+
+// One atomic in flight, between atomic8_start and atomic8_finish (the token is its address).
+struct OfiTransport::Pending {
+    Waiter w;
+    Scratch* s = nullptr;
+    std::size_t word = 0;
+    AtomicOp op = AtomicOp::load;
+    std::uint64_t operand = 0, compare = 0;
+    std::uint64_t* old = nullptr;
+    bool posted = false;
+};
+
+std::uint64_t OfiTransport::atomic8_start(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                          std::uint64_t compare, std::uint64_t* old) {
+    const Peer& q = peers_[std::size_t(p.rank)];
+    auto* a = new Pending;
+    a->word = word;
+    a->op = op;
+    a->operand = operand;
+    a->compare = compare;
+    a->old = old;
+    // The same preconditions as atomic8; anything unusual is left to atomic8_finish, which
+    // then does it all in place.
+    before_sync(p.rank);
+    if (q.health.load(std::memory_order_acquire) == 0) {
+        a->s = take_scratch();
+        a->s->operand = operand;
+        a->s->compare = compare;
+        a->s->result = 0;
+        const ssize_t rc = ofi::post_message([&] { return post_atomic8(q, a->s, word, op, &a->w); },
+                                             [this] { return drive(); }, [](bool) { return true; }, true, kPatience);
+        a->posted = rc == 0;
+        if (!a->posted) {
+            give_scratch(a->s);
+            a->s = nullptr;
+        }
+    }
+    return reinterpret_cast<std::uint64_t>(a);
+}
+
+void OfiTransport::atomic8_finish(const PeerRegion& p, std::uint64_t token) {
+    auto* a = reinterpret_cast<Pending*>(token);
+    if (a->posted) {
+        for (unsigned spins = 0; !a->w.done.load(std::memory_order_acquire);) wait_pass(spins);
+        if (a->w.err == 0) {
+            *a->old = a->s->result;
+        } else if (a->w.err == FI_ENOTCONN) {  // it never left: once more, in place
+            mark_broken(p.rank);
+            a->posted = false;
+        } else {
+            note_failure(p.rank, a->w.err,
+                         std::string("8-byte atomic on state word ") + std::to_string(a->word) + ": " + a->w.msg);
+            *a->old = 0;
+        }
+        give_scratch(a->s);
+    }
+    if (!a->posted) *a->old = atomic8(p, a->word, a->op, a->operand, a->compare);
+    delete a;
+}
+
+void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) {
+    if (op == AtomicOp::load) return;  // (changes nothing)
+    if (redo_pending_.load(std::memory_order_acquire)) resend_lost();  // (the earlier ones first)
+    Peer& q = peers_[std::size_t(p.rank)];
+    // As atomic8: behind what it must not overtake, and on a working connection. It leaves
+    // without waiting: counted for the peer (flush waits for it), its slot given back by its
+    // completion.
+    before_sync(p.rank);
+    if (!wait_usable(p.rank)) {
+        note_failure(p.rank, FI_EHOSTUNREACH,
+                     std::string("8-byte atomic on state word ") + std::to_string(word) +
+                         ": rank unreachable (its connection failed and did not come back)");
+        return;
+    }
+    Scratch* s = take_scratch();
+    s->operand = operand;
+    s->compare = 0;
+    auto* h = new Hold;
+    h->rank = p.rank;
+    h->scratch = s;
+    h->word = word;
+    h->op = op;
+    h->operand = operand;
+    const ssize_t rc = post_counted(p.rank, true, 0, [&] { return post_atomic8(q, s, word, op, h); });
+    if (rc) {
+        delete h;
+        give_scratch(s);
+        note_failure(p.rank, int(rc < 0 ? -rc : rc),
+                     std::string("8-byte atomic on state word ") + std::to_string(word) + ": " +
+                         (rc == ofi::kStuck ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
+                                            : std::string(fi_strerror(int(rc < 0 ? -rc : rc)))));
+        return;
+    }
+    q.notifies.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void OfiTransport::resend_lost() {
+    bool idle = false;
+    if (!resending_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return;
+    std::vector<Redo> todo;
+    {
+        std::lock_guard lk(redo_mu_);
+        todo.swap(redo_);
+        redo_pending_.store(false, std::memory_order_release);
+    }
+    for (const Redo& r : todo) notify8(PeerRegion{.rank = r.rank}, r.word, r.op, r.operand);
+    resending_.store(false, std::memory_order_release);
 }
 
 bool OfiTransport::usable(int r, bool* lost) {
