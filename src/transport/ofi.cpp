@@ -41,9 +41,16 @@ bool take_bad_key() {
 }
 // ... given back by an operation that was refused (Post::retry: it goes again later).
 void give_back_bad_key() { g_bad_keys.fetch_add(1, std::memory_order_relaxed); }
+std::atomic<int> g_lost_notifies{0};
+bool take_lost_notify() {
+    for (int n = g_lost_notifies.load(std::memory_order_relaxed); n > 0;)
+        if (g_lost_notifies.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return true;
+    return false;
+}
 }  // namespace
 
 void inject_bad_keys(int n) { g_bad_keys.store(n, std::memory_order_relaxed); }
+void inject_lost_notifies(int n) { g_lost_notifies.store(n, std::memory_order_relaxed); }
 
 int error_class(int fi_err) {
     switch (fi_err < 0 ? -fi_err : fi_err) {
@@ -1351,6 +1358,13 @@ void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, s
         note_failure(p.rank, FI_EHOSTUNREACH,
                      std::string("8-byte atomic on state word ") + std::to_string(word) +
                          ": rank unreachable (its connection failed and did not come back)");
+        return;
+    }
+    if (ofi::take_lost_notify()) {  // (tests) as if its completion had said -FI_ENOTCONN
+        mark_broken(p.rank);
+        std::lock_guard lk(redo_mu_);
+        redo_.push_back(Redo{p.rank, word, op, operand});
+        redo_pending_.store(true, std::memory_order_release);
         return;
     }
     Scratch* s = take_scratch();

@@ -102,6 +102,10 @@ int error_class(int fi_err);
 // peer never registered, so the provider fails them (at the target, reported in the
 // origin's completion queue).
 void inject_bad_keys(int n);
+// ... and the next n one-way synchronization atomics (notify8: lock releases, PSCW posts)
+// are not sent but handled as if their completion said they never left (-FI_ENOTCONN):
+// the transport sends them again.
+void inject_lost_notifies(int n);
 
 // Provider limits that cut a chunk list into messages.
 struct Limits {

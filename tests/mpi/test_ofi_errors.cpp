@@ -3,7 +3,9 @@
 // working to that peer in the same epoch (tcp;ofi_rxm closes the connection when the
 // target refuses a key; the transport probes it until it works again), locks included.
 // Refusals are injected: puts and gets under a key the target never registered
-// (ofi::inject_bad_keys). Over shm or am (no ofi window) the tests skip.
+// (ofi::inject_bad_keys). One-way synchronization atomics that never left (a lock release,
+// a PSCW signal whose completion says -FI_ENOTCONN) are sent again: injected with
+// ofi::inject_lost_notifies. Over shm or am (no ofi window) the tests skip.
 #include <fastrma/fastrma.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -20,6 +22,7 @@
 namespace {
 
 using fastrma::detail::ofi::inject_bad_keys;
+using fastrma::detail::ofi::inject_lost_notifies;
 
 struct OfiWin {
     FRMA_Win win = FRMA_WIN_NULL;
@@ -131,6 +134,77 @@ TEST(OfiRefusal, AnExclusiveLockIsReleasedAfterARefusedOperationAndTakenAgain) {
             EXPECT_EQ(w.slot[r], 100 + r) << "rank " << r;
         }
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Lock releases lost on their way (as a completion of -FI_ENOTCONN reports them) are sent
+// again: every rank takes rank 1's exclusive lock in turn, many times, and does a
+// non-atomic read-modify-write of a counter under it, with every third release lost. A
+// release not sent again leaves the lock taken (the others wait for ever: the test's
+// timeout); a broken exclusion loses increments.
+TEST(OfiLostNotify, LockReleasesThatNeverLeftAreSentAgain) {
+    const int me = world_rank(), n = world_size();
+    OfiWin w(16);
+    if (n < 2 || !w.network()) GTEST_SKIP() << "not an ofi window";
+    constexpr int kRounds = 30;
+    for (int i = 0; i < kRounds; ++i) {
+        for (int type : {MPI_LOCK_EXCLUSIVE, MPI_LOCK_SHARED}) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(type, 1, 0, w.win));
+            if (type == MPI_LOCK_EXCLUSIVE) {
+                std::int64_t v = -1;
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&v, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, w.win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(1, w.win));
+                ++v;
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, w.win));
+            } else {
+                const std::int64_t one = 1;
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 1, 1, 1, MPI_INT64_T, MPI_SUM, w.win));
+            }
+            if (i % 3 == me % 3) inject_lost_notifies(1);
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock(1, w.win)) << FRMA_Last_error_message();
+            inject_lost_notifies(0);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 1) {
+        FRMA_Win_sync(w.win);
+        EXPECT_EQ(w.slot[0], std::int64_t(n) * kRounds) << "increments under the exclusive lock were lost";
+        EXPECT_EQ(w.slot[1], std::int64_t(n) * kRounds);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The same for PSCW's signals: posts (the target's) and completes (the origins') lost on
+// their way are sent again, and each epoch's puts are in place at the target's wait.
+TEST(OfiLostNotify, PscwSignalsThatNeverLeftAreSentAgain) {
+    const int me = world_rank(), n = world_size();
+    OfiWin w(16);
+    if (n < 2 || !w.network()) GTEST_SKIP() << "not an ofi window";
+    MPI_Group world, others, zero;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    const int z = 0;
+    MPI_Group_excl(world, 1, &z, &others);
+    MPI_Group_incl(world, 1, &z, &zero);
+    constexpr int kEpochs = 20;
+    for (int e = 0; e < kEpochs; ++e) {
+        if (me == 0) {
+            if (e % 2 == 0) inject_lost_notifies(1);  // one of the posts
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_post(others, 0, w.win));
+            inject_lost_notifies(0);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_wait(w.win)) << FRMA_Last_error_message();
+            for (int r = 1; r < n; ++r) EXPECT_EQ(w.slot[r], 1000 * e + r) << "epoch " << e << ", rank " << r;
+        } else {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(zero, 0, w.win));
+            const std::int64_t v = 1000 * e + me;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 0, me, 1, MPI_INT64_T, w.win));
+            if (e % 3 == me % 3) inject_lost_notifies(1);  // the consumption of the post, or the complete
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win)) << FRMA_Last_error_message();
+            inject_lost_notifies(0);
+        }
+    }
+    MPI_Group_free(&zero);
+    MPI_Group_free(&others);
+    MPI_Group_free(&world);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
