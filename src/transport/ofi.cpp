@@ -202,7 +202,7 @@ public:
     bool progress() override {
         const bool traffic = arrived();
         const bool any = drive();
-        if (redo_pending_.load(std::memory_order_acquire)) resend_lost();
+        if (redo_pending_.load(std::memory_order_acquire)) resend_lost(false);
         return any || traffic;
     }
     void sync_served() override {
@@ -286,7 +286,9 @@ private:
     std::vector<Redo> redo_;
     std::atomic<bool> redo_pending_{false};
     std::atomic<bool> resending_{false};
-    void resend_lost();
+    // may_wait false (the progress thread): only those whose peer takes them now without
+    // waiting (connection working, nothing of ours to it in flight); the rest stay.
+    void resend_lost(bool may_wait = true);
     // Waits until q's connection works (a probe goes out if it broke); false when the peer
     // has been unreachable for kPatience.
     bool wait_usable(int r) {
@@ -1389,16 +1391,31 @@ void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, s
     q.notifies.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void OfiTransport::resend_lost() {
+void OfiTransport::resend_lost(bool may_wait) {
     bool idle = false;
     if (!resending_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return;
-    std::vector<Redo> todo;
+    std::vector<Redo> todo, later;
     {
         std::lock_guard lk(redo_mu_);
         todo.swap(redo_);
         redo_pending_.store(false, std::memory_order_release);
     }
-    for (const Redo& r : todo) notify8(PeerRegion{.rank = r.rank}, r.word, r.op, r.operand);
+    for (const Redo& r : todo) {
+        if (!may_wait) {
+            bool lost = false;
+            const Peer& q = peers_[std::size_t(r.rank)];
+            if (!later.empty() || outstanding(q) > 0 || (!usable(r.rank, &lost) && !lost)) {
+                later.push_back(r);  // (in order: nothing after one that waits goes first)
+                continue;
+            }
+        }
+        notify8(PeerRegion{.rank = r.rank}, r.word, r.op, r.operand);
+    }
+    if (!later.empty()) {
+        std::lock_guard lk(redo_mu_);
+        redo_.insert(redo_.begin(), later.begin(), later.end());
+        redo_pending_.store(true, std::memory_order_release);
+    }
     resending_.store(false, std::memory_order_release);
 }
 
