@@ -101,6 +101,9 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_OFI_MR_LOCAL", "0",
          "1: register every origin buffer of an ofi put or get (as FI_MR_LOCAL providers require) even when the "
          "provider does not ask for it (tests that path on providers without FI_MR_LOCAL)."},
+        {"FASTRMA_OFI_ORDERED", "1",
+         "0: treat the ofi provider as ordering no atomics among themselves, whatever it says (tests the waits an "
+         "unordered provider needs: tcp;ofi_rxm and sockets order the atomics after atomics that locks rely on)."},
         {"FASTRMA_OFI_WINDOW", "256",
          "ofi flow control: with this many messages to one peer not yet completed, a new put, get or accumulate to it "
          "is refused by the transport (as when the provider answers -FI_EAGAIN) and queues until completions come; "
@@ -193,6 +196,7 @@ Config Config::from_env() {
     if (const char* p = env("FASTRMA_OFI_PROVIDER")) c.ofi_provider = p;
     c.ofi_mr_local = env_long("FASTRMA_OFI_MR_LOCAL", 0, 0, 1) != 0;
     c.ofi_window = int(env_long("FASTRMA_OFI_WINDOW", 256, 1, 65536));
+    c.ofi_ordered = env_long("FASTRMA_OFI_ORDERED", 1, 0, 1) != 0;
     c.stats = env_long("FASTRMA_STATS", 0, 0, 1) != 0;
     if (const char* f = env("FASTRMA_FAULT")) c.fault = f;
     return c;

@@ -45,6 +45,7 @@ struct Config {
     std::string ofi_provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
     bool ofi_mr_local = false;  // FASTRMA_OFI_MR_LOCAL
     int ofi_window = 256;  // FASTRMA_OFI_WINDOW: ofi messages in flight to one peer before posts retry
+    bool ofi_ordered = true;  // FASTRMA_OFI_ORDERED=0: the provider's atomic ordering ignored (tests)
     bool stats = false;  // FASTRMA_STATS
     std::string fault;  // FASTRMA_FAULT (fault injection for tests)
 

@@ -726,9 +726,10 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         if (prov_ == "sockets") byte_budget_ = kSocketsBytes;
         const std::uint64_t order =
             FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
-        acc_ordered_ = (info_->tx_attr->msg_order & order) == order;
+        const std::uint64_t given = opt.trust_order ? info_->tx_attr->msg_order : 0;
+        acc_ordered_ = (given & order) == order;
         const std::uint64_t after_write = FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
-        sync_ordered_ = (info_->tx_attr->msg_order & after_write) == after_write;
+        sync_ordered_ = (given & after_write) == after_write;
         if (info_->domain_attr->mr_key_size > 8)
             err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ofi (%s): keys of %zu bytes (FI_MR_RAW) are not supported",
                         call, prov_.c_str(), info_->domain_attr->mr_key_size);

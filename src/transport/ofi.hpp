@@ -78,6 +78,7 @@ struct OfiOptions {
     std::string provider = "tcp;ofi_rxm";  // FASTRMA_OFI_PROVIDER
     bool force_mr_local = false;  // FASTRMA_OFI_MR_LOCAL: register origin buffers
     int window = 256;  // FASTRMA_OFI_WINDOW: messages in flight to one peer before posts retry
+    bool trust_order = true;  // FASTRMA_OFI_ORDERED=0: act as if the provider ordered no atomics
 };
 
 // Collective over group. Null and *err (an MPI error class, raised) on failure anywhere.

@@ -64,6 +64,7 @@ std::unique_ptr<Transport> make_network_transport(Bootstrap& group, const Networ
     opt.provider = cfg.transport == "auto" ? std::string() : cfg.ofi_provider;
     opt.force_mr_local = cfg.ofi_mr_local;
     opt.window = cfg.ofi_window;
+    opt.trust_order = cfg.ofi_ordered;
     return make_ofi_transport(group, mine, opt, call, err);
 }
 
