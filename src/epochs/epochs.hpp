@@ -172,9 +172,9 @@ private:
     std::vector<int> start_group_;  // sorted
     bool exposed_ = false;
     std::uint64_t expose_expected_ = 0, completes_seen_ = 0;
-    // start() consumed a post through a transport that may still be applying it (notify8):
-    // complete() waits for that first (start_group_'s epoch; under epoch_mu_).
-    bool consume_pending_ = false;
+    // PSCW: the value of each target's bit in my post bitmap when I last saw its post (a
+    // post flips the bit: start waits for it to differ, nothing is cleared).
+    std::vector<std::uint64_t> posts_seen_;
 
     SlotTable slots_;
     Pool<Op> op_pool_;

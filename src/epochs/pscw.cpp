@@ -1,9 +1,12 @@
 // pscw.cpp — post / start / complete / wait / test (see epochs.hpp).
 //
-// post: the poster's bit in each origin's post bitmap (an 8-byte fetch_or through the
-// transport), or the gate of a transport that gates access epochs; start: waits locally
-// until every target of its group has posted and consumes one post of each, so an early
-// post for a later epoch stays for that epoch; complete: every op of the epoch complete at
+// post: flips the poster's bit in each origin's post bitmap (an 8-byte fetch_xor through the
+// transport), or opens the gate of a transport that gates access epochs; start: waits
+// locally until the bit of every target of its group differs from the value it saw at its
+// last start with that target (a target posts again only after its wait, which needs this
+// origin's complete: at most one post per pair is outstanding, so one flip is one post and
+// nothing needs clearing — no write to the origin's own word, which over a network would
+// be an atomic through its own endpoint); complete: every op of the epoch complete at
 // the origin, then an increment of each target's complete counter that the target applies
 // after those ops (Transport::complete_notify8); wait/test: the counter has grown by the
 // size of the origin group since the last epoch.
@@ -49,7 +52,7 @@ int Epochs::post(const std::vector<int>& group, int assert_) {
             if (tp(g).caps(p).gates_access)
                 tp(g).open_gate(p);
             else
-                tp(g).notify8(p, kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_or, 1ull << (rank_ % 64));
+                tp(g).notify8(p, kPostBitmap0 + std::size_t(rank_) / 64, AtomicOp::fetch_xor, 1ull << (rank_ % 64));
         }
     return MPI_SUCCESS;
 }
@@ -69,7 +72,7 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
     // so an early post for a later epoch stays for that epoch. Over a transport that gates
     // access epochs (Caps::gates_access), only until the gate of the previous epoch with it
     // has opened: the target itself holds this epoch's requests until its post.
-    bool consumed = false;
+    if (posts_seen_.empty()) posts_seen_.assign(post_bitmap_words(nprocs_), 0);
     for (int g : group) {
         const PeerRegion p = peer(g);
         if (tp(g).caps(p).gates_access) {
@@ -79,16 +82,10 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
         }
         const std::size_t w = kPostBitmap0 + std::size_t(g) / 64;
         const std::uint64_t bit = 1ull << (g % 64);
-        if (int e = wait_until([&] { return (__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) & bit) != 0; })) return e;
-        // Consumed in the domain the posts came through (the bit is set: subtracting it
-        // clears it alone), one-way: complete() waits for it before its signal, so the
-        // target's next post can only come after it.
-        tp(rank_).notify8(peer(rank_), w, AtomicOp::fetch_add, ~bit + 1);
-        consumed = true;
-    }
-    if (consumed) {
-        std::lock_guard lk(epoch_mu_);
-        consume_pending_ = true;
+        std::uint64_t& seen = posts_seen_[std::size_t(g) / 64];
+        if (int e = wait_until([&] { return ((__atomic_load_n(my_word(w), __ATOMIC_ACQUIRE) ^ seen) & bit) != 0; }))
+            return e;
+        seen ^= bit;
     }
     return MPI_SUCCESS;
 }
@@ -97,16 +94,12 @@ int Epochs::complete() {
     int off_rc = drain_open_all("FRMA_Win_complete");  // ops a full transport refused
     if (int e = h_.complete_deferred(); e && !off_rc) off_rc = e;  // direct ops of this epoch, before the signal
     std::vector<int> group;
-    bool consumed = false;
     {
         std::lock_guard lk(epoch_mu_);
         if (int rc = sync_error(SyncCall::complete, "FRMA_Win_complete", mode_.load(), exposed_)) return rc;
         group.swap(start_group_);
-        consumed = consume_pending_;
-        consume_pending_ = false;
         mode_.store(AccessMode::none, std::memory_order_release);
     }
-    if (consumed) tp(rank_).flush(peer(rank_));  // start()'s consumption of the posts
     // The ops complete at the target before it counts the signal (its wait is where MPI
     // wants them complete there); at the origin, local completion is all complete owes.
     for (int g : group) tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);

@@ -12,8 +12,9 @@ constexpr std::size_t kWordsPerLine = 8;
 constexpr std::size_t kStateBytes = 4096;  // the fixed words: one page
 
 // After the fixed page come, in this order (word offsets from the segment start):
-//   the PSCW post bitmap: bit r set = rank r has posted to me and I have not started yet
-//     (ceil(p / 64) words; at most one outstanding post per pair, so a bit suffices);
+//   the PSCW post bitmap: bit r flips with each post of rank r to me; it differs from the
+//     value my last start with r saw while a post is outstanding (ceil(p / 64) words; at
+//     most one outstanding post per pair, so a bit suffices);
 //   the lock-waiter bitmap: bit r set = rank r found one of my lock words taken and waits
 //     (ceil(p / 64) words); whoever releases a lock word of mine takes the bitmap and rings
 //     each waiter's doorbell (shared-memory peers only);

@@ -739,7 +739,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     // Lock words, PSCW counters and stripes need these five on FI_UINT64.
     if (!err) {
         fi_atomic_attr a{};
-        for (fi_op op : {FI_SUM, FI_ATOMIC_WRITE, FI_ATOMIC_READ, FI_BOR})
+        for (fi_op op : {FI_SUM, FI_ATOMIC_WRITE, FI_ATOMIC_READ, FI_BXOR})
             if (!step(fi_query_atomic(domain_, FI_UINT64, op, &a, FI_FETCH_ATOMIC),
                       "fi_query_atomic (8-byte fetching atomics)"))
                 break;
@@ -1220,8 +1220,8 @@ ssize_t OfiTransport::post_atomic8(const Peer& q, Scratch* s, std::size_t word, 
     case AtomicOp::load:
         fop = FI_ATOMIC_READ;
         break;
-    case AtomicOp::fetch_or:
-        fop = FI_BOR;
+    case AtomicOp::fetch_xor:
+        fop = FI_BXOR;
         break;
     case AtomicOp::compare_swap:
         break;

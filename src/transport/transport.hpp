@@ -33,9 +33,9 @@ enum class Post : std::uint8_t { done, posted, retry, error };
 // be free: Caps::inline_max); retry: not taken now (backpressure), post it again later.
 inline bool accepted(Post p) { return p == Post::done || p == Post::posted; }
 
-// fetch_or has no plain IB verb (masked atomics are an extension): a verbs transport
+// fetch_xor has no plain IB verb (masked atomics are an extension): a verbs transport
 // would do it with a compare-swap loop.
-enum class AtomicOp : std::uint8_t { fetch_add, compare_swap, swap, load, fetch_or };
+enum class AtomicOp : std::uint8_t { fetch_add, compare_swap, swap, load, fetch_xor };
 
 // An 8-byte atomic on a synchronization word this process can address (its own, or a node
 // peer's mapped state): the old value. The shm transport and the am server share it.
@@ -47,8 +47,8 @@ inline std::uint64_t apply_atomic8(std::uint64_t* w, AtomicOp op, std::uint64_t 
         return __atomic_exchange_n(w, operand, __ATOMIC_ACQ_REL);
     case AtomicOp::load:
         return __atomic_load_n(w, __ATOMIC_ACQUIRE);
-    case AtomicOp::fetch_or:
-        return __atomic_fetch_or(w, operand, __ATOMIC_ACQ_REL);
+    case AtomicOp::fetch_xor:
+        return __atomic_fetch_xor(w, operand, __ATOMIC_ACQ_REL);
     case AtomicOp::compare_swap:
         __atomic_compare_exchange_n(w, &compare, operand, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
         return compare;  // the old value either way

@@ -197,7 +197,7 @@ TEST(OfiLostNotify, PscwSignalsThatNeverLeftAreSentAgain) {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_start(zero, 0, w.win));
             const std::int64_t v = 1000 * e + me;
             ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, 0, me, 1, MPI_INT64_T, w.win));
-            if (e % 3 == me % 3) inject_lost_notifies(1);  // the consumption of the post, or the complete
+            if (e % 3 == me % 3) inject_lost_notifies(1);  // the complete
             EXPECT_EQ(MPI_SUCCESS, FRMA_Win_complete(w.win)) << FRMA_Last_error_message();
             inject_lost_notifies(0);
         }
