@@ -103,6 +103,8 @@ void host_progress_remove(const void* key) {
 
 bool in_host_progress() { return t_inside; }
 
+bool host_progress_run() { return g_any.load(std::memory_order_acquire) && trampoline() > 0; }
+
 const char* host_progress_kind() {
     std::lock_guard lk(g_mu);
     switch (g_hook) {

@@ -35,6 +35,10 @@ enum class HookCalls { mpi, no_mpi };
 bool host_progress_add(const void* key, std::function<bool()> fn, HookCalls calls = HookCalls::mpi);
 // On return fn is not running and will not run again.
 void host_progress_remove(const void* key);
+// Runs the registered entries once on the calling thread, as the host's hook would (try-lock,
+// no re-entry): a thread that waits without calling MPI (an ofi flush) serves the other
+// windows' transports meanwhile. True if an entry did something.
+bool host_progress_run();
 // True while the calling thread runs a host-progress callback (for tests and asserts).
 bool in_host_progress();
 // Which hook this process uses: "opal_progress", "ucp_worker_progress" or "none" (none yet:
