@@ -1,9 +1,11 @@
 // lock.cpp — passive target: lock / unlock and lock_all / unlock_all (see epochs.hpp).
 //
-// The words and their rules are lockproto's (lock_protocol.hpp), on transport atomics. A
-// lock on a remote target may return before it is granted (LOCK_CALLED): its ops queue
-// until the progress thread, or the next sync call, takes the words. A lock on the caller
-// itself is granted on return: MPI lets the caller load and store under it at once.
+// The words and their rules are lockproto's (lock_protocol.hpp): the two-level protocol on
+// transport atomics, or on windows on shared memory only (mapped_state) its one-word
+// variant on the mapped words. A lock on a remote target may return before it is granted
+// (LOCK_CALLED): its ops queue until the progress thread, or the next sync call, takes the
+// words. A lock on the caller itself is granted on return: MPI lets the caller load and
+// store under it at once.
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
 #include "epochs/epochs.hpp"
