@@ -196,8 +196,7 @@ int comm_error(MPI_Comm comm, int rc) {
     return rc;
 }
 
-int win_error(FRMA_Win win, int rc) {
-    if (rc == MPI_SUCCESS) return rc;
+int win_failure(FRMA_Win win, int rc) {
     MPI_Errhandler eh = win->w->errhandler;
     if (eh == MPI_ERRORS_RETURN) return rc;
     if (is_fatal(eh)) {

@@ -29,7 +29,9 @@ namespace fastrma::detail {
 // A live window handle (inline: every call checks it).
 inline bool valid(FRMA_Win win) { return win && win->magic == fastrma_window::kMagic && win->w; }
 // Route a failure: the window's error handler (fatal: print the message, MPI_Abort).
-int win_error(FRMA_Win win, int rc);
+// Inline for the success every call returns through (one compare).
+int win_failure(FRMA_Win win, int rc);
+inline int win_error(FRMA_Win win, int rc) { return rc == MPI_SUCCESS ? rc : win_failure(win, rc); }
 // A failure without a usable window goes to the communicator's handler.
 int comm_error(MPI_Comm comm, int rc);
 

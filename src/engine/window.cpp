@@ -106,6 +106,10 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
 }
 
 int Window::complete_deferred() {
+    // Nothing batched, nothing offloaded, no stripe taken over: three loads (every unlock).
+    if (!(cma_pending_.load(std::memory_order_acquire) | off_seq_.load(std::memory_order_acquire)) &&
+        g_stripes_taken_over.load(std::memory_order_relaxed) == stripes_seen_)
+        return MPI_SUCCESS;
     const int rc = drain_cma();
     const int rc2 = wait_offloads();
     // An accumulate of ours took over a stripe whose holder had died (issue.cpp): if the
@@ -586,6 +590,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         w->dstride_ = n > 1 ? doff[1] - doff[0] : 0;
     }
     w->my_state_ = w->state_of(me);
+    // Without a message transport every peer is a node peer on shared memory (peer()).
+    w->epochs_.map_states(w->node_base_, w->state_bytes_);
     // CPU atomics are the window's atomicity domain only when every part is mapped here
     // (allocate, shared, and create windows whose every part is FRMA_Alloc_mem memory).
     // The choice is per window, so every origin takes the same path for an element.

@@ -233,8 +233,6 @@ private:
     Transport& tp(int r) const override { return tp_all_ ? *tp_all_ : *tp_[std::size_t(r)]; }
     PeerRegion peer(int r) const override;
     std::uint64_t* my_word(std::size_t w) const override { return my_state_ + w; }
-    // Without a message transport every peer is a node peer on shared memory (peer()).
-    std::uint64_t* mapped_state(int r) const override { return remote_ ? nullptr : state_of(r); }
     Transport& group_tp() const override { return *tps_.back(); }
     Bootstrap& group() override { return *bs_; }
     Transport* serving_tp() const override { return remote_.get(); }

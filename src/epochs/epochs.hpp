@@ -46,6 +46,19 @@ public:
     Epochs(const Epochs&) = delete;
     Epochs& operator=(const Epochs&) = delete;
 
+    // Windows on shared memory only: every rank's state words are mapped here, rank r's at
+    // base + r * bytes, and every transport's atomics on them are CPU atomics (no message
+    // or network transport in the window). Set once at creation, before any epoch; the
+    // locks then take the words directly (lock_protocol.hpp, the shared-memory variant).
+    void map_states(unsigned char* base, std::size_t bytes) {
+        states_ = base;
+        state_bytes_ = bytes;
+    }
+    // Rank r's state words when mapped (above), else null.
+    std::uint64_t* mapped_state(int r) const {
+        return states_ ? reinterpret_cast<std::uint64_t*>(states_ + std::size_t(r) * state_bytes_) : nullptr;
+    }
+
     // The window's info no_locks=true: lock and lock_all are errors.
     void set_no_locks(bool yes) { no_locks_.store(yes, std::memory_order_relaxed); }
 
@@ -127,6 +140,19 @@ private:
     void release(Target* t);
     // unlock's fast path (kNotMapped: take the general one); *freed: the Target to recycle.
     int unlock_mapped(int rank, Target** freed);
+    // After releasing a mapped lock word of rank's (state: its words): ring a waiter if
+    // rank's waiter bitmap has one.
+    void ring_lock_waiters_mapped(int rank, const std::uint64_t* state);
+    // The direct-lock table (direct()): rank's granted lock on mapped words with nothing
+    // queued is noted / no longer so. Under rank's slot mutex.
+    void note_direct(int rank) {
+        std::atomic<int>& e = direct_locks_[rank & (kDirectLocks - 1)];
+        if (e.load(std::memory_order_relaxed) == 0) e.store(rank + 1, std::memory_order_release);
+    }
+    void forget_direct(int rank) {
+        std::atomic<int>& e = direct_locks_[rank & (kDirectLocks - 1)];
+        if (e.load(std::memory_order_relaxed) == rank + 1) e.store(0, std::memory_order_relaxed);
+    }
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
 
     // Flush (flush.cpp): completion of everything issued to rank; unlock's core.
@@ -160,6 +186,9 @@ private:
     const int rank_, nprocs_;
     std::atomic<bool> no_locks_{false};
 
+    unsigned char* states_ = nullptr;  // map_states()
+    std::size_t state_bytes_ = 0;
+
     SpinLock epoch_mu_;  // held for a few dozen instructions (state checks, transitions)
     std::atomic<AccessMode> mode_{AccessMode::none};
     int n_locks_ = 0;  // per-target locks held (epoch_mu_)
@@ -182,6 +211,12 @@ private:
     std::atomic<std::size_t> queued_{0};  // ops waiting in Target queues
     std::atomic<int> open_targets_{0};  // Targets of window-wide epochs (AccessState::open)
     std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
+    // Granted locks that direct() may let ops through without the slot mutex: entry
+    // rank % kDirectLocks holds rank + 1 while rank's lock is granted, its words are mapped
+    // here and nothing is queued for it (0: no such lock; a second rank of the same entry
+    // takes the general path). Written under the rank's slot mutex.
+    static constexpr int kDirectLocks = 16;
+    std::atomic<int> direct_locks_[kDirectLocks] = {};
 };
 
 inline bool Epochs::direct(int rank) {
@@ -189,6 +224,11 @@ inline bool Epochs::direct(int rank) {
     const AccessMode m = mode_.load(std::memory_order_acquire);
     if ((m == AccessMode::lock_all_granted || m == AccessMode::fence_active) &&
         queued_.load(std::memory_order_relaxed) == 0) [[likely]]
+        return true;
+    // A lock epoch's granted target on shared memory (ops complete at issue there: the
+    // Target's count of issued ops is not needed).
+    if (m == AccessMode::per_target && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_) &&
+        direct_locks_[rank & (kDirectLocks - 1)].load(std::memory_order_acquire) == rank + 1)
         return true;
     return direct_slow(rank, m);
 }

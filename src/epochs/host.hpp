@@ -22,10 +22,6 @@ public:
     virtual PeerRegion peer(int r) const = 0;
     // This process's own state words (lock words, PSCW counters, bitmaps), mapped here.
     virtual std::uint64_t* my_word(std::size_t w) const = 0;
-    // Rank r's state words when they are mapped here and tp(r)'s atomics on them are CPU
-    // atomics (node peers over shared memory), else null: the lock fast path takes them
-    // directly, in the same atomicity domain.
-    virtual std::uint64_t* mapped_state(int /*r*/) const { return nullptr; }
     // The group's synchronization (fence_sync), its members, and the transport whose
     // target side serves this process's part (null when no transport needs this CPU).
     virtual Transport& group_tp() const = 0;

@@ -1,9 +1,11 @@
 // lock.cpp — passive target: lock / unlock and lock_all / unlock_all (see epochs.hpp).
 //
-// The words and their rules are lockproto's (lock_protocol.hpp), on transport atomics. A
-// lock on a remote target may return before it is granted (LOCK_CALLED): its ops queue
-// until the progress thread, or the next sync call, takes the words. A lock on the caller
-// itself is granted on return: MPI lets the caller load and store under it at once.
+// The words and their rules are lockproto's (lock_protocol.hpp): the two-level protocol on
+// transport atomics, or on windows on shared memory only (mapped_state) its one-word
+// variant on the mapped words. A lock on a remote target may return before it is granted
+// (LOCK_CALLED): its ops queue until the progress thread, or the next sync call, takes the
+// words. A lock on the caller itself is granted on return: MPI lets the caller load and
+// store under it at once.
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
 #include "epochs/epochs.hpp"
@@ -12,16 +14,20 @@
 namespace fastrma::detail {
 
 bool Epochs::try_lock(Target* t) {
-    // Words mapped here: the same rules on them directly (no transport call, no PeerRegion).
-    if (std::uint64_t* tw = h_.mapped_state(t->rank)) {
+    // Words mapped here: the shared-memory variant, on them directly (no transport call).
+    if (std::uint64_t* tw = mapped_state(t->rank)) {
         if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared_mapped(tw);
-        if (std::uint64_t* mw = h_.mapped_state(0)) return lockproto::try_exclusive_mapped(mw, tw);
+        return lockproto::try_exclusive_mapped(mapped_state(0), tw);
     }
     if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared(tp(t->rank), peer(t->rank));
     return lockproto::try_exclusive(tp(0), peer(0), tp(t->rank), peer(t->rank));
 }
 
-bool Epochs::try_lock_all_once() { return lockproto::try_lock_all(tp(0), peer(0)); }
+bool Epochs::try_lock_all_once() {
+    if (std::uint64_t* mw = mapped_state(0))
+        return lockproto::try_lock_all_mapped(mw, nprocs_, [this](int r) { return mapped_state(r); });
+    return lockproto::try_lock_all(tp(0), peer(0));
+}
 
 bool Epochs::try_acquire(Target* t) {
     if (t->state == AccessState::lock_granted || t->state == AccessState::open) return true;
@@ -37,35 +43,53 @@ bool Epochs::try_acquire(Target* t) {
 }
 
 void Epochs::release(Target* t) {
+    forget_direct(t->rank);
     if (!t->acquired) return;
-    std::uint64_t* tw = h_.mapped_state(t->rank);
-    std::uint64_t* mw = tw && t->lock_type != MPI_LOCK_SHARED ? h_.mapped_state(0) : nullptr;
-    if (tw && t->lock_type == MPI_LOCK_SHARED) {
-        lockproto::unlock_shared_mapped(tw);
-    } else if (mw) {
-        lockproto::unlock_exclusive_mapped(mw, tw);
-    } else {
-        Transport& tp = this->tp(t->rank);
-        if (t->lock_type == MPI_LOCK_SHARED)
-            lockproto::unlock_shared(tp, peer(t->rank));
+    const bool excl = t->lock_type != MPI_LOCK_SHARED;
+    if (std::uint64_t* tw = mapped_state(t->rank)) {
+        if (excl)
+            lockproto::unlock_exclusive_mapped(tw);
         else
-            lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
+            lockproto::unlock_shared_mapped(tw);
+        t->acquired = false;
+        // Waiters for this target's word, and (exclusive) lock_all waiters, who wait on the
+        // master's bitmap; each bitmap read here first, rung only when someone registered.
+        ring_lock_waiters_mapped(t->rank, tw);
+        if (excl && t->rank != 0) ring_lock_waiters_mapped(0, mapped_state(0));
+        return;
     }
+    Transport& tp = this->tp(t->rank);
+    if (!excl)
+        lockproto::unlock_shared(tp, peer(t->rank));
+    else
+        lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
     t->acquired = false;
     // A request parked at my target side for this lock may take it now: progress retries.
     if (t->rank == rank_ && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();
     h_.ring_lock_waiters(t->rank);
-    if (t->lock_type != MPI_LOCK_SHARED && t->rank != 0) h_.ring_lock_waiters(0);
+    if (excl && t->rank != 0) h_.ring_lock_waiters(0);
+}
+
+void Epochs::ring_lock_waiters_mapped(int rank, const std::uint64_t* state) {
+    const std::uint64_t* words = state + lock_waiters_word0(nprocs_);
+    const std::size_t nw = post_bitmap_words(nprocs_);
+    for (std::size_t i = 0; i < nw; ++i)
+        if (__atomic_load_n(&words[i], __ATOMIC_RELAXED)) {
+            h_.ring_lock_waiters(rank);
+            return;
+        }
 }
 
 int Epochs::lock(int lock_type, int rank, int assert_) {
     if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
         return raise(MPI_ERR_LOCKTYPE, "FRMA_Win_lock: lock_type %d is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE",
                      lock_type);
-    if (int rc = check_target_rank("FRMA_Win_lock", rank, nprocs_)) return rc;
+    const bool in_group = static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_);
+    if (!in_group)
+        if (int rc = check_target_rank("FRMA_Win_lock", rank, nprocs_)) return rc;
     if (assert_ & ~MPI_MODE_NOCHECK)
         return raise(MPI_ERR_ASSERT, "FRMA_Win_lock: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
+    if (!in_group) return MPI_SUCCESS;  // MPI_PROC_NULL
     Target* t = nullptr;
     {
         std::lock_guard lk(epoch_mu_);
@@ -100,9 +124,16 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
         mode_.store(AccessMode::per_target, std::memory_order_release);
         // One attempt now; most locks are free. Only a lock that must wait is counted for
         // the progress thread (before the slot mutex goes: poll() then sees both).
-        if ((assert_ & MPI_MODE_NOCHECK) || try_lock(t)) {
-            t->acquired = !(assert_ & MPI_MODE_NOCHECK);
+        std::uint64_t* const tw = mapped_state(rank);
+        const bool nocheck = assert_ & MPI_MODE_NOCHECK;
+        const bool granted = nocheck                         ? true
+                             : !tw                           ? try_lock(t)
+                             : lock_type == MPI_LOCK_SHARED ? lockproto::try_shared_mapped(tw)
+                                                             : lockproto::try_exclusive_mapped(mapped_state(0), tw);
+        if (granted) {
+            t->acquired = !nocheck;
             t->state = AccessState::lock_granted;
+            if (tw) note_direct(rank);
             return MPI_SUCCESS;
         }
         bump(Stat::lock_retries);
@@ -129,19 +160,18 @@ constexpr int kNotMapped = -1;
 
 // The fast path of unlock: a granted lock whose words are mapped here, nothing queued,
 // nothing failed behind it — what wait_target(rank, unlock) does in that case, in one pass
-// under the slot mutex: the epoch's ops completed at issue (shared memory) but for what the
-// window left beside the transport (complete_deferred), the transport's flush orders them
-// before the release, and the release is one CPU atomic per word. (Mapped words mean no
-// message transport, so no target refuses requests: refused_by_targets has nothing to say.)
+// under the slot mutex: the epoch's ops completed at issue (shared memory: the transport's
+// flush would only be a fence) but for what the window left beside the transport
+// (complete_deferred), and the release of the lock word (a release store or a locked
+// read-modify-write) orders them before the next holder's acquisition. (Mapped words mean
+// no message transport, so no target refuses requests: refused_by_targets has nothing to
+// say.)
 int Epochs::unlock_mapped(int rank, Target** freed) {
-    std::uint64_t* tw = h_.mapped_state(rank);
-    if (!tw) return kNotMapped;
+    if (!mapped_state(rank)) return kNotMapped;
     Slot& s = slots_.slot_of(rank);
     std::lock_guard sl(s.mu);
     Target* t = slots_.find(rank);
     if (!t || t->state != AccessState::lock_granted || t->head || t->error) return kNotMapped;
-    const PeerRegion p = peer(rank);
-    tp(rank).flush(p);
     const int rc = h_.complete_deferred();
     release(t);
     slots_.remove(t);
@@ -150,8 +180,8 @@ int Epochs::unlock_mapped(int rank, Target** freed) {
 }
 
 int Epochs::unlock(int rank) {
-    if (int rc = check_target_rank("FRMA_Win_unlock", rank, nprocs_)) return rc;
-    if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
+        return check_target_rank("FRMA_Win_unlock", rank, nprocs_);  // MPI_PROC_NULL: success
     if (int rc = sync_error(SyncCall::unlock, "FRMA_Win_unlock", mode_.load(), false)) return rc;
     Target* freed = nullptr;
     int rc = unlock_mapped(rank, &freed);
@@ -223,7 +253,10 @@ int Epochs::unlock_all() {
         h_.flush_every_target();
         if (int e = h_.refused_by_targets("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
         if (lock_all_acquired_) {
-            lockproto::unlock_all(tp(0), peer(0));
+            if (std::uint64_t* mw = mapped_state(0))
+                lockproto::unlock_all_mapped(mw);
+            else
+                lockproto::unlock_all(tp(0), peer(0));
             if (rank_ == 0 && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();  // as in release()
             h_.ring_lock_waiters(0);
         }

@@ -8,19 +8,12 @@ namespace fastrma::detail::lockproto {
 namespace {
 constexpr std::uint64_t kMinusOne = ~0ull;  // fetch-add of -1 (two's complement)
 
-// A process's lock words, as the rules below reach them: through a transport's atomics, or
-// mapped here (CPU atomics: the same words a node peer's shm transport updates).
+// A process's lock words, as the two-level rules reach them: through a transport's atomics.
 struct ByTransport {
     Transport& tp;
     const PeerRegion& p;
     std::uint64_t rmw(std::size_t w, AtomicOp op, std::uint64_t x, std::uint64_t c = 0) const {
         return tp.atomic8(p, w, op, x, c);
-    }
-};
-struct Mapped {
-    std::uint64_t* words;
-    std::uint64_t rmw(std::size_t w, AtomicOp op, std::uint64_t x, std::uint64_t c = 0) const {
-        return apply_atomic8(words + w, op, x, c);
     }
 };
 
@@ -100,21 +93,6 @@ bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const
         return false;
     }
     return take_exclusive(ByTransport{tm, master}, ByTransport{tt, t});
-}
-
-bool try_shared_mapped(std::uint64_t* target) { return take_shared(Mapped{target}); }
-
-bool try_exclusive_mapped(std::uint64_t* master, std::uint64_t* target) {
-    return take_exclusive(Mapped{master}, Mapped{target});
-}
-
-void unlock_shared_mapped(std::uint64_t* target) {
-    apply_atomic8(target + kLockLocal, AtomicOp::fetch_add, kMinusOne, 0);
-}
-
-void unlock_exclusive_mapped(std::uint64_t* master, std::uint64_t* target) {
-    apply_atomic8(target + kLockLocal, AtomicOp::fetch_add, ~kLocalExclusive + 1, 0);
-    apply_atomic8(master + kLockGlobal, AtomicOp::fetch_add, kMinusOne, 0);
 }
 
 bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what) {

@@ -1,5 +1,6 @@
 // lock_protocol.hpp — the two-level lock protocol of foMPI / osc rdma, written once
-// against transport atomics, so it runs on every transport.
+// against transport atomics, so it runs on every transport; and its one-word variant for
+// windows on shared memory only (below).
 //
 // Words (ops/state_words.hpp): on the window's master (rank 0) the global word holds
 // lock_all holders in its high 32 bits and exclusive holders in its low 32 bits; on every
@@ -17,6 +18,7 @@
 // thread and waiting sync calls can interleave attempts with other work.
 #pragma once
 
+#include "ops/state_words.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail::lockproto {
@@ -32,11 +34,62 @@ void unlock_shared(Transport& tp, const PeerRegion& target);
 void unlock_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
 void unlock_all(Transport& tp, const PeerRegion& master);
 
-// The same rules on words mapped here and updated with CPU atomics (EpochHost::mapped_state:
-// node peers over shared memory), without a transport call: the lock fast path.
-bool try_shared_mapped(std::uint64_t* target);
-bool try_exclusive_mapped(std::uint64_t* master, std::uint64_t* target);
-void unlock_shared_mapped(std::uint64_t* target);
-void unlock_exclusive_mapped(std::uint64_t* master, std::uint64_t* target);
+// Windows whose every peer is a node peer over shared memory (Epochs::map_states: no
+// message or network transport anywhere in the window, so every process of it takes the
+// words below with CPU atomics and none takes them through a transport) run a one-word
+// variant, what osc sm costs: an exclusive lock is one CAS on the target's local word.
+//   shared(t)    : CAS v -> v + 1 on t.local while v has no exclusive bit (never changes a
+//                  word that has it, so the exclusive holder is its only writer)
+//   exclusive(t) : CAS 0 -> EXCL on t.local, then read master.global: lock_all holders
+//                  there -> store 0 back (undo) -> retry later
+//   lock_all     : fetch-add 2^32 on master.global, then read every process's t.local: an
+//                  exclusive bit anywhere -> undo -> retry later
+//   unlock       : exclusive: a release store of 0 (no one else writes the word meanwhile);
+//                  shared: fetch-add -1; lock_all: fetch-add -2^32 on master.global
+// An exclusive locker writes its word then reads the master's, a lock_all writes the
+// master's then reads every local word (both sequentially consistent): one of any two
+// concurrent attempts sees the other, so they never both hold; both may retry. Neither
+// waits while holding, so a process that holds exclusive locks while taking others cannot
+// deadlock against a lock_all. The master's low 32 bits stay 0 in this variant.
+inline bool try_shared_mapped(std::uint64_t* target) {
+    std::uint64_t* const w = target + kLockLocal;
+    std::uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+    while (!(v & kLocalExclusive))
+        if (__atomic_compare_exchange_n(w, &v, v + 1, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return true;
+    return false;
+}
+
+inline bool try_exclusive_mapped(std::uint64_t* master, std::uint64_t* target) {
+    std::uint64_t* const w = target + kLockLocal;
+    std::uint64_t v = 0;
+    if (!__atomic_compare_exchange_n(w, &v, kLocalExclusive, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return false;
+    if (!(__atomic_load_n(master + kLockGlobal, __ATOMIC_SEQ_CST) >> 32)) return true;
+    __atomic_store_n(w, 0, __ATOMIC_RELEASE);  // a lock_all holds (or tries): it goes first
+    return false;
+}
+
+// state(r): rank r's words, for r in [0, nprocs).
+template <class StateOf>
+bool try_lock_all_mapped(std::uint64_t* master, int nprocs, StateOf state) {
+    __atomic_fetch_add(master + kLockGlobal, kGlobalLockAll, __ATOMIC_SEQ_CST);
+    for (int r = 0; r < nprocs; ++r)
+        if (__atomic_load_n(state(r) + kLockLocal, __ATOMIC_SEQ_CST) & kLocalExclusive) {
+            __atomic_fetch_sub(master + kLockGlobal, kGlobalLockAll, __ATOMIC_SEQ_CST);
+            return false;
+        }
+    return true;
+}
+
+inline void unlock_shared_mapped(std::uint64_t* target) {
+    __atomic_fetch_sub(target + kLockLocal, 1, __ATOMIC_RELEASE);
+}
+
+inline void unlock_exclusive_mapped(std::uint64_t* target) {
+    __atomic_store_n(target + kLockLocal, 0, __ATOMIC_RELEASE);
+}
+
+inline void unlock_all_mapped(std::uint64_t* master) {
+    __atomic_fetch_sub(master + kLockGlobal, kGlobalLockAll, __ATOMIC_RELEASE);
+}
 
 }  // namespace fastrma::detail::lockproto

@@ -285,6 +285,7 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
         spare->home = home;
         spare->done = done;  // signalled once drain() issued it and it completed
         hold_origin(*spare, tp(r).caps(peer(r)).inline_max);
+        forget_direct(r);  // ops of r wait in its queue: the next ones go behind them
         t->push(spare);
         spare = nullptr;
         queued_.fetch_add(1, std::memory_order_relaxed);

@@ -3,12 +3,6 @@
 
 namespace fastrma::detail {
 
-Target* SlotTable::find(int rank) {
-    for (Target* t = slot_of(rank).head; t; t = t->next)
-        if (t->rank == rank) return t;
-    return nullptr;
-}
-
 void SlotTable::insert(Target* t) {
     Slot& s = slot_of(t->rank);
     t->next = s.head;

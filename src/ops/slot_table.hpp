@@ -30,8 +30,13 @@ public:
         return slots_[i];
     }
     Slot& slot_at(std::size_t i) { return slots_[i]; }
-    // The caller holds slot_of(rank).mu for these three.
-    Target* find(int rank);
+    // The caller holds slot_of(rank).mu for these three (find inline: every lock, op and
+    // unlock of a lock epoch looks its target up).
+    Target* find(int rank) {
+        for (Target* t = slot_of(rank).head; t; t = t->next)
+            if (t->rank == rank) return t;
+        return nullptr;
+    }
     void insert(Target* t);
     void remove(Target* t);
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -282,6 +283,96 @@ TEST_P(Passive, ExclusiveExcludesLockAll) {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
         }
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_P(Passive, ExclusiveSharedAndLockAllExcludeUnderThreads) {
+    // Every rank's part holds two counters A (offset 0) and B (offset 8). Exclusive
+    // holders read both (get + flush), then write A + 1, flush, and write B + 1 50 us
+    // later: a non-atomic read-modify-write in which A != B for a while. Shared holders
+    // read A, flush, and read B 20 us later; lock_all holders read every pair; all must
+    // find A == B. And no increment may be lost: A and B end equal to the number of
+    // exclusive epochs every rank ran on that target, exactly.
+    // The last rank runs one thread that alternates lock_all reads and exclusive updates
+    // of every target (a process may not hold lock_all beside a lock); the others run two
+    // threads each, thread j taking the targets t with t % 2 == j (a process may not lock
+    // one target twice) with exclusive updates and shared reads in turn. 1 rank: skipped.
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs two ranks";
+    TestWin w(GetParam(), 64);
+    constexpr int kThreads = 2, kRounds = 100;
+    std::vector<std::atomic<std::int64_t>> mine(static_cast<std::size_t>(n));  // my exclusive epochs per target
+    std::atomic<int> errors{0}, torn{0};
+    std::string first_error;
+    std::mutex first_mu;
+    auto fail = [&](int rc, const char* what) {
+        if (rc == MPI_SUCCESS) return false;
+        std::lock_guard lk(first_mu);
+        if (errors++ == 0) first_error = std::string(what) + ": " + FRMA_Last_error_message();
+        return true;
+    };
+    auto hold = [](int us) {  // stay inside the epoch a while (on a core or off it)
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+        while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    };
+    auto update = [&](int t) {  // one exclusive read-modify-write of t's pair
+        if (fail(FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, w.win), "lock exclusive")) return;
+        std::int64_t v[2] = {-1, -1};
+        fail(FRMA_Get(v, 2, MPI_INT64_T, t, 0, 2, MPI_INT64_T, w.win), "get");
+        fail(FRMA_Win_flush(t, w.win), "flush");
+        if (v[0] != v[1]) ++torn;
+        const std::int64_t a = v[0] + 1, b = v[1] + 1;
+        fail(FRMA_Put(&a, 1, MPI_INT64_T, t, 0, 1, MPI_INT64_T, w.win), "put A");
+        fail(FRMA_Win_flush(t, w.win), "flush");
+        hold(50);  // widen the window in which A != B
+        fail(FRMA_Put(&b, 1, MPI_INT64_T, t, 8, 1, MPI_INT64_T, w.win), "put B");
+        fail(FRMA_Win_unlock(t, w.win), "unlock");
+        ++mine[std::size_t(t)];
+    };
+    auto read_shared = [&](int t) {
+        if (fail(FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win), "lock shared")) return;
+        std::int64_t v[2] = {-1, -1};
+        fail(FRMA_Get(&v[0], 1, MPI_INT64_T, t, 0, 1, MPI_INT64_T, w.win), "get A");
+        fail(FRMA_Win_flush(t, w.win), "flush");
+        hold(20);  // an exclusive holder that got in now would be seen
+        fail(FRMA_Get(&v[1], 1, MPI_INT64_T, t, 8, 1, MPI_INT64_T, w.win), "get B");
+        fail(FRMA_Win_unlock(t, w.win), "unlock");
+        if (v[0] != v[1]) ++torn;
+    };
+    if (me == n - 1) {
+        for (int round = 0; round < kRounds; ++round) {
+            if (!fail(FRMA_Win_lock_all(0, w.win), "lock_all")) {
+                std::vector<std::int64_t> v(2 * std::size_t(n), -1);
+                for (int t = 0; t < n; ++t)
+                    fail(FRMA_Get(&v[2 * std::size_t(t)], 2, MPI_INT64_T, t, 0, 2, MPI_INT64_T, w.win), "get");
+                fail(FRMA_Win_flush_all(w.win), "flush_all");
+                hold(20);
+                fail(FRMA_Win_unlock_all(w.win), "unlock_all");
+                for (int t = 0; t < n; ++t) torn += v[2 * std::size_t(t)] != v[2 * std::size_t(t) + 1];
+            }
+            update(round % n);
+        }
+    } else {
+        std::vector<std::thread> ts;
+        for (int j = 0; j < kThreads; ++j)
+            ts.emplace_back([&, j] {
+                for (int round = 0; round < kRounds; ++round)
+                    for (int t = j; t < n; t += kThreads) {
+                        update(t);
+                        read_shared(t);
+                    }
+            });
+        for (auto& t : ts) t.join();
+    }
+    EXPECT_EQ(errors.load(), 0) << first_error;
+    EXPECT_EQ(torn.load(), 0) << "a reader or an exclusive holder saw a pair half updated: a lock did not exclude";
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(n)), total(static_cast<std::size_t>(n));
+    for (int t = 0; t < n; ++t) counts[std::size_t(t)] = mine[std::size_t(t)].load();
+    MPI_Allreduce(counts.data(), total.data(), n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    // (A lost update leaves A below the count of exclusive epochs that ran on it.)
+    EXPECT_EQ(*w.at<std::int64_t>(0), total[std::size_t(me)]) << "updates lost at rank " << me;
+    EXPECT_EQ(*w.at<std::int64_t>(1), total[std::size_t(me)]) << "updates lost at rank " << me;
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
