@@ -15,26 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#ifdef LOCK_LATENCY_MPI
-#define WIN MPI_Win
-#define W(name) MPI_##name
-#else
-#include <fastrma/fastrma.h>
-#define WIN FRMA_Win
-#define W(name) FRMA_##name
-#endif
-
-static double now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-static int by_value(const void* a, const void* b) {
-    const double x = *(const double*)a, y = *(const double*)b;
-    return (x > y) - (x < y);
-}
+#include "loop_common.h"
 
 int main(int argc, char** argv) {
     int provided, me, np;

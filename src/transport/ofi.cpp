@@ -1395,13 +1395,13 @@ void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, s
 void OfiTransport::resend_lost(bool may_wait) {
     bool idle = false;
     if (!resending_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return;
-    std::vector<Redo> todo, later;
+    std::vector<Redo> lost, later;
     {
         std::lock_guard lk(redo_mu_);
-        todo.swap(redo_);
+        lost.swap(redo_);
         redo_pending_.store(false, std::memory_order_release);
     }
-    for (const Redo& r : todo) {
+    for (const Redo& r : lost) {
         if (!may_wait) {
             bool lost = false;
             const Peer& q = peers_[std::size_t(r.rank)];
