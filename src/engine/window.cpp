@@ -778,14 +778,12 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
         // A waiter stands the progress thread down. One that waits on a network CQ calls no
         // MPI, so the host's hook does not run on it: it runs the hook's entries itself now
         // and then, serving the process's other windows as an am waiter's MPI calls do.
-        if (w->host_hooked_ && net)
-            remote->set_on_wait([pe] {
+        if (w->host_hooked_)
+            remote->set_on_wait([pe, net] {
                 pe->mark_helped();
                 static thread_local unsigned passes = 0;
-                if ((++passes & 255) == 0) host_progress_run();
+                if (net && (++passes & 255) == 0) host_progress_run();
             });
-        else if (w->host_hooked_)
-            remote->set_on_wait([pe] { pe->mark_helped(); });
     }
     // Who else serves while an application thread sits in one of our group collectives
     // (fence_sync, close_sync): if nobody, those wait serving themselves.

@@ -124,16 +124,11 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
         mode_.store(AccessMode::per_target, std::memory_order_release);
         // One attempt now; most locks are free. Only a lock that must wait is counted for
         // the progress thread (before the slot mutex goes: poll() then sees both).
-        std::uint64_t* const tw = mapped_state(rank);
         const bool nocheck = assert_ & MPI_MODE_NOCHECK;
-        const bool granted = nocheck                         ? true
-                             : !tw                           ? try_lock(t)
-                             : lock_type == MPI_LOCK_SHARED ? lockproto::try_shared_mapped(tw)
-                                                             : lockproto::try_exclusive_mapped(mapped_state(0), tw);
-        if (granted) {
+        if (nocheck || try_lock(t)) {
             t->acquired = !nocheck;
             t->state = AccessState::lock_granted;
-            if (tw) note_direct(rank);
+            if (mapped_state(rank)) note_direct(rank);
             return MPI_SUCCESS;
         }
         bump(Stat::lock_retries);

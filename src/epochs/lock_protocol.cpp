@@ -76,9 +76,10 @@ bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const
     }
     if (!tt.caps(t).load_store) {
         // The target's word behind a round trip (am with this process not the master, ofi):
-        // both atomics in flight at once, one round trip instead of two. Mutual exclusion only needs both
-        // to go through their words atomically; the order between them does not matter (a
-        // transient exclusive bit on t only makes a concurrent shared locker retry).
+        // both atomics in flight at once, one round trip instead of two. Mutual exclusion
+        // only needs both to go through their words atomically; the order between them does
+        // not matter (a transient exclusive bit on t only makes a concurrent shared locker
+        // retry).
         std::uint64_t g = 0, l = 0;
         const std::uint64_t tg = tm.atomic8_start(master, kLockGlobal, AtomicOp::fetch_add, 1, 0, &g);
         const std::uint64_t tl = tt.atomic8_start(t, kLockLocal, AtomicOp::compare_swap, kLocalExclusive, 0, &l);

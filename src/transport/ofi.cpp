@@ -299,6 +299,33 @@ private:
     }
     // Posts one 8-byte atomic on state word `word` of q (operands in s), its completion to ctx.
     ssize_t post_atomic8(const Peer& q, Scratch* s, std::size_t word, AtomicOp op, void* ctx);
+    // The same with its operands put into s first, waiting in place for the provider to take
+    // it (the caller waits for its answer at w).
+    ssize_t post_waited_atomic8(const Peer& q, Scratch* s, std::size_t word, AtomicOp op, std::uint64_t operand,
+                                std::uint64_t compare, Waiter* w) {
+        s->operand = operand;
+        s->compare = compare;
+        s->result = 0;
+        return ofi::post_message([&] { return post_atomic8(q, s, word, op, w); }, [this] { return drive(); },
+                                 [](bool) { return true; }, true, kPatience);
+    }
+    // A notify8 that never left: kept for resend_lost, its peer's connection marked broken.
+    void keep_lost(int r, std::size_t word, AtomicOp op, std::uint64_t operand) {
+        mark_broken(r);
+        std::lock_guard lk(redo_mu_);
+        redo_.push_back(Redo{r, word, op, operand});
+        redo_pending_.store(true, std::memory_order_release);
+    }
+    // A synchronization atomic on `word` of r that failed (err a libfabric error): recorded
+    // for the next completion point (atomic8 and notify8 have no error path).
+    void note_sync_failure(int r, int err, std::size_t word, const std::string& what) {
+        note_failure(r, err < 0 ? -err : err, "8-byte atomic on state word " + std::to_string(word) + ": " + what);
+    }
+    // A post's failure as text (kStuck: the provider kept answering -FI_EAGAIN).
+    static std::string post_error(ssize_t rc) {
+        return rc == ofi::kStuck ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
+                                 : std::string(fi_strerror(int(rc < 0 ? -rc : rc)));
+    }
 
     int fail(int rc, const char* call, const char* what) {
         return raise(ofi::error_class(rc), "%s: ofi (%s): %s failed: %s", call, prov_.c_str(), what,
@@ -863,10 +890,7 @@ void OfiTransport::complete(void* ctx, int err, const char* msg) {
             give_scratch(h->scratch);
             Peer& q = peers_[std::size_t(h->rank)];
             if (err == FI_ENOTCONN) {  // it never left: sent again once the connection works
-                mark_broken(h->rank);
-                std::lock_guard lk(redo_mu_);
-                redo_.push_back(Redo{h->rank, h->word, h->op, h->operand});
-                redo_pending_.store(true, std::memory_order_release);
+                keep_lost(h->rank, h->word, h->op, h->operand);
                 err = 0;
             }
             q.notifies.fetch_sub(1, std::memory_order_acq_rel);
@@ -1257,15 +1281,10 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
             msg = "rank unreachable (its connection failed and did not come back)";
             break;
         }
-        s->operand = operand;
-        s->compare = compare;
-        s->result = 0;
         Waiter w;
-        rc = ofi::post_message([&] { return post_atomic8(q, s, word, op, &w); }, [this] { return drive(); },
-                               [](bool) { return true; }, true, kPatience);
+        rc = post_waited_atomic8(q, s, word, op, operand, compare, &w);
         if (rc) {
-            msg = rc == ofi::kStuck ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
-                                    : std::string(fi_strerror(int(rc < 0 ? -rc : rc)));
+            msg = post_error(rc);
             break;
         }
         for (unsigned spins = 0; !w.done.load(std::memory_order_acquire);) wait_pass(spins);
@@ -1283,8 +1302,7 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
         // atomic8 returns the old value and has no error path: the failure is recorded for
         // the peer and reported by the next completion point (flush, unlock, fence,
         // complete) that asks failed(); the old value reads as 0.
-        note_failure(p.rank, int(rc < 0 ? -rc : rc),
-                     std::string("8-byte atomic on state word ") + std::to_string(word) + ": " + msg);
+        note_sync_failure(p.rank, int(rc), word, msg);
         return 0;
     }
     return old;
@@ -1315,12 +1333,7 @@ std::uint64_t OfiTransport::atomic8_start(const PeerRegion& p, std::size_t word,
     before_sync(p.rank);
     if (q.health.load(std::memory_order_acquire) == 0) {
         a->s = take_scratch();
-        a->s->operand = operand;
-        a->s->compare = compare;
-        a->s->result = 0;
-        const ssize_t rc = ofi::post_message([&] { return post_atomic8(q, a->s, word, op, &a->w); },
-                                             [this] { return drive(); }, [](bool) { return true; }, true, kPatience);
-        a->posted = rc == 0;
+        a->posted = post_waited_atomic8(q, a->s, word, op, operand, compare, &a->w) == 0;
         if (!a->posted) {
             give_scratch(a->s);
             a->s = nullptr;
@@ -1339,8 +1352,7 @@ void OfiTransport::atomic8_finish(const PeerRegion& p, std::uint64_t token) {
             mark_broken(p.rank);
             a->posted = false;
         } else {
-            note_failure(p.rank, a->w.err,
-                         std::string("8-byte atomic on state word ") + std::to_string(a->word) + ": " + a->w.msg);
+            note_sync_failure(p.rank, a->w.err, a->word, a->w.msg);
             *a->old = 0;
         }
         give_scratch(a->s);
@@ -1358,16 +1370,11 @@ void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, s
     // completion.
     before_sync(p.rank);
     if (!wait_usable(p.rank)) {
-        note_failure(p.rank, FI_EHOSTUNREACH,
-                     std::string("8-byte atomic on state word ") + std::to_string(word) +
-                         ": rank unreachable (its connection failed and did not come back)");
+        note_sync_failure(p.rank, FI_EHOSTUNREACH, word, "rank unreachable (its connection failed and did not come back)");
         return;
     }
     if (ofi::take_lost_notify()) {  // (tests) as if its completion had said -FI_ENOTCONN
-        mark_broken(p.rank);
-        std::lock_guard lk(redo_mu_);
-        redo_.push_back(Redo{p.rank, word, op, operand});
-        redo_pending_.store(true, std::memory_order_release);
+        keep_lost(p.rank, word, op, operand);
         return;
     }
     Scratch* s = take_scratch();
@@ -1383,10 +1390,7 @@ void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, s
     if (rc) {
         delete h;
         give_scratch(s);
-        note_failure(p.rank, int(rc < 0 ? -rc : rc),
-                     std::string("8-byte atomic on state word ") + std::to_string(word) + ": " +
-                         (rc == ofi::kStuck ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
-                                            : std::string(fi_strerror(int(rc < 0 ? -rc : rc)))));
+        note_sync_failure(p.rank, int(rc), word, post_error(rc));
         return;
     }
     q.notifies.fetch_add(1, std::memory_order_acq_rel);
