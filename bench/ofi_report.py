@@ -26,6 +26,8 @@ def load(outdir):
     rounds = collections.Counter()
     for fn in sorted(glob.glob(os.path.join(outdir, "*_*.txt"))):
         impl = os.path.basename(fn).rsplit("_", 1)[0]
+        if impl == "wire-rtt":
+            continue
         rounds[impl] += 1
         for line in open(fn, errors="replace"):
             f = line.split()
@@ -38,6 +40,28 @@ def load(outdir):
                 continue
     med = {i: {k: statistics.median(v) for k, v in d.items()} for i, d in vals.items()}
     return med, rounds
+
+
+def load_wire(outdir):
+    """wire_rtt's rows (CSV,wire_rtt,what,median,min,max) of every round: the best batch of all
+    (as phys_limits' limits: a floor, which a busy core only ever raises)."""
+    vals = collections.defaultdict(list)
+    for fn in sorted(glob.glob(os.path.join(outdir, "wire-rtt_*.txt"))):
+        for line in open(fn, errors="replace"):
+            f = line.strip().split(",")
+            if len(f) == 6 and f[:2] == ["CSV", "wire_rtt"]:
+                vals[f[2]].append(float(f[4]))
+    return {k: min(v) for k, v in vals.items()}
+
+
+# The round trip each implementation's 8-byte op + flush needs at least, by wire_rtt's name:
+# ofi's put, get and fetch_and_op are one libfabric write, read and fetch atomic; everyone
+# else's go over the host MPI's TCP wire (ucx included: its own TCP stack, the same sockets).
+def floor_of(impl, op):
+    if impl == OFI:
+        return {"put": "ofi_write", "get": "ofi_read", "fetch_and_op": "ofi_fetch_add",
+                "compare_and_swap": "ofi_fetch_add", "acc": "ofi_fetch_add"}.get(op)
+    return "mpi_pingpong"
 
 
 def size_label(b):
@@ -56,6 +80,26 @@ def main():
     peers = [p for p in PEERS if p in d]
     print(f"Rounds per implementation: " + ", ".join(f"{i} {n}" for i, n in sorted(rounds.items()))
           + "; values are medians over the rounds.\n")
+
+    wire = load_wire(outdir)
+    if wire:
+        print("### The wire's floor (wire_rtt: µs per round trip, 8 B, best batch of 200 over all rounds)\n")
+        print("| " + " | ".join(sorted(wire)) + " |")
+        print("|" + "---|" * len(wire))
+        print("| " + " | ".join(f"{wire[k]:.2f}" for k in sorted(wire)) + " |")
+        print("\n8-byte op + flush (lock_all) in round trips of its own wire (1.00: nothing but the wire):\n")
+        ops = ["put", "get", "acc", "fetch_and_op", "compare_and_swap"]
+        impls_w = [OFI] + peers
+        print("| op | " + " | ".join(SHORT[i] for i in impls_w) + " |")
+        print("|" + "---|" * (1 + len(impls_w)))
+        for op in ops:
+            cells = []
+            for i in impls_w:
+                v = d[i].get(("lat", "flush", op, 8, 1, "ns"))
+                f = wire.get(floor_of(i, op) or "")
+                cells.append("—" if v is None or not f else f"{v / 1e3 / f:.2f}")
+            print(f"| {op} | " + " | ".join(cells) + " |")
+        print()
 
     # Latency.
     lat = sorted(k for k in d[OFI] if k[0] == "lat" and k[5] == "ns")

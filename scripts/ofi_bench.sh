@@ -16,6 +16,10 @@
 # divided by fastrma-ofi's (> 1: ofi faster), and for the target computing (the overlap
 # section's op + flush with the target outside MPI) its ratio to the same op + flush with the
 # target waiting in MPI_Barrier (lat.flush).
+# Each round also runs build/bench/wire_rtt on the same wire (the host MPI's 8-byte ping-pong
+# over ob1/tcp, libfabric's send, fetch-atomic, write and read round trips on tcp;ofi_rxm):
+# the floor that no op + flush can beat, and each implementation's 8-byte op + flush in
+# multiples of it.
 # Raw outputs stay in OUTDIR (default bench-results/ofi), the table in OUTDIR/report.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,6 +51,10 @@ to=${OFI_BENCH_TIMEOUT:-600}
 } > "$out/settings.txt"
 for ((i = 1; i <= rounds; ++i)); do
   echo "ofi_bench.sh: round $i of $rounds" >&2
+  if [[ -x build/bench/wire_rtt ]]; then
+    timeout "$to" "${ompi[@]}" "${tcp_ob1[@]}" -x FI_TCP_IFACE=lo build/bench/wire_rtt > "$out/wire-rtt_$i.txt" 2>&1 ||
+      echo "  wire_rtt: exit $?" >&2
+  fi
   timeout "$to" "${ompi[@]}" "${tcp_ob1[@]}" --mca osc pt2pt -x FASTRMA_TRANSPORT=ofi -x FI_TCP_IFACE=lo \
     -x FI_SOCKETS_IFACE=lo "$suite" "${args[@]}" --impl fastrma --fastrma-label fastrma-ofi \
     > "$out/fastrma-ofi_$i.txt" 2>&1 || echo "  fastrma-ofi: exit $?" >&2
