@@ -198,12 +198,17 @@ public:
     bool native_type(int type_id) const override { return native_[std::size_t(type_id) & 255]; }
     Post accumulate(const PeerRegion& p, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
                     std::size_t elem_bytes, const void* src, const void* compare, void* result) override;
-    bool serve() override { return progress(); }
-    bool progress() override {
-        const bool traffic = arrived();
+    // A thread in the host's progress loop or waiting elsewhere: reading the CQ serves
+    // (the provider makes its progress there); whether passive traffic arrived matters only
+    // to the progress thread's back-off (progress()), and asking costs two system calls.
+    bool serve() override {
         const bool any = drive();
         if (redo_pending_.load(std::memory_order_acquire)) resend_lost(false);
-        return any || traffic;
+        return any;
+    }
+    bool progress() override {
+        const bool traffic = arrived();
+        return serve() || traffic;
     }
     void sync_served() override {
         drive();
