@@ -912,6 +912,8 @@ int Window::sync() {
 // Progress: retry lock acquisitions whose time has come, issue queues of granted targets.
 
 bool Window::serve_peers(bool beat) {
+    if (served_->nothing_posted(my_state_, beat)) return false;
+    beat = false;  // (given)
     const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
     // A bulk part: count pieces of `piece` bytes from toff at stride, its whole footprint
     // inside my part (dynamic: inside one attached region run, toff the address), checked

@@ -14,7 +14,7 @@
 // takes it: one atomicity domain; puts and gets by memcpy) and answers in the slot. Only a
 // thread of the target that waits in MPI serves promptly, so the target advertises it: the
 // host-progress hook, and fastrma's own waits in sync calls (EpochHost::serve_while_waiting),
-// store the time in kServedBeat at every pass. An origin posts only when the beat is fresh (the target waits in MPI) and withdraws
+// store the time in kServedBeat as they pass (every kBeatEveryNs at most). An origin posts only when the beat is fresh (the target waits in MPI) and withdraws
 // its request if it is not taken within kServedWaitNs (the target left MPI meanwhile). The
 // withdrawal is a CAS posted -> free that races the target's posted -> taken: exactly one
 // wins, so a request is applied either by the target or, withdrawn, by the origin itself
@@ -37,6 +37,11 @@ constexpr std::uint64_t kFreshNs = 10'000;  // a beat this recent: the target se
 // A post not taken by then is withdrawn: served, a request takes well under this; a target
 // thread descheduled meanwhile (oversubscribed cores) comes back only after a time slice.
 constexpr std::uint64_t kServedWaitNs = 4'000;
+// A serving thread refreshes its beat at most this often, and reads the clock once every
+// kBeatPasses passes: a beat stored at every pass cost the target a clock read (about
+// half of a hook pass here) and made every origin's fresh() miss its cache line.
+constexpr std::uint64_t kBeatEveryNs = 2'000;
+constexpr unsigned kBeatPasses = 16;
 // A slot's words: state, request, target offset, answer, then the data (a put's or get's
 // bytes; an atomic's operand and compare in, its old value out).
 enum SlotWord : std::size_t { kState, kDesc, kToff, kAnswer, kData };
@@ -161,13 +166,21 @@ public:
     // The bulk area's parts through apply_bulk.
     bool poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat);
     bool poll(std::uint64_t* my_state, const Apply& apply, bool beat) { return poll(my_state, apply, nullptr, beat); }
+    // The beat (as poll does), then whether nothing was posted since the last scan: a
+    // caller on the host's progress loop then skips building its appliers (the common pass).
+    bool nothing_posted(std::uint64_t* my_state, bool beat) {
+        if (beat) beat_now(my_state);
+        return __atomic_load_n(my_state + kServedPosts, __ATOMIC_ACQUIRE) == seen_.load(std::memory_order_relaxed);
+    }
 
 private:
+    void beat_now(std::uint64_t* my_state);
     bool poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk);
     SpinLock mu_;
     std::unique_ptr<unsigned char[]> operand_;  // a get_accumulate part's origin data (mu_)
     std::size_t operand_bytes_ = 0;
     std::atomic<std::uint64_t> seen_{0};  // kServedPosts at the last scan
+    std::atomic<unsigned> beat_passes_{0};  // passes with beat, for the clock's pace
 };
 
 }  // namespace fastrma::detail::served
