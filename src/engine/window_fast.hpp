@@ -272,10 +272,18 @@ inline int Window::fast_locked(int rank, std::uint64_t off, unsigned char* dst, 
 }
 
 inline int Window::fast_flush(int rank) {
-    // Under a granted lock_all every op to a mapped peer completed when it was issued;
-    // the fence orders it before whatever the caller does next (also loads: a flush
-    // followed by a get of another location must not pass the put, as on TSO it could).
+    // Under a granted lock_all, or a lock on rank without a Target (Epochs::lock_direct:
+    // mapped words, nothing queued), every op to a mapped peer completed when it was
+    // issued; the fence orders it before whatever the caller does next (also loads: a
+    // flush followed by a get of another location must not pass the put, as on TSO it
+    // could).
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return kSlowPath;  // an error
+    if (!remote_ && epochs_.mode() == AccessMode::per_target && epochs_.lock_direct(rank)) {
+        if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
+            if (int rc = complete_deferred()) return rc;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        return MPI_SUCCESS;
+    }
     return fast_flush_all();
 }
 
