@@ -31,6 +31,7 @@
 #include "engine/config.hpp"
 #include "epochs/epoch_state.hpp"
 #include "epochs/host.hpp"
+#include "epochs/lock_protocol.hpp"
 #include "ops/pool.hpp"
 #include "ops/slot_table.hpp"
 #include "ops/spin_lock.hpp"
@@ -76,9 +77,9 @@ public:
     int wait();
     int test(bool* done);
 
-    // Passive target.
-    int lock(int lock_type, int rank, int assert_);
-    int unlock(int rank);
+    // Passive target. lock and unlock of a direct lock (mapped words) inline, below.
+    inline int lock(int lock_type, int rank, int assert_);
+    inline int unlock(int rank);
     int lock_all(int assert_);
     int unlock_all();
     int flush(int rank, bool local);
@@ -157,18 +158,30 @@ private:
     bool try_lock_all_once();  // one attempt at lock_all
     bool try_acquire(Target* t);
     void release(Target* t);
+    // lock and unlock past their inline paths (lock.cpp).
+    int lock_general(int lock_type, int rank, int assert_);
+    int unlock_general(int rank);
     // Mapped windows (held_): a lock without epoch_mu_ (kSlowLock: the gate is closed, ask
     // under epoch_mu_), the lock that must wait (a lock_called Target), the release of a
     // direct lock's word, and the way out of an idle per_target mode (epoch_mu_ held).
+    static constexpr int kSlowLock = -1;
     int lock_mapped(int lock_type, int rank, int assert_);
     int lock_queued(int lock_type, int rank, int assert_);
-    void release_mapped(int rank, bool shared);
+    inline void release_mapped(int rank, bool shared);
     int unlock_held(int rank);
     bool leave_idle_lock_mode();
     bool any_lock_held() const;
     // After releasing a mapped lock word of rank's (state: its words): ring a waiter if
     // rank's waiter bitmap has one.
-    void ring_lock_waiters_mapped(int rank, const std::uint64_t* state);
+    void ring_lock_waiters_mapped(int rank, const std::uint64_t* state) {
+        const std::uint64_t* words = state + lock_waiters_word0(nprocs_);
+        const std::size_t nw = post_bitmap_words(nprocs_);
+        for (std::size_t i = 0; i < nw; ++i)
+            if (__atomic_load_n(&words[i], __ATOMIC_RELAXED)) {
+                h_.ring_lock_waiters(rank);
+                return;
+            }
+    }
     // A direct lock whose op must queue becomes a granted Target (under rank's slot mutex):
     // null when the lock is not direct (any more) or no Target is free.
     Target* materialize(int rank);
@@ -244,6 +257,61 @@ private:
     // leave_idle_lock_mode reads held_.
     std::atomic<bool> fast_locks_{false};
 };
+
+inline int Epochs::lock(int lock_type, int rank, int assert_) {
+    // A free lock on mapped words while the mode is per_target (lock_mapped, inline): claim
+    // held_[rank], read the gate, take the word, mark the lock direct.
+    if (held_ && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_) &&
+        (lock_type == MPI_LOCK_EXCLUSIVE || lock_type == MPI_LOCK_SHARED) && !(assert_ & ~MPI_MODE_NOCHECK) &&
+        fast_locks_.load(std::memory_order_acquire)) [[likely]] {
+        std::atomic<std::uint32_t>& h = held_[rank];
+        std::uint32_t v = kHeldFree;
+        if (h.compare_exchange_strong(v, kHeldBusy, std::memory_order_seq_cst, std::memory_order_relaxed)) [[likely]] {
+            if (fast_locks_.load(std::memory_order_seq_cst)) [[likely]] {
+                const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
+                std::uint64_t* const tw = mapped_state(rank);
+                if (nocheck || (shared ? lockproto::try_shared_mapped(tw)
+                                       : lockproto::try_exclusive_mapped(mapped_state(0), tw))) [[likely]] {
+                    h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0),
+                            std::memory_order_release);
+                    return MPI_SUCCESS;
+                }
+                return lock_queued(lock_type, rank, assert_);
+            }
+            h.store(kHeldFree, std::memory_order_release);
+        }
+    }
+    return lock_general(lock_type, rank, assert_);
+}
+
+inline void Epochs::release_mapped(int rank, bool shared) {
+    std::uint64_t* const tw = mapped_state(rank);
+    if (shared)
+        lockproto::unlock_shared_mapped(tw);
+    else
+        lockproto::unlock_exclusive_mapped(tw);
+    // Waiters for this target's word, and (exclusive) lock_all waiters, who wait on the
+    // master's bitmap; each bitmap read here first, rung only when someone registered.
+    ring_lock_waiters_mapped(rank, tw);
+    if (!shared && rank != 0) ring_lock_waiters_mapped(0, mapped_state(0));
+}
+
+inline int Epochs::unlock(int rank) {
+    // A direct lock (unlock_held, inline): take it back, complete what the window left
+    // beside the transport, release the word (ordering the epoch before the next holder).
+    if (held_ && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_)) {
+        std::atomic<std::uint32_t>& h = held_[rank];
+        std::uint32_t v = h.load(std::memory_order_relaxed);
+        if (v >= kHeldDirect &&
+            h.compare_exchange_strong(v, kHeldBusy, std::memory_order_acquire, std::memory_order_relaxed)) [[likely]] {
+            const int rc = h_.complete_deferred();
+            if (!(v & kHeldNocheck)) release_mapped(rank, v & kHeldShared);
+            h.store(kHeldFree, std::memory_order_release);
+            return rc;
+        }
+    }
+    return unlock_general(rank);
+}
 
 inline bool Epochs::direct(int rank) {
     // The common case inline (a window-wide epoch with nothing queued anywhere): two loads.

@@ -50,18 +50,6 @@ bool Epochs::try_acquire(Target* t) {
     return true;
 }
 
-void Epochs::release_mapped(int rank, bool shared) {
-    std::uint64_t* const tw = mapped_state(rank);
-    if (shared)
-        lockproto::unlock_shared_mapped(tw);
-    else
-        lockproto::unlock_exclusive_mapped(tw);
-    // Waiters for this target's word, and (exclusive) lock_all waiters, who wait on the
-    // master's bitmap; each bitmap read here first, rung only when someone registered.
-    ring_lock_waiters_mapped(rank, tw);
-    if (!shared && rank != 0) ring_lock_waiters_mapped(0, mapped_state(0));
-}
-
 void Epochs::release(Target* t) {
     if (!t->acquired) return;
     const bool excl = t->lock_type != MPI_LOCK_SHARED;
@@ -82,21 +70,7 @@ void Epochs::release(Target* t) {
     if (excl && t->rank != 0) h_.ring_lock_waiters(0);
 }
 
-void Epochs::ring_lock_waiters_mapped(int rank, const std::uint64_t* state) {
-    const std::uint64_t* words = state + lock_waiters_word0(nprocs_);
-    const std::size_t nw = post_bitmap_words(nprocs_);
-    for (std::size_t i = 0; i < nw; ++i)
-        if (__atomic_load_n(&words[i], __ATOMIC_RELAXED)) {
-            h_.ring_lock_waiters(rank);
-            return;
-        }
-}
-
-namespace {
-constexpr int kSlowLock = -1;  // lock_mapped: the gate is closed, ask under epoch_mu_
-}
-
-int Epochs::lock(int lock_type, int rank, int assert_) {
+int Epochs::lock_general(int lock_type, int rank, int assert_) {
     if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
         return raise(MPI_ERR_LOCKTYPE, "FRMA_Win_lock: lock_type %d is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE",
                      lock_type);
@@ -201,13 +175,13 @@ int Epochs::lock_mapped(int lock_type, int rank, int assert_) {
         h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0), std::memory_order_release);
         return MPI_SUCCESS;
     }
-    bump(Stat::lock_retries);
     return lock_queued(lock_type, rank, assert_);
 }
 
 int Epochs::lock_queued(int lock_type, int rank, int assert_) {
     // held_[rank] is busy (ours): the lock becomes a lock_called Target, which the progress
     // thread (or the next sync call) retries, and ops to rank queue on it meanwhile.
+    bump(Stat::lock_retries);
     Target* t = target_pool_.get();
     if (!t) {
         held_[rank].store(kHeldFree, std::memory_order_release);
@@ -292,7 +266,7 @@ int Epochs::unlock_held(int rank) {
     }
 }
 
-int Epochs::unlock(int rank) {
+int Epochs::unlock_general(int rank) {
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
         return check_target_rank("FRMA_Win_unlock", rank, nprocs_);  // MPI_PROC_NULL: success
     if (held_) return unlock_held(rank);
