@@ -7,6 +7,7 @@
 // slow path would reject.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 
 #include "transport/copy.hpp"
@@ -20,6 +21,19 @@ inline void Window::acc_order() {
     const std::uint64_t seq = off_seq_.load(std::memory_order_acquire);
     if (seq && !eng_.offload()->done(seq)) [[unlikely]]
         eng_.offload()->wait(seq);
+}
+
+// lookup_type with the last hit kept: the fast paths ask once per call, mostly for the same
+// type. The table's entries are immutable and live as long as the process, and a hit is
+// checked against the handle, so a stale or racing entry is at worst a miss.
+inline const TypeInfo* fast_lookup_type(MPI_Datatype t) {
+    static std::atomic<const TypeInfo*> last{nullptr};
+    const TypeInfo* ti = last.load(std::memory_order_relaxed);
+    if (ti && ti->type == t) [[likely]]
+        return ti;
+    ti = lookup_type(t);
+    if (ti) last.store(ti, std::memory_order_relaxed);
+    return ti;
 }
 
 inline void Window::offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
@@ -85,7 +99,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
 inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
                                  int tcount, MPI_Datatype ttype) {
     if (otype != ttype || ocount != tcount || ocount <= 0 || !origin) return kSlowPath;
-    const TypeInfo* ti = lookup_type(ttype);
+    const TypeInfo* ti = fast_lookup_type(ttype);
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     if (remote_) return fast_remote_transfer(is_put, origin, rank, disp, bytes);
@@ -168,7 +182,7 @@ inline int Window::fast_get(void* origin, int ocount, MPI_Datatype otype, int ra
 inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datatype type, int rank, MPI_Aint disp,
                                      MPI_Op op) {
     if (!result || (!origin && op != MPI_NO_OP)) return kSlowPath;
-    const TypeInfo* ti = lookup_type(type);
+    const TypeInfo* ti = fast_lookup_type(type);
     if (!ti) return kSlowPath;
     std::uint64_t off;
     unsigned char* dst = fast_target(rank, disp, ti->extent, &off);
@@ -196,7 +210,7 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
 inline int Window::fast_compare_and_swap(const void* origin, const void* compare, void* result, MPI_Datatype type,
                                          int rank, MPI_Aint disp) {
     if (!cpu_atomics_ || !origin || !compare || !result) return kSlowPath;
-    const TypeInfo* ti = lookup_type(type);
+    const TypeInfo* ti = fast_lookup_type(type);
     if (!ti || !ti->cpu_domain) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
     if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
@@ -209,7 +223,7 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
 inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp,
                                    int tcount, MPI_Datatype ttype, MPI_Op op) {
     if (otype != ttype || ocount != tcount || ocount <= 0 || !origin) return kSlowPath;
-    const TypeInfo* ti = lookup_type(ttype);
+    const TypeInfo* ti = fast_lookup_type(ttype);
     if (!ti) return kSlowPath;
     if (remote_) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op);
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
@@ -239,7 +253,7 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
                                        MPI_Op op) {
     if (!result || rtype != ttype || rcount != tcount || tcount <= 0) return kSlowPath;
     if (op != MPI_NO_OP && (otype != ttype || ocount != tcount || !origin)) return kSlowPath;
-    const TypeInfo* ti = lookup_type(ttype);
+    const TypeInfo* ti = fast_lookup_type(ttype);
     if (!ti) return kSlowPath;
     std::uint64_t off;
     unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent, &off);
@@ -272,10 +286,18 @@ inline int Window::fast_locked(int rank, std::uint64_t off, unsigned char* dst, 
 }
 
 inline int Window::fast_flush(int rank) {
-    // Under a granted lock_all every op to a mapped peer completed when it was issued;
-    // the fence orders it before whatever the caller does next (also loads: a flush
-    // followed by a get of another location must not pass the put, as on TSO it could).
+    // Under a granted lock_all, or a lock on rank without a Target (Epochs::lock_direct:
+    // mapped words, nothing queued), every op to a mapped peer completed when it was
+    // issued; the fence orders it before whatever the caller does next (also loads: a
+    // flush followed by a get of another location must not pass the put, as on TSO it
+    // could).
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return kSlowPath;  // an error
+    if (!remote_ && epochs_.mode() == AccessMode::per_target && epochs_.lock_direct(rank)) {
+        if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
+            if (int rc = complete_deferred()) return rc;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        return MPI_SUCCESS;
+    }
     return fast_flush_all();
 }
 

@@ -4,7 +4,9 @@
 // Access side: at most one kind of access epoch is open at a time. fence_called: a fence
 // opened a possible epoch and no op has been issued since (a lock or start may still
 // follow); fence_active: ops were issued, the next sync must be a fence. per_target: one
-// or more MPI_Win_lock epochs (per-target state in the slot table); lock_all_called: the
+// or more MPI_Win_lock epochs (per-target state in the slot table, or on windows on shared
+// memory only in Epochs::held_, where the mode also stays after the last unlock until
+// another kind of epoch asks: Epochs::sync_error); lock_all_called: the
 // lock_all is not granted yet (MPI lets it return early).
 // Exposure side: a PSCW exposure epoch (MPI_Win_post ... MPI_Win_wait) is open or not; a
 // fence's exposure is implied by its access state.

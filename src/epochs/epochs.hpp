@@ -24,12 +24,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "engine/config.hpp"
 #include "epochs/epoch_state.hpp"
 #include "epochs/host.hpp"
+#include "epochs/lock_protocol.hpp"
 #include "ops/pool.hpp"
 #include "ops/slot_table.hpp"
 #include "ops/spin_lock.hpp"
@@ -50,9 +52,11 @@ public:
     // base + r * bytes, and every transport's atomics on them are CPU atomics (no message
     // or network transport in the window). Set once at creation, before any epoch; the
     // locks then take the words directly (lock_protocol.hpp, the shared-memory variant).
+    // Lock epochs then keep no window-wide state (held_, below).
     void map_states(unsigned char* base, std::size_t bytes) {
         states_ = base;
         state_bytes_ = bytes;
+        held_ = std::make_unique<std::atomic<std::uint32_t>[]>(std::size_t(nprocs_));
     }
     // Rank r's state words when mapped (above), else null.
     std::uint64_t* mapped_state(int r) const {
@@ -60,7 +64,10 @@ public:
     }
 
     // The window's info no_locks=true: lock and lock_all are errors.
-    void set_no_locks(bool yes) { no_locks_.store(yes, std::memory_order_relaxed); }
+    void set_no_locks(bool yes) {
+        no_locks_.store(yes, std::memory_order_relaxed);
+        if (yes) fast_locks_.store(false, std::memory_order_seq_cst);  // the next lock asks under epoch_mu_
+    }
 
     // Active target (groups as window ranks).
     int fence(int assert_);
@@ -70,9 +77,9 @@ public:
     int wait();
     int test(bool* done);
 
-    // Passive target.
-    int lock(int lock_type, int rank, int assert_);
-    int unlock(int rank);
+    // Passive target. lock and unlock of a direct lock (mapped words) inline, below.
+    inline int lock(int lock_type, int rank, int assert_);
+    inline int unlock(int rank);
     int lock_all(int assert_);
     int unlock_all();
     int flush(int rank, bool local);
@@ -87,9 +94,15 @@ public:
 
     // The fast paths' test: an op to rank may go straight to it now (a granted lock_all, a
     // fence epoch that has operations, a PSCW access epoch that includes it, or a granted
-    // lock on it; each with nothing queued for rank before; the last counts the op as
-    // issued).
+    // lock on it; each with nothing queued for rank before; a lock's Target counts the op
+    // as issued).
     inline bool direct(int rank);
+    // A lock epoch on rank is granted without a Target (mapped words: held_ is direct), so
+    // a flush of rank is the transport's flush and complete_deferred.
+    bool lock_direct(int rank) const {
+        return held_ && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_) &&
+               held_[rank].load(std::memory_order_acquire) >= kHeldDirect;
+    }
     AccessMode mode() const { return mode_.load(std::memory_order_acquire); }
     // No Target of a window-wide epoch exists (nothing queued, no error of a queued op
     // waiting to be reported): a flush in lock_all has only the transports to complete.
@@ -127,9 +140,16 @@ private:
     PeerRegion peer(int r) const { return h_.peer(r); }
     std::uint64_t* my_word(std::size_t w) const { return h_.my_word(w); }
     bool in_start_group(int r) const { return std::binary_search(start_group_.begin(), start_group_.end(), r); }
-    // MPI_SUCCESS when the table allows call now, else MPI_ERR_RMA_SYNC (raised).
-    int sync_error(SyncCall call, const char* name, AccessMode m, bool exposed) const {
-        return legal(call, m, exposed) ? MPI_SUCCESS : sync_failure(call, name, m, exposed);
+    // MPI_SUCCESS when the table allows call now, else MPI_ERR_RMA_SYNC (raised). A
+    // per_target mode with no lock held (mapped windows keep it after the last unlock) is
+    // left for none first; only a call illegal in a lock epoch gets there, and every such
+    // caller holds epoch_mu_ (lock_all, unlock_all, fence, start, complete, free).
+    int sync_error(SyncCall call, const char* name, AccessMode m, bool exposed) {
+        if (legal(call, m, exposed)) [[likely]]
+            return MPI_SUCCESS;
+        if (m == AccessMode::per_target && held_ && leave_idle_lock_mode() && legal(call, AccessMode::none, exposed))
+            return MPI_SUCCESS;
+        return sync_failure(call, name, mode_.load(), exposed);
     }
     int sync_failure(SyncCall call, const char* name, AccessMode m, bool exposed) const;
 
@@ -138,25 +158,39 @@ private:
     bool try_lock_all_once();  // one attempt at lock_all
     bool try_acquire(Target* t);
     void release(Target* t);
-    // unlock's fast path (kNotMapped: take the general one); *freed: the Target to recycle.
-    int unlock_mapped(int rank, Target** freed);
+    // lock and unlock past their inline paths (lock.cpp).
+    int lock_general(int lock_type, int rank, int assert_);
+    int unlock_general(int rank);
+    // Mapped windows (held_): a lock without epoch_mu_ (kSlowLock: the gate is closed, ask
+    // under epoch_mu_), the lock that must wait (a lock_called Target), the release of a
+    // direct lock's word, and the way out of an idle per_target mode (epoch_mu_ held).
+    static constexpr int kSlowLock = -1;
+    int lock_mapped(int lock_type, int rank, int assert_);
+    int lock_queued(int lock_type, int rank, int assert_);
+    inline void release_mapped(int rank, bool shared);
+    int unlock_held(int rank);
+    bool leave_idle_lock_mode();
+    bool any_lock_held() const;
     // After releasing a mapped lock word of rank's (state: its words): ring a waiter if
     // rank's waiter bitmap has one.
-    void ring_lock_waiters_mapped(int rank, const std::uint64_t* state);
-    // The direct-lock table (direct()): rank's granted lock on mapped words with nothing
-    // queued is noted / no longer so. Under rank's slot mutex.
-    void note_direct(int rank) {
-        std::atomic<int>& e = direct_locks_[rank & (kDirectLocks - 1)];
-        if (e.load(std::memory_order_relaxed) == 0) e.store(rank + 1, std::memory_order_release);
+    void ring_lock_waiters_mapped(int rank, const std::uint64_t* state) {
+        const std::uint64_t* words = state + lock_waiters_word0(nprocs_);
+        const std::size_t nw = post_bitmap_words(nprocs_);
+        for (std::size_t i = 0; i < nw; ++i)
+            if (__atomic_load_n(&words[i], __ATOMIC_RELAXED)) {
+                h_.ring_lock_waiters(rank);
+                return;
+            }
     }
-    void forget_direct(int rank) {
-        std::atomic<int>& e = direct_locks_[rank & (kDirectLocks - 1)];
-        if (e.load(std::memory_order_relaxed) == rank + 1) e.store(0, std::memory_order_relaxed);
-    }
+    // A direct lock whose op must queue becomes a granted Target (under rank's slot mutex):
+    // null when the lock is not direct (any more) or no Target is free.
+    Target* materialize(int rank);
+    int flush_direct(int rank, SyncFlag flag);  // flush of a direct lock (no Target)
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
 
-    // Flush (flush.cpp): completion of everything issued to rank; unlock's core.
-    int wait_target(int rank, SyncFlag flag, bool remove);
+    // Flush (flush.cpp): completion of everything issued to rank; unlock's core (remove:
+    // the Target goes to *freed when given, else to its pool).
+    int wait_target(int rank, SyncFlag flag, bool remove, Target** freed = nullptr);
 
     // The queue (queue.cpp).
     // Issues t's queued ops (granted or open) in order: an MPI error class, or kIssueRetry
@@ -191,7 +225,7 @@ private:
 
     SpinLock epoch_mu_;  // held for a few dozen instructions (state checks, transitions)
     std::atomic<AccessMode> mode_{AccessMode::none};
-    int n_locks_ = 0;  // per-target locks held (epoch_mu_)
+    int n_locks_ = 0;  // per-target locks held (epoch_mu_; windows without held_)
     Target* spare_target_ = nullptr;  // the last unlocked target, for the next lock (epoch_mu_)
     int lock_all_assert_ = 0;
     bool lock_all_acquired_ = false;
@@ -211,13 +245,73 @@ private:
     std::atomic<std::size_t> queued_{0};  // ops waiting in Target queues
     std::atomic<int> open_targets_{0};  // Targets of window-wide epochs (AccessState::open)
     std::atomic<int> waiting_targets_{0};  // targets whose lock is not granted yet
-    // Granted locks that direct() may let ops through without the slot mutex: entry
-    // rank % kDirectLocks holds rank + 1 while rank's lock is granted, its words are mapped
-    // here and nothing is queued for it (0: no such lock; a second rank of the same entry
-    // takes the general path). Written under the rank's slot mutex.
-    static constexpr int kDirectLocks = 16;
-    std::atomic<int> direct_locks_[kDirectLocks] = {};
+    // Mapped windows: what this process holds at each rank (docs/epochs.md, Locks). Free,
+    // busy (a lock or unlock of another thread is between states), queued (a Target in the
+    // slot table has the lock) or direct (granted, no Target; the flags say which lock).
+    // Only a CAS leaves free or direct; a thread that moved a word to busy is its only
+    // writer until it stores the next state.
+    static constexpr std::uint32_t kHeldFree = 0, kHeldBusy = 1, kHeldQueued = 2, kHeldDirect = 8,
+                                   kHeldShared = 1, kHeldNocheck = 2;  // flags of a direct word
+    std::unique_ptr<std::atomic<std::uint32_t>[]> held_;
+    // A lock may claim held_ without epoch_mu_ (the mode is per_target); closed while
+    // leave_idle_lock_mode reads held_.
+    std::atomic<bool> fast_locks_{false};
 };
+
+inline int Epochs::lock(int lock_type, int rank, int assert_) {
+    // A free lock on mapped words while the mode is per_target (lock_mapped, inline): claim
+    // held_[rank], read the gate, take the word, mark the lock direct.
+    if (held_ && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_) &&
+        (lock_type == MPI_LOCK_EXCLUSIVE || lock_type == MPI_LOCK_SHARED) && !(assert_ & ~MPI_MODE_NOCHECK) &&
+        fast_locks_.load(std::memory_order_acquire)) [[likely]] {
+        std::atomic<std::uint32_t>& h = held_[rank];
+        std::uint32_t v = kHeldFree;
+        if (h.compare_exchange_strong(v, kHeldBusy, std::memory_order_seq_cst, std::memory_order_relaxed)) [[likely]] {
+            if (fast_locks_.load(std::memory_order_seq_cst)) [[likely]] {
+                const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
+                std::uint64_t* const tw = mapped_state(rank);
+                if (nocheck || (shared ? lockproto::try_shared_mapped(tw)
+                                       : lockproto::try_exclusive_mapped(mapped_state(0), tw))) [[likely]] {
+                    h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0),
+                            std::memory_order_release);
+                    return MPI_SUCCESS;
+                }
+                return lock_queued(lock_type, rank, assert_);
+            }
+            h.store(kHeldFree, std::memory_order_release);
+        }
+    }
+    return lock_general(lock_type, rank, assert_);
+}
+
+inline void Epochs::release_mapped(int rank, bool shared) {
+    std::uint64_t* const tw = mapped_state(rank);
+    if (shared)
+        lockproto::unlock_shared_mapped(tw);
+    else
+        lockproto::unlock_exclusive_mapped(tw);
+    // Waiters for this target's word, and (exclusive) lock_all waiters, who wait on the
+    // master's bitmap; each bitmap read here first, rung only when someone registered.
+    ring_lock_waiters_mapped(rank, tw);
+    if (!shared && rank != 0) ring_lock_waiters_mapped(0, mapped_state(0));
+}
+
+inline int Epochs::unlock(int rank) {
+    // A direct lock (unlock_held, inline): take it back, complete what the window left
+    // beside the transport, release the word (ordering the epoch before the next holder).
+    if (held_ && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_)) {
+        std::atomic<std::uint32_t>& h = held_[rank];
+        std::uint32_t v = h.load(std::memory_order_relaxed);
+        if (v >= kHeldDirect &&
+            h.compare_exchange_strong(v, kHeldBusy, std::memory_order_acquire, std::memory_order_relaxed)) [[likely]] {
+            const int rc = h_.complete_deferred();
+            if (!(v & kHeldNocheck)) release_mapped(rank, v & kHeldShared);
+            h.store(kHeldFree, std::memory_order_release);
+            return rc;
+        }
+    }
+    return unlock_general(rank);
+}
 
 inline bool Epochs::direct(int rank) {
     // The common case inline (a window-wide epoch with nothing queued anywhere): two loads.
@@ -225,11 +319,9 @@ inline bool Epochs::direct(int rank) {
     if ((m == AccessMode::lock_all_granted || m == AccessMode::fence_active) &&
         queued_.load(std::memory_order_relaxed) == 0) [[likely]]
         return true;
-    // A lock epoch's granted target on shared memory (ops complete at issue there: the
-    // Target's count of issued ops is not needed).
-    if (m == AccessMode::per_target && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_) &&
-        direct_locks_[rank & (kDirectLocks - 1)].load(std::memory_order_acquire) == rank + 1)
-        return true;
+    // A lock epoch's direct lock on shared memory (ops complete at issue there: no Target
+    // counts them).
+    if (m == AccessMode::per_target && lock_direct(rank)) return true;
     return direct_slow(rank, m);
 }
 

@@ -10,20 +10,42 @@
 
 namespace fastrma::detail {
 
-int Epochs::wait_target(int rank, SyncFlag flag, bool remove) {
+int Epochs::flush_direct(int rank, SyncFlag flag) {
+    // A direct lock (no Target, mapped words): nothing queued, no error kept; the ops
+    // completed at issue but for what the window left beside the transport.
+    if (flag == SyncFlag::flush_local)
+        tp(rank).flush_local(peer(rank));
+    else
+        tp(rank).flush(peer(rank));
+    return h_.complete_deferred();
+}
+
+int Epochs::wait_target(int rank, SyncFlag flag, bool remove, Target** freed) {
     const char* call = remove ? "FRMA_Win_unlock" : "FRMA_Win_flush";
     WaitPace pace;
     Slot& s = slots_.slot_of(rank);
+    auto recycle = [&](Target* t) {
+        if (freed)
+            *freed = t;  // the caller keeps it for the next lock
+        else
+            Pool<Target>::put(t);
+    };
     while (true) {
         std::unique_lock sl(s.mu);
         Target* t = slots_.find(rank);
-        if (!t) return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, rank);
+        if (!t) {
+            if (!remove && lock_direct(rank)) {
+                sl.unlock();
+                return flush_direct(rank, flag);
+            }
+            return raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, rank);
+        }
         // Nothing was ever queued or issued and the lock is not ours yet: an unlock can
         // simply withdraw the request (no one can observe the difference).
         if (remove && t->state != AccessState::lock_granted && !t->head && t->issued == 0) {
             waiting_targets_.fetch_sub(1);
             slots_.remove(t);
-            Pool<Target>::put(t);
+            recycle(t);
             return MPI_SUCCESS;
         }
         if (t->state != AccessState::lock_granted && !try_acquire(t)) {
@@ -55,7 +77,7 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove) {
         if (remove) {
             release(t);
             slots_.remove(t);
-            Pool<Target>::put(t);
+            recycle(t);
         }
         if (int e = h_.refused_by_targets(call, rank, rank + 1); e && !rc) rc = e;
         return rc;
@@ -66,7 +88,8 @@ int Epochs::flush(int rank, bool local) {
     const char* call = local ? "FRMA_Win_flush_local" : "FRMA_Win_flush";
     if (int rc = check_target_rank(call, rank, nprocs_)) return rc;
     if (rank == MPI_PROC_NULL) return MPI_SUCCESS;
-    switch (mode_.load(std::memory_order_acquire)) {
+    const AccessMode m = mode_.load(std::memory_order_acquire);
+    switch (m) {
     case AccessMode::lock_all_granted: {
         int rc = drain_open(rank, call);  // what its transport refused goes first
         tp(rank).flush(peer(rank));
@@ -76,17 +99,23 @@ int Epochs::flush(int rank, bool local) {
     }
     case AccessMode::lock_all_called:
         return ensure_lock_all();
-    case AccessMode::per_target:
-        return wait_target(rank, local ? SyncFlag::flush_local : SyncFlag::flush, false);
+    case AccessMode::per_target: {
+        const SyncFlag flag = local ? SyncFlag::flush_local : SyncFlag::flush;
+        if (lock_direct(rank)) return flush_direct(rank, flag);
+        if (held_ && !any_lock_held()) break;  // the lock epochs are over: an error below
+        return wait_target(rank, flag, false);
+    }
     default:
         break;
     }
-    return sync_error(SyncCall::flush, call, mode_.load(), false);
+    // (per_target here: a mapped window whose lock epochs are over.)
+    return sync_failure(SyncCall::flush, call, m == AccessMode::per_target ? AccessMode::none : m, false);
 }
 
 int Epochs::flush_all(bool local) {
     const char* call = local ? "FRMA_Win_flush_local_all" : "FRMA_Win_flush_all";
-    switch (mode_.load(std::memory_order_acquire)) {
+    const AccessMode m = mode_.load(std::memory_order_acquire);
+    switch (m) {
     case AccessMode::lock_all_granted: {
         int rc = drain_open_all(call);
         h_.flush_every_target();  // messages in flight need each target's answer
@@ -98,16 +127,23 @@ int Epochs::flush_all(bool local) {
     case AccessMode::lock_all_called:
         return ensure_lock_all();
     case AccessMode::per_target: {
-        // Flush only the targets that are locked (active targets), not all ranks.
+        if (held_ && !any_lock_held()) break;  // the lock epochs are over: an error below
+        // Flush only the targets that are locked (active targets), not all ranks: direct
+        // locks first (no Target), then the Targets.
+        const SyncFlag flag = local ? SyncFlag::flush_local : SyncFlag::flush;
+        int rc = MPI_SUCCESS;
+        if (held_)
+            for (int r = 0; r < nprocs_; ++r)
+                if (lock_direct(r))
+                    if (int e = flush_direct(r, flag); e && !rc) rc = e;
         std::vector<int> ranks;
         for (std::size_t i = 0; i < slots_.size(); ++i) {
             Slot& s = slots_.slot_at(i);
             std::lock_guard sl(s.mu);
             for (Target* t = s.head; t; t = t->next) ranks.push_back(t->rank);
         }
-        int rc = MPI_SUCCESS;
         for (int r : ranks) {
-            int e = wait_target(r, local ? SyncFlag::flush_local : SyncFlag::flush, false);
+            int e = wait_target(r, flag, false);
             if (e && e != MPI_ERR_RMA_SYNC && !rc) rc = e;  // unlocked meanwhile: fine
         }
         return rc;
@@ -115,7 +151,7 @@ int Epochs::flush_all(bool local) {
     default:
         break;
     }
-    return sync_error(SyncCall::flush, call, mode_.load(), false);
+    return sync_failure(SyncCall::flush, call, m == AccessMode::per_target ? AccessMode::none : m, false);
 }
 
 }  // namespace fastrma::detail

@@ -6,6 +6,14 @@
 // (LOCK_CALLED): its ops queue until the progress thread, or the next sync call, takes the
 // words. A lock on the caller itself is granted on return: MPI lets the caller load and
 // store under it at once.
+//
+// On windows on shared memory only (held_: every word mapped here), a lock epoch keeps no
+// window-wide state: lock_mapped claims held_[rank] with a CAS, takes the word, and marks
+// the lock direct (no Target); unlock_held takes it back with a CAS and releases the word.
+// Neither takes epoch_mu_ or a slot mutex; epoch_mu_ is taken only to enter per_target
+// from another mode (the mode stays per_target after the last unlock: sync_error leaves it
+// when another kind of epoch asks, epochs.hpp). A lock that must wait, or an op that must
+// queue behind a direct lock, makes a Target (the general path below).
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
 #include "epochs/epochs.hpp"
@@ -43,19 +51,11 @@ bool Epochs::try_acquire(Target* t) {
 }
 
 void Epochs::release(Target* t) {
-    forget_direct(t->rank);
     if (!t->acquired) return;
     const bool excl = t->lock_type != MPI_LOCK_SHARED;
-    if (std::uint64_t* tw = mapped_state(t->rank)) {
-        if (excl)
-            lockproto::unlock_exclusive_mapped(tw);
-        else
-            lockproto::unlock_shared_mapped(tw);
+    if (mapped_state(t->rank)) {
+        release_mapped(t->rank, !excl);
         t->acquired = false;
-        // Waiters for this target's word, and (exclusive) lock_all waiters, who wait on the
-        // master's bitmap; each bitmap read here first, rung only when someone registered.
-        ring_lock_waiters_mapped(t->rank, tw);
-        if (excl && t->rank != 0) ring_lock_waiters_mapped(0, mapped_state(0));
         return;
     }
     Transport& tp = this->tp(t->rank);
@@ -70,17 +70,7 @@ void Epochs::release(Target* t) {
     if (excl && t->rank != 0) h_.ring_lock_waiters(0);
 }
 
-void Epochs::ring_lock_waiters_mapped(int rank, const std::uint64_t* state) {
-    const std::uint64_t* words = state + lock_waiters_word0(nprocs_);
-    const std::size_t nw = post_bitmap_words(nprocs_);
-    for (std::size_t i = 0; i < nw; ++i)
-        if (__atomic_load_n(&words[i], __ATOMIC_RELAXED)) {
-            h_.ring_lock_waiters(rank);
-            return;
-        }
-}
-
-int Epochs::lock(int lock_type, int rank, int assert_) {
+int Epochs::lock_general(int lock_type, int rank, int assert_) {
     if (lock_type != MPI_LOCK_SHARED && lock_type != MPI_LOCK_EXCLUSIVE)
         return raise(MPI_ERR_LOCKTYPE, "FRMA_Win_lock: lock_type %d is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE",
                      lock_type);
@@ -90,6 +80,24 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
     if (assert_ & ~MPI_MODE_NOCHECK)
         return raise(MPI_ERR_ASSERT, "FRMA_Win_lock: assert %#x has bits other than MPI_MODE_NOCHECK", assert_);
     if (!in_group) return MPI_SUCCESS;  // MPI_PROC_NULL
+    if (held_) {
+        // Mapped words: no window-wide state while the mode is per_target already.
+        if (fast_locks_.load(std::memory_order_acquire))
+            if (int rc = lock_mapped(lock_type, rank, assert_); rc != kSlowLock) return rc;
+        while (true) {
+            {
+                std::lock_guard lk(epoch_mu_);
+                if (int rc = sync_error(SyncCall::lock, "FRMA_Win_lock", mode_.load(), exposed_)) return rc;
+                if (no_locks_)
+                    return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: the window was created with info no_locks=true");
+                mode_.store(AccessMode::per_target, std::memory_order_release);
+                fast_locks_.store(true, std::memory_order_seq_cst);
+            }
+            // (Not under epoch_mu_: a lock on self may wait. Another kind of epoch may
+            // have left the idle mode meanwhile: then ask again.)
+            if (int rc = lock_mapped(lock_type, rank, assert_); rc != kSlowLock) return rc;
+        }
+    }
     Target* t = nullptr;
     {
         std::lock_guard lk(epoch_mu_);
@@ -100,9 +108,9 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
         if (slots_.find(rank))
             return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process", rank);
         if ((t = spare_target_)) {
-            // unlock_mapped left it unlinked, released, with nothing queued and no error;
-            // the fields it may have changed are reset here (not `*t = Target{}`: a
-            // rep stos that cost a fifth of this function).
+            // unlock left it unlinked, released, with nothing queued and no error; the
+            // fields it may have changed are reset here (not `*t = Target{}`: a rep stos
+            // that cost a fifth of this function).
             spare_target_ = nullptr;
             t->issued = 0;
             t->backoff_us = 0;
@@ -128,7 +136,6 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
         if (nocheck || try_lock(t)) {
             t->acquired = !nocheck;
             t->state = AccessState::lock_granted;
-            if (mapped_state(rank)) note_direct(rank);
             return MPI_SUCCESS;
         }
         bump(Stat::lock_retries);
@@ -149,44 +156,133 @@ int Epochs::lock(int lock_type, int rank, int assert_) {
     return MPI_SUCCESS;
 }
 
-namespace {
-constexpr int kNotMapped = -1;
+int Epochs::lock_mapped(int lock_type, int rank, int assert_) {
+    std::atomic<std::uint32_t>& h = held_[rank];
+    std::uint32_t v = kHeldFree;
+    // The process's claim on rank: one lock per rank, whichever thread asks.
+    if (!h.compare_exchange_strong(v, kHeldBusy, std::memory_order_seq_cst, std::memory_order_relaxed))
+        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process%s", rank,
+                     v == kHeldBusy ? " (or another thread is locking or unlocking it now)" : "");
+    // Written held_ before reading the gate (leave_idle_lock_mode: the other way round).
+    if (!fast_locks_.load(std::memory_order_seq_cst)) [[unlikely]] {
+        h.store(kHeldFree, std::memory_order_release);
+        return kSlowLock;
+    }
+    const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
+    std::uint64_t* const tw = mapped_state(rank);
+    if (nocheck ||
+        (shared ? lockproto::try_shared_mapped(tw) : lockproto::try_exclusive_mapped(mapped_state(0), tw))) [[likely]] {
+        h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0), std::memory_order_release);
+        return MPI_SUCCESS;
+    }
+    return lock_queued(lock_type, rank, assert_);
 }
 
-// The fast path of unlock: a granted lock whose words are mapped here, nothing queued,
-// nothing failed behind it — what wait_target(rank, unlock) does in that case, in one pass
-// under the slot mutex: the epoch's ops completed at issue (shared memory: the transport's
-// flush would only be a fence) but for what the window left beside the transport
-// (complete_deferred), and the release of the lock word (a release store or a locked
-// read-modify-write) orders them before the next holder's acquisition. (Mapped words mean
-// no message transport, so no target refuses requests: refused_by_targets has nothing to
-// say.)
-int Epochs::unlock_mapped(int rank, Target** freed) {
-    if (!mapped_state(rank)) return kNotMapped;
+int Epochs::lock_queued(int lock_type, int rank, int assert_) {
+    // held_[rank] is busy (ours): the lock becomes a lock_called Target, which the progress
+    // thread (or the next sync call) retries, and ops to rank queue on it meanwhile.
+    bump(Stat::lock_retries);
+    Target* t = target_pool_.get();
+    if (!t) {
+        held_[rank].store(kHeldFree, std::memory_order_release);
+        return raise(MPI_ERR_NO_MEM,
+                     "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise "
+                     "FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
+                     rank, cfg_.win_target_pool, cfg_.target_pool);
+    }
+    t->rank = rank;
+    t->lock_type = lock_type;
+    t->assert_ = assert_;
+    t->state = AccessState::lock_called;
     Slot& s = slots_.slot_of(rank);
-    std::lock_guard sl(s.mu);
-    Target* t = slots_.find(rank);
-    if (!t || t->state != AccessState::lock_granted || t->head || t->error) return kNotMapped;
-    const int rc = h_.complete_deferred();
-    release(t);
-    slots_.remove(t);
-    *freed = t;  // recycled under epoch_mu_ by the caller
-    return rc;
+    {
+        std::lock_guard sl(s.mu);
+        slots_.insert(t);
+        waiting_targets_.fetch_add(1);
+        held_[rank].store(kHeldQueued, std::memory_order_release);
+    }
+    if (rank == rank_)  // granted on return (above)
+        return wait_until(
+            [&] {
+                std::lock_guard sl(s.mu);
+                return try_acquire(t);
+            },
+            rank, lock_type != MPI_LOCK_SHARED);
+    progress_.wake();
+    return MPI_SUCCESS;
 }
 
-int Epochs::unlock(int rank) {
+bool Epochs::leave_idle_lock_mode() {
+    // epoch_mu_ held, mode per_target: close the gate, then read every claim (the lock
+    // side writes its claim, then reads the gate: one of the two sees the other).
+    fast_locks_.store(false, std::memory_order_seq_cst);
+    for (int r = 0; r < nprocs_; ++r)
+        if (held_[r].load(std::memory_order_seq_cst) != kHeldFree) {
+            fast_locks_.store(true, std::memory_order_seq_cst);
+            return false;
+        }
+    mode_.store(AccessMode::none, std::memory_order_release);
+    return true;
+}
+
+bool Epochs::any_lock_held() const {
+    for (int r = 0; r < nprocs_; ++r)
+        if (held_[r].load(std::memory_order_acquire) != kHeldFree) return true;
+    return false;
+}
+
+int Epochs::unlock_held(int rank) {
+    std::atomic<std::uint32_t>& h = held_[rank];
+    for (std::uint32_t v = h.load(std::memory_order_relaxed);;) {
+        if (v >= kHeldDirect) {
+            // Ours to release (of two racing unlocks, one gets here; the other sees busy).
+            if (!h.compare_exchange_weak(v, kHeldBusy, std::memory_order_acquire, std::memory_order_relaxed)) continue;
+            // The epoch's ops completed at issue but for what the window left beside the
+            // transport; the release of the word (a release store, or a locked
+            // read-modify-write) orders them before the next holder's acquisition, so no
+            // transport flush. (Mapped words mean no message transport: no target refuses.)
+            const int rc = h_.complete_deferred();
+            if (!(v & kHeldNocheck)) release_mapped(rank, v & kHeldShared);
+            h.store(kHeldFree, std::memory_order_release);
+            return rc;
+        }
+        if (v == kHeldQueued) {
+            if (!h.compare_exchange_weak(v, kHeldBusy, std::memory_order_acquire, std::memory_order_relaxed)) continue;
+            const int rc = wait_target(rank, SyncFlag::unlock, true);
+            // A wait that failed (a peer died) leaves the Target, and the lock with it.
+            bool left;
+            {
+                Slot& s = slots_.slot_of(rank);
+                std::lock_guard sl(s.mu);
+                left = slots_.find(rank) != nullptr;
+            }
+            h.store(left ? kHeldQueued : kHeldFree, std::memory_order_release);
+            return rc;
+        }
+        if (const AccessMode m = mode_.load(std::memory_order_acquire); m != AccessMode::per_target)
+            return sync_failure(SyncCall::unlock, "FRMA_Win_unlock", m, false);
+        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_unlock: rank %d is not locked by this process%s", rank,
+                     v == kHeldBusy ? " (or another thread is locking or unlocking it now)" : "");
+    }
+}
+
+int Epochs::unlock_general(int rank) {
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_))
         return check_target_rank("FRMA_Win_unlock", rank, nprocs_);  // MPI_PROC_NULL: success
+    if (held_) return unlock_held(rank);
     if (int rc = sync_error(SyncCall::unlock, "FRMA_Win_unlock", mode_.load(), false)) return rc;
     Target* freed = nullptr;
-    int rc = unlock_mapped(rank, &freed);
-    if (rc == kNotMapped) rc = wait_target(rank, SyncFlag::unlock, true);
-    if (rc == MPI_ERR_RMA_SYNC) return rc;
+    const int rc = wait_target(rank, SyncFlag::unlock, true, &freed);
+    if (rc == MPI_ERR_RMA_SYNC && !freed) return rc;
     std::lock_guard lk(epoch_mu_);
-    if (--n_locks_ == 0) mode_.store(AccessMode::none, std::memory_order_release);
     if (freed) {  // the next lock takes it without a trip through the pool
-        if (spare_target_) Pool<Target>::put(spare_target_);
-        spare_target_ = freed;
+        if (--n_locks_ == 0) mode_.store(AccessMode::none, std::memory_order_release);
+        if (freed->error || freed->head) {
+            Pool<Target>::put(freed);
+        } else {
+            if (spare_target_) Pool<Target>::put(spare_target_);
+            spare_target_ = freed;
+        }
     }
     return rc;
 }
@@ -238,8 +334,8 @@ int Epochs::ensure_lock_all() {
 }
 
 int Epochs::unlock_all() {
-    if (int rc = sync_error(SyncCall::unlock_all, "FRMA_Win_unlock_all", mode_.load(), false)) return rc;
     std::lock_guard lk(epoch_mu_);
+    if (int rc = sync_error(SyncCall::unlock_all, "FRMA_Win_unlock_all", mode_.load(), false)) return rc;
     const AccessMode m = mode_.load();
     int rc = MPI_SUCCESS;
     if (m == AccessMode::lock_all_granted) {

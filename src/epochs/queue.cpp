@@ -115,6 +115,28 @@ bool Epochs::direct_slow(int rank, AccessMode m) {
     return true;
 }
 
+// (Reached only when a transport of a mapped window refuses an op: the shared-memory
+// transport completes every op at issue and refuses none today, so no test reaches it.)
+Target* Epochs::materialize(int rank) {
+    std::uint32_t v = held_[rank].load(std::memory_order_acquire);
+    if (v < kHeldDirect) return nullptr;
+    Target* t = target_pool_.get();
+    if (!t) return nullptr;
+    t->rank = rank;
+    t->lock_type = (v & kHeldShared) ? MPI_LOCK_SHARED : MPI_LOCK_EXCLUSIVE;
+    t->assert_ = (v & kHeldNocheck) ? MPI_MODE_NOCHECK : 0;
+    t->acquired = !(v & kHeldNocheck);
+    t->state = AccessState::lock_granted;
+    // direct -> queued: from now on direct() and unlock find the Target (an unlock that
+    // took the word to busy first wins: the lock is gone).
+    if (!held_[rank].compare_exchange_strong(v, kHeldQueued, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        Pool<Target>::put(t);
+        return nullptr;
+    }
+    slots_.insert(t);
+    return t;
+}
+
 int Epochs::issue_now(const char* call, int r, const Op& desc, Completion* done) {
     const int rc = h_.issue(r, desc);
     if (rc == kIssueRetry) return rc;
@@ -234,7 +256,9 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
     while (true) {
         std::unique_lock sl(s.mu);
         Target* t = slots_.find(r);
-        if (!t && !window_wide)
+        // A direct lock (mapped words, no Target): like a granted Target with nothing queued.
+        const bool direct_lock = !t && !window_wide && lock_direct(r);
+        if (!t && !window_wide && !direct_lock)
             return finish(raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, r));
         if (!counted) {
             count_op(desc.kind);
@@ -269,7 +293,15 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
             spare = alloc_op();
             continue;
         }
-        if (!t) {  // a window-wide epoch's queue for r
+        if (direct_lock) {  // the lock becomes a granted Target that ops queue on
+            t = materialize(r);
+            if (!t) {  // unlocked meanwhile, or every Target in use: ask again
+                sl.unlock();
+                if (!lock_direct(r))
+                    return finish(raise(MPI_ERR_RMA_SYNC, "%s: rank %d is not locked by this process", call, r));
+                return finish(issue_waiting(call, r, desc, done));
+            }
+        } else if (!t) {  // a window-wide epoch's queue for r
             t = target_pool_.get();
             if (!t) {  // every Target in use: wait here for the transport instead
                 sl.unlock();
@@ -285,7 +317,6 @@ int Epochs::submit(const char* call, int r, const Op& desc, Completion* done) {
         spare->home = home;
         spare->done = done;  // signalled once drain() issued it and it completed
         hold_origin(*spare, tp(r).caps(peer(r)).inline_max);
-        forget_direct(r);  // ops of r wait in its queue: the next ones go behind them
         t->push(spare);
         spare = nullptr;
         queued_.fetch_add(1, std::memory_order_relaxed);

@@ -376,6 +376,114 @@ TEST_P(Passive, ExclusiveSharedAndLockAllExcludeUnderThreads) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_P(Passive, FourThreadsLockTargetsCollideCleanlyAndNeverBesideALockAll) {
+    // Four threads per rank, thread j locking target (me + j) % n exclusively: with fewer
+    // than four ranks two threads of a process share a target, and a lock of a target that
+    // a sibling holds (or is locking or unlocking) must fail with MPI_ERR_RMA_SYNC and
+    // change nothing. Each epoch that got its lock is a non-atomic read-modify-write of the
+    // target's counter (get, flush_local or flush, put, flush, unlock), so a lock that let
+    // two holders in (two processes, or two threads of one) loses an increment: the
+    // counters must end at the number of epochs that succeeded, exactly. The progress
+    // thread runs meanwhile (by default). Then thread 0 alternates lock_all epochs (a
+    // fetch_and_op on counter 2) with the others' locks: every call succeeds or fails with
+    // MPI_ERR_RMA_SYNC, and a lock_all never holds beside a lock of its own process.
+    const int me = world_rank(), n = world_size();
+    TestWin w(GetParam(), 64);
+    constexpr int kThreads = 4, kRounds = 300;
+    std::vector<std::atomic<std::int64_t>> mine(static_cast<std::size_t>(n));  // my successful epochs per target
+    std::atomic<std::int64_t> fops{0};  // my fetch_and_ops under lock_all (to rank (me + 1) % n)
+    std::atomic<int> errors{0}, collisions{0}, overlaps{0};
+    std::atomic<int> locks_in{0}, all_in{0};
+    std::string first_error;
+    std::mutex first_mu;
+    auto bad = [&](int rc, const char* what) {  // anything but success
+        if (rc == MPI_SUCCESS) return false;
+        std::lock_guard lk(first_mu);
+        if (errors++ == 0) first_error = std::string(what) + ": " + FRMA_Last_error_message();
+        return true;
+    };
+    auto epoch = [&](int t, int round, bool check_all) {  // one exclusive read-modify-write of t's counter
+        const int rc = FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, w.win);
+        if (rc == MPI_ERR_RMA_SYNC) {  // a sibling holds t, or (check_all) a lock_all is open
+            ++collisions;
+            return;
+        }
+        if (bad(rc, "lock")) return;
+        ++locks_in;
+        if (check_all && all_in.load()) ++overlaps;
+        std::int64_t v = -1;
+        bad(FRMA_Get(&v, 1, MPI_INT64_T, t, 0, 1, MPI_INT64_T, w.win), "get");
+        bad(round % 2 ? FRMA_Win_flush_local(t, w.win) : FRMA_Win_flush(t, w.win), "flush");
+        const std::int64_t next = v + 1;
+        if (round % 3 == 0) std::this_thread::yield();  // a sibling may try t meanwhile
+        bad(FRMA_Put(&next, 1, MPI_INT64_T, t, 0, 1, MPI_INT64_T, w.win), "put");
+        bad(FRMA_Win_flush(t, w.win), "flush");
+        --locks_in;
+        if (!bad(FRMA_Win_unlock(t, w.win), "unlock")) ++mine[std::size_t(t)];
+    };
+    for (int phase = 0; phase < 2; ++phase) {
+        std::vector<std::thread> ts;
+        for (int j = 0; j < kThreads; ++j)
+            ts.emplace_back([&, j] {
+                const int t = (me + j) % n;
+                for (int round = 0; round < kRounds; ++round) {
+                    if (phase == 0 || j != 0) {
+                        epoch(t, round, phase == 1);
+                        continue;
+                    }
+                    const int rc = FRMA_Win_lock_all(0, w.win);
+                    if (rc == MPI_ERR_RMA_SYNC) {  // a sibling's lock is open
+                        ++collisions;
+                        continue;
+                    }
+                    if (bad(rc, "lock_all")) continue;
+                    all_in = 1;
+                    if (locks_in.load()) ++overlaps;
+                    const std::int64_t one = 1;
+                    std::int64_t old = -1;
+                    const int fr = FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, (me + 1) % n, 8, MPI_SUM, w.win);
+                    bad(FRMA_Win_flush_all(w.win), "flush_all");
+                    all_in = 0;
+                    if (!bad(FRMA_Win_unlock_all(w.win), "unlock_all") && !bad(fr, "fetch_and_op")) ++fops;
+                }
+            });
+        for (auto& t : ts) t.join();
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    EXPECT_EQ(errors.load(), 0) << first_error;
+    EXPECT_EQ(overlaps.load(), 0) << "a lock_all held beside a lock of the same process";
+    if (n < kThreads) {
+        EXPECT_GT(mine[std::size_t(me)].load(), 0);  // (collisions are likely, not certain)
+    }
+    // Nothing is locked now: the lock epochs are over, and other kinds of epoch may open.
+    std::int64_t x = 0;
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_unlock(me, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_flush(me, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_flush_all(w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Put(&x, 1, MPI_INT64_T, me, 0, 1, MPI_INT64_T, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_unlock_all(w.win));
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(n)), total(static_cast<std::size_t>(n));
+    for (int t = 0; t < n; ++t) counts[std::size_t(t)] = mine[std::size_t(t)].load();
+    MPI_Allreduce(counts.data(), total.data(), n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    std::int64_t fops_in = 0, fops_mine = fops.load();
+    const int from = (me + n - 1) % n;
+    MPI_Sendrecv(&fops_mine, 1, MPI_INT64_T, (me + 1) % n, 31, &fops_in, 1, MPI_INT64_T, from, 31, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
+    EXPECT_EQ(*w.at<std::int64_t>(0), total[std::size_t(me)]) << "updates lost at rank " << me;
+    EXPECT_EQ(*w.at<std::int64_t>(1), fops_in) << "fetch_and_ops lost at rank " << me;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, w.win));
+    // And a lock epoch after the fences works again.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, me, 0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock_all(0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_fence(0, w.win));
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, me, 0, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&x, 1, MPI_INT64_T, me, 0, 1, MPI_INT64_T, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(me, w.win));
+    EXPECT_EQ(x, total[std::size_t(me)]);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_P(Passive, SharedLocksShare) {
     // Every rank takes a shared lock on rank 0 and forces it to be granted (get + flush),
     // then all meet in a barrier while holding it: only possible if the locks coexist.
