@@ -150,6 +150,7 @@ Config Config::from_env() {
         c.spin_us = -1;
     else
         c.spin_us = int(env_long("FASTRMA_SPIN_US", -1, -1, 1000000));
+    c.net_spin_us = int(env_long("FASTRMA_NET_SPIN_US", 100, 0, 1000000));
     if (const char* v = env("FASTRMA_WAIT_SPIN_US"); v && !std::strcmp(v, "auto"))
         c.wait_spin_us = -1;
     else

@@ -14,6 +14,7 @@ struct Config {
     bool progress_thread = true;  // FASTRMA_PROGRESS
     int progress_core = -1;  // FASTRMA_PROGRESS_CORE (-1: auto, -2: none, -3: follow)
     int spin_us = -1;  // FASTRMA_SPIN_US (-1: auto, ProgressEngine::spin_us())
+    int net_spin_us = 100;  // FASTRMA_NET_SPIN_US (0: as spin_us)
     int wait_spin_us = -1;  // FASTRMA_WAIT_SPIN_US (-1: auto, see spin_wait.hpp)
     int progress_nice = 0;  // FASTRMA_PROGRESS_NICE (0: as the process)
     int stand_down_us = 1000;  // FASTRMA_STAND_DOWN_US: longest doze (0: never stands down)

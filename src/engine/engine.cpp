@@ -118,7 +118,7 @@ std::string Engine::stats_report() const {
         "cma_batched=%llu cma_drains=%llu atomics_served=%llu atomics_withdrawn=%llu transfers_served=%llu "
         "transfers_withdrawn=%llu bulk_served=%llu bulk_withdrawn=%llu op_pool_peak=%zu "
         "progress_cpu_ms=%.3f progress_pu=%d progress_follow=%d progress_spin_us=%d progress_nice=%d "
-        "progress_sleeps=%llu progress_predicted_sleeps=%llu wait_spin_us=%llu\n",
+        "progress_sleeps=%llu progress_predicted_sleeps=%llu progress_work_spin_us=%d wait_spin_us=%llu\n",
         (unsigned long long)stat_total(Stat::windows_created), (unsigned long long)stat_total(Stat::windows_am),
         (unsigned long long)stat_total(Stat::windows_ofi), (unsigned long long)stat_total(Stat::puts),
         (unsigned long long)stat_total(Stat::gets), (unsigned long long)stat_total(Stat::accs),
@@ -133,6 +133,7 @@ std::string Engine::stats_report() const {
         (unsigned long long)stat_total(Stat::bulk_withdrawn), op_pool_.peak(),
         double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(), int(progress_.following()), progress_.spin_us(),
         progress_.nice(), (unsigned long long)progress_.sleeps(), (unsigned long long)progress_.predictions(),
+        progress_.work_spin_us(),
         (unsigned long long)(g_wait_spin_ns.load(std::memory_order_relaxed) / 1000));
     return buf;
 }

@@ -243,6 +243,8 @@ Window::~Window() {
     bs_->set_fence_barrier(nullptr);
     if (host_hooked_) host_progress_remove(remote_.get());
     if (remote_) eng_.progress().unwatch_fd(remote_.get());
+    if (net_counted_) eng_.progress().net_window(false);
+    net_counted_ = false;
     stop_serving();
     finish_requests();
     if (poller_id_) eng_.progress().remove_poller(poller_id_);
@@ -806,6 +808,8 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
     w->requests_polled_ = w->host_hooked_ || eng.progress().running();
     w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
     eng.live_windows().fetch_add(1);
+    if (net) eng.progress().net_window(true);
+    w->net_counted_ = net;
     bump(Stat::windows_created);
     bump(net ? Stat::windows_ofi : Stat::windows_am);
     *out = std::move(w);
@@ -839,6 +843,8 @@ int Window::free_collective() {
     if (host_hooked_) host_progress_remove(remote_.get());
     host_hooked_ = false;
     if (remote_) eng_.progress().unwatch_fd(remote_.get());
+    if (net_counted_) eng_.progress().net_window(false);
+    net_counted_ = false;
     stop_serving();
     finish_requests();  // every op completed before the barrier
     eng_.live_windows().fetch_sub(1);

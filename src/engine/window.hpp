@@ -297,6 +297,7 @@ private:
     // remote_ is a network transport: it serves this process too (its atomics on my state
     // words: one atomicity domain with the peers'), so my PeerRegion maps no state.
     bool net_ = false;
+    bool net_counted_ = false;  // counted in the progress engine's network windows (net_window)
     bool host_hooked_ = false;  // remote_ is served from the host's progress loop too
     // Create and dynamic windows on shared memory whose part peers cannot map: their
     // fetch_and_op / compare_and_swap and small puts and gets served here (ops/served.hpp) from the host's

@@ -357,8 +357,12 @@ void ProgressEngine::loop() {
     tid_.store(pthread_self());
     has_tid_.store(true);
     t_progress_thread = true;
-    const int spin_us = effective_spin_us(cfg_.spin_us, pin());
+    const int cpuset_pus = pin();
+    const int spin_us = effective_spin_us(cfg_.spin_us, cpuset_pus);
     spin_us_.store(spin_us, std::memory_order_relaxed);
+    // With a network window open: the longer spin after work, where the thread has a PU's
+    // share to poll with (not a one-PU cpuset, not more ranks than PUs).
+    const bool may_net_spin = spin_us > 0 && cfg_.net_spin_us > spin_us && cpuset_pus > 0 && local_size_ <= cpuset_pus;
     // Short back-off sleeps must be short: the default timer slack (50 us) would turn every
     // 1-us sleep into 50 and set the latency of an am request (docs/progress.md). 1 us of
     // slack still lets the kernel batch the longer sleeps.
@@ -395,6 +399,7 @@ void ProgressEngine::loop() {
     bool quiet_after_answer = false;
     std::uint64_t predicted_ns = 0;  // the first sleep of this quiet, when predicted
     bool after_prediction = false;  // the last sleep was a predicted one
+    std::uint64_t spin_ns = std::uint64_t(spin_us) * 1000;  // polling after work, this quiet
     while (true) {
         std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
         // An application thread is waiting and serving (help()): leave the cores to it.
@@ -455,10 +460,14 @@ void ProgressEngine::loop() {
                 quiet_after_answer = burst_answered || a != answers_seen;  // (a helper's answers count)
                 answers_seen = a;
                 predicted_ns = cfg_.poll_predict && quiet_after_answer ? predictor.first_sleep_ns() : 0;
+                const int s = may_net_spin && net_windows_.load(std::memory_order_relaxed) > 0 ? cfg_.net_spin_us : spin_us;
+                spin_ns = std::uint64_t(s) * 1000;
+                if (work_spin_us_.load(std::memory_order_relaxed) != s) work_spin_us_.store(s, std::memory_order_relaxed);
             }
-            // Right after work, poll without sleeping for spin_us: the next request of a
-            // conversation (an am origin's next op) usually comes within microseconds.
-            if (now_ns() - last_busy < std::uint64_t(spin_us) * 1000) {
+            // Right after work, poll without sleeping for spin_us (net_spin_us with a network
+            // window open): the next request of a conversation (an am origin's next op)
+            // usually comes within microseconds.
+            if (now_ns() - last_busy < spin_ns) {
                 __builtin_ia32_pause();
                 continue;
             }

@@ -159,6 +159,14 @@ public:
     std::uint64_t thread_cpu_ns() const;
     int bound_pu() const { return bound_pu_.load(std::memory_order_relaxed); }
     int spin_us() const { return spin_us_.load(std::memory_order_relaxed); }  // in use (-1: thread not started)
+    // A window over a network transport opens / closes: while one is open, the thread polls
+    // for FASTRMA_NET_SPIN_US after work instead of spin_us (a software provider's passive
+    // traffic needs this process's CPU, and a computing target answers only while its
+    // thread polls), unless the rank's cpuset is one PU or is shared by more ranks than it
+    // has PUs.
+    void net_window(bool open) { net_windows_.fetch_add(open ? 1 : -1, std::memory_order_relaxed); }
+    // The spin after work in use now (us), for the stats report.
+    int work_spin_us() const { return work_spin_us_.load(std::memory_order_relaxed); }
     // The thread's nice value, read back after FASTRMA_PROGRESS_NICE (INT_MIN: not started).
     int nice() const { return nice_.load(std::memory_order_relaxed); }
     // FASTRMA_SPIN_US as the thread applies it: configured (>= 0) as is; auto (-1) 20 us, or
@@ -219,6 +227,8 @@ private:
     std::atomic<bool> has_tid_{false};
     std::atomic<int> bound_pu_{-1};  // set by the thread in pin(); read by stats at any time
     std::atomic<int> spin_us_{-1};  // set by the thread at start
+    std::atomic<int> net_windows_{0};  // open windows over a network transport
+    std::atomic<int> work_spin_us_{-1};  // the last quiet's spin after work
     std::atomic<int> nice_{INT_MIN};  // set by the thread at start
     std::atomic<std::uint64_t> wakeups_{0}, sleeps_{0};
     std::atomic<std::uint64_t> stand_downs_{0};
