@@ -14,8 +14,9 @@
 // takes it: one atomicity domain; puts and gets by memcpy) and answers in the slot. Only a
 // thread of the target that waits in MPI serves promptly, so the target advertises it: the
 // host-progress hook, and fastrma's own waits in sync calls (EpochHost::serve_while_waiting),
-// store the time in kServedBeat as they pass (every kBeatEveryNs at most). An origin posts only when the beat is fresh (the target waits in MPI) and withdraws
-// its request if it is not taken within kServedWaitNs (the target left MPI meanwhile). The
+// store the time in kServedBeat as they pass (every kBeatEveryNs at most). An origin posts
+// only when the beat is fresh (the target waits in MPI) and withdraws its request if it is
+// not taken within kServedWaitNs (the target left MPI meanwhile). The
 // withdrawal is a CAS posted -> free that races the target's posted -> taken: exactly one
 // wins, so a request is applied either by the target or, withdrawn, by the origin itself
 // by cross-memory attach (which needs no target CPU: a target that computes is not woken
