@@ -165,8 +165,15 @@ private:
     // under epoch_mu_), the lock that must wait (a lock_called Target), the release of a
     // direct lock's word, and the way out of an idle per_target mode (epoch_mu_ held).
     static constexpr int kSlowLock = -1;
-    int lock_mapped(int lock_type, int rank, int assert_);
+    inline int lock_mapped(int lock_type, int rank, int assert_);
     int lock_queued(int lock_type, int rank, int assert_);
+    // A lock epoch's Target on rank, lock_called (the fields a lock sets); and what a lock
+    // whose Target must wait does before it returns: on ourselves, wait for the grant (MPI
+    // lets us load and store under it); remote, wake the progress thread to retry it.
+    void set_lock_target(Target* t, int lock_type, int rank, int assert_);
+    int no_lock_target(int rank);  // MPI_ERR_NO_MEM, raised
+    int already_locked(int rank, bool busy);  // MPI_ERR_RMA_SYNC, raised (busy: another thread is at it)
+    int finish_pending_lock(Target* t, int lock_type, int rank);
     inline void release_mapped(int rank, bool shared);
     int unlock_held(int rank);
     bool leave_idle_lock_mode();
@@ -258,29 +265,33 @@ private:
     std::atomic<bool> fast_locks_{false};
 };
 
+inline int Epochs::lock_mapped(int lock_type, int rank, int assert_) {
+    std::atomic<std::uint32_t>& h = held_[rank];
+    std::uint32_t v = kHeldFree;
+    // The process's claim on rank: one lock per rank, whichever thread asks.
+    if (!h.compare_exchange_strong(v, kHeldBusy, std::memory_order_seq_cst, std::memory_order_relaxed)) [[unlikely]]
+        return already_locked(rank, v == kHeldBusy);
+    // Written held_ before reading the gate (leave_idle_lock_mode: the other way round).
+    if (!fast_locks_.load(std::memory_order_seq_cst)) [[unlikely]] {
+        h.store(kHeldFree, std::memory_order_release);
+        return kSlowLock;
+    }
+    const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
+    std::uint64_t* const tw = mapped_state(rank);
+    if (nocheck ||
+        (shared ? lockproto::try_shared_mapped(tw) : lockproto::try_exclusive_mapped(mapped_state(0), tw))) [[likely]] {
+        h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0), std::memory_order_release);
+        return MPI_SUCCESS;
+    }
+    return lock_queued(lock_type, rank, assert_);
+}
+
 inline int Epochs::lock(int lock_type, int rank, int assert_) {
-    // A free lock on mapped words while the mode is per_target (lock_mapped, inline): claim
-    // held_[rank], read the gate, take the word, mark the lock direct.
+    // A lock on mapped words while the mode is per_target: lock_mapped, no window-wide state.
     if (held_ && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_) &&
         (lock_type == MPI_LOCK_EXCLUSIVE || lock_type == MPI_LOCK_SHARED) && !(assert_ & ~MPI_MODE_NOCHECK) &&
-        fast_locks_.load(std::memory_order_acquire)) [[likely]] {
-        std::atomic<std::uint32_t>& h = held_[rank];
-        std::uint32_t v = kHeldFree;
-        if (h.compare_exchange_strong(v, kHeldBusy, std::memory_order_seq_cst, std::memory_order_relaxed)) [[likely]] {
-            if (fast_locks_.load(std::memory_order_seq_cst)) [[likely]] {
-                const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
-                std::uint64_t* const tw = mapped_state(rank);
-                if (nocheck || (shared ? lockproto::try_shared_mapped(tw)
-                                       : lockproto::try_exclusive_mapped(mapped_state(0), tw))) [[likely]] {
-                    h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0),
-                            std::memory_order_release);
-                    return MPI_SUCCESS;
-                }
-                return lock_queued(lock_type, rank, assert_);
-            }
-            h.store(kHeldFree, std::memory_order_release);
-        }
-    }
+        fast_locks_.load(std::memory_order_acquire)) [[likely]]
+        if (int rc = lock_mapped(lock_type, rank, assert_); rc != kSlowLock) return rc;
     return lock_general(lock_type, rank, assert_);
 }
 

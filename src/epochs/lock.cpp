@@ -118,15 +118,8 @@ int Epochs::lock_general(int lock_type, int rank, int assert_) {
         } else {
             t = target_pool_.get();
         }
-        if (!t)
-            return raise(MPI_ERR_NO_MEM,
-                         "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise "
-                         "FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
-                         rank, cfg_.win_target_pool, cfg_.target_pool);
-        t->rank = rank;
-        t->lock_type = lock_type;
-        t->assert_ = assert_;
-        t->state = AccessState::lock_called;
+        if (!t) return no_lock_target(rank);
+        set_lock_target(t, lock_type, rank, assert_);
         slots_.insert(t);
         ++n_locks_;
         mode_.store(AccessMode::per_target, std::memory_order_release);
@@ -141,7 +134,29 @@ int Epochs::lock_general(int lock_type, int rank, int assert_) {
         bump(Stat::lock_retries);
         waiting_targets_.fetch_add(1);
     }
-    // A lock on ourselves must be granted on return: MPI lets us load and store under it.
+    return finish_pending_lock(t, lock_type, rank);
+}
+
+void Epochs::set_lock_target(Target* t, int lock_type, int rank, int assert_) {
+    t->rank = rank;
+    t->lock_type = lock_type;
+    t->assert_ = assert_;
+    t->state = AccessState::lock_called;
+}
+
+int Epochs::already_locked(int rank, bool busy) {
+    return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process%s", rank,
+                 busy ? " (or another thread is locking or unlocking it now)" : "");
+}
+
+int Epochs::no_lock_target(int rank) {
+    return raise(MPI_ERR_NO_MEM,
+                 "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise "
+                 "FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
+                 rank, cfg_.win_target_pool, cfg_.target_pool);
+}
+
+int Epochs::finish_pending_lock(Target* t, int lock_type, int rank) {
     if (rank == rank_) {
         Slot& s = slots_.slot_of(rank);
         return wait_until(
@@ -151,31 +166,8 @@ int Epochs::lock_general(int lock_type, int rank, int assert_) {
             },
             rank, lock_type != MPI_LOCK_SHARED);
     }
-    // Remote: return LOCK_CALLED; the progress thread retries and issues queued ops.
-    progress_.wake();
+    progress_.wake();  // remote: return LOCK_CALLED; the progress thread retries, issues queued ops
     return MPI_SUCCESS;
-}
-
-int Epochs::lock_mapped(int lock_type, int rank, int assert_) {
-    std::atomic<std::uint32_t>& h = held_[rank];
-    std::uint32_t v = kHeldFree;
-    // The process's claim on rank: one lock per rank, whichever thread asks.
-    if (!h.compare_exchange_strong(v, kHeldBusy, std::memory_order_seq_cst, std::memory_order_relaxed))
-        return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock: rank %d is already locked by this process%s", rank,
-                     v == kHeldBusy ? " (or another thread is locking or unlocking it now)" : "");
-    // Written held_ before reading the gate (leave_idle_lock_mode: the other way round).
-    if (!fast_locks_.load(std::memory_order_seq_cst)) [[unlikely]] {
-        h.store(kHeldFree, std::memory_order_release);
-        return kSlowLock;
-    }
-    const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
-    std::uint64_t* const tw = mapped_state(rank);
-    if (nocheck ||
-        (shared ? lockproto::try_shared_mapped(tw) : lockproto::try_exclusive_mapped(mapped_state(0), tw))) [[likely]] {
-        h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0), std::memory_order_release);
-        return MPI_SUCCESS;
-    }
-    return lock_queued(lock_type, rank, assert_);
 }
 
 int Epochs::lock_queued(int lock_type, int rank, int assert_) {
@@ -185,31 +177,16 @@ int Epochs::lock_queued(int lock_type, int rank, int assert_) {
     Target* t = target_pool_.get();
     if (!t) {
         held_[rank].store(kHeldFree, std::memory_order_release);
-        return raise(MPI_ERR_NO_MEM,
-                     "FRMA_Win_lock: rank %d: all %zu+%zu targets are in use by open lock epochs (raise "
-                     "FASTRMA_WIN_TARGET_POOL / FASTRMA_TARGET_POOL)",
-                     rank, cfg_.win_target_pool, cfg_.target_pool);
+        return no_lock_target(rank);
     }
-    t->rank = rank;
-    t->lock_type = lock_type;
-    t->assert_ = assert_;
-    t->state = AccessState::lock_called;
-    Slot& s = slots_.slot_of(rank);
+    set_lock_target(t, lock_type, rank, assert_);
     {
-        std::lock_guard sl(s.mu);
+        std::lock_guard sl(slots_.slot_of(rank).mu);
         slots_.insert(t);
         waiting_targets_.fetch_add(1);
         held_[rank].store(kHeldQueued, std::memory_order_release);
     }
-    if (rank == rank_)  // granted on return (above)
-        return wait_until(
-            [&] {
-                std::lock_guard sl(s.mu);
-                return try_acquire(t);
-            },
-            rank, lock_type != MPI_LOCK_SHARED);
-    progress_.wake();
-    return MPI_SUCCESS;
+    return finish_pending_lock(t, lock_type, rank);
 }
 
 bool Epochs::leave_idle_lock_mode() {
