@@ -137,6 +137,10 @@ public:
                                      MPI_Aint disp);
     inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
                                MPI_Datatype ttype, MPI_Op op);
+    // fetch_and_op / compare_and_swap on a node peer this process cannot map (create and
+    // dynamic windows), applied by the peer's CPU while it waits in MPI (ops/served.hpp).
+    inline int fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k, const void* origin, const void* compare,
+                                  void* result, int rank, MPI_Aint disp);
     inline int fast_flush(int rank);
     inline int fast_flush_all();
     inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result, int rcount,

@@ -187,7 +187,9 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
     std::uint64_t off;
     unsigned char* dst = fast_target(rank, disp, ti->extent, &off);
     const OpKind k = op_kind_fast(op);
-    if (!dst || !op_defined_fast(k, *ti) || !epochs_.direct(rank)) return kSlowPath;
+    if (!op_defined_fast(k, *ti)) return kSlowPath;
+    if (!dst) return fast_served_atomic(RmaKind::fop, *ti, k, op == MPI_NO_OP ? nullptr : origin, nullptr, result, rank, disp);
+    if (!epochs_.direct(rank)) return kSlowPath;
     if (!cpu_atomics_ || !ti->cpu_domain) return fast_locked(rank, off, dst, *ti, k, origin, 1, result);
     // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
     const bool int_add = k == OpKind::sum && ti->extent == 8 &&
@@ -209,14 +211,43 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
 
 inline int Window::fast_compare_and_swap(const void* origin, const void* compare, void* result, MPI_Datatype type,
                                          int rank, MPI_Aint disp) {
-    if (!cpu_atomics_ || !origin || !compare || !result) return kSlowPath;
+    if (!origin || !compare || !result) return kSlowPath;
     const TypeInfo* ti = fast_lookup_type(type);
-    if (!ti || !ti->cpu_domain) return kSlowPath;
+    if (!ti || check_compare_and_swap(type, nullptr) != MPI_SUCCESS) return kSlowPath;
     unsigned char* dst = fast_target(rank, disp, ti->extent);
-    if (!dst || check_compare_and_swap(type, nullptr) != MPI_SUCCESS || !epochs_.direct(rank)) return kSlowPath;
+    if (!dst) return fast_served_atomic(RmaKind::cas, *ti, OpKind::replace, origin, compare, result, rank, disp);
+    if (!cpu_atomics_ || !ti->cpu_domain || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
     if (!compare_and_swap_atomic(*ti, dst, origin, compare, result)) return kSlowPath;
     bump(Stat::cases);
+    return MPI_SUCCESS;
+}
+
+inline int Window::fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k, const void* origin,
+                                      const void* compare, void* result, int rank, MPI_Aint disp) {
+    if (remote_ || (flavor_ != MPI_WIN_FLAVOR_CREATE && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) ||
+        static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ || ti.size != ti.extent ||
+        ti.extent > 8)
+        return kSlowPath;
+    std::uint64_t* const info = state_of(rank);
+    std::uint64_t off;
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
+        off = std::uint64_t(disp);
+        if (disp <= 0 || !dynamic_contains(rank, off, ti.extent)) return kSlowPath;
+    } else {
+        if (std::uint64_t(disp) >> 32 || info[kInfoArena]) return kSlowPath;
+        off = std::uint64_t(disp) * info[kInfoDispUnit];
+        if (off + ti.extent > info[kInfoSize]) return kSlowPath;
+    }
+    // Behind what this origin batched or offloaded for the peer: the slow path drains it.
+    if (!epochs_.direct(rank)) return kSlowPath;
+    if (CmaBatch* b = cma_batch_if_any(rank); b && b->due()) return kSlowPath;
+    acc_order();
+    const served::Request rq{int(kind), int(k), int(ti.id), off, ti.size, origin, compare};
+    int rc = MPI_SUCCESS;
+    // Not taken, or refused with an error: the slow path applies it or raises.
+    if (!served::try_remote(info, rq, result, &rc) || rc != MPI_SUCCESS) return kSlowPath;
+    bump(kind == RmaKind::fop ? Stat::fops : Stat::cases);
     return MPI_SUCCESS;
 }
 

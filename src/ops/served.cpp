@@ -17,9 +17,6 @@ namespace fastrma::detail::served {
 
 namespace {
 // kDesc: kind | op << 8 | type << 16 | bytes << 32 | has origin << 48.
-// kState: free -> claimed (the origin writes) -> posted -> taken (the target applies) ->
-// answered -> free (the origin read it); posted -> free when the origin withdraws.
-enum : std::uint64_t { kFree, kClaimed, kPosted, kTaken, kAnswered };
 
 std::uint64_t now() {
     timespec ts;
@@ -42,14 +39,15 @@ std::size_t max_bytes(int kind) {
 thread_local unsigned t_first_slot = unsigned(reinterpret_cast<std::uintptr_t>(&t_first_slot) >> 6);
 }  // namespace
 
-bool fresh(const std::uint64_t* state, std::uint64_t within_ns) {
+bool fresh(const std::uint64_t* state, std::uint64_t within_ns, std::uint64_t* at) {
     const std::uint64_t beat = __atomic_load_n(state + kServedBeat, __ATOMIC_ACQUIRE);
     if (!beat) return false;
     const std::uint64_t t = now();
+    if (at) *at = t;
     return t - beat <= within_ns || beat - t <= within_ns;  // (either order of clocks)
 }
 
-bool post(std::uint64_t* state, const Request& req, Posted* p) {
+bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0) {
     if (req.bytes > max_bytes(req.kind)) return false;
     std::uint64_t* s = nullptr;
     for (std::size_t k = 0; k < kServedSlots && !s; ++k) {
@@ -70,9 +68,8 @@ bool post(std::uint64_t* state, const Request& req, Posted* p) {
     s[kToff] = req.toff;
     p->slot = s;
     p->bytes = req.bytes;
-    p->t0 = now();
+    p->t0 = t0 ? t0 : now();
     __atomic_store_n(s + kState, kPosted, __ATOMIC_RELEASE);
-    __atomic_fetch_add(state + kServedPosts, 1, __ATOMIC_RELEASE);
     return true;
 }
 
@@ -103,7 +100,8 @@ Outcome finish(Posted& p, void* result, int* rc) {
 
 bool try_remote(std::uint64_t* state, const Request& req, void* result, int* rc) {
     Posted p;
-    if (!fresh(state) || !post(state, req, &p)) return false;
+    std::uint64_t t0 = 0;
+    if (!fresh(state, kFreshNs, &t0) || !post(state, req, &p, t0)) return false;
     const Outcome o = finish(p, result, rc);
     if (o == Outcome::answered) bump(Stat::atomics_served);
     if (o == Outcome::withdrawn) bump(Stat::atomics_withdrawn);
@@ -179,7 +177,6 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
         h[kBPiece] = r.piece;
         h[kBCount] = p.n;
         __atomic_store_n(h + kBState, kPosted, __ATOMIC_RELEASE);
-        __atomic_fetch_add(state_ + kServedPosts, 1, __ATOMIC_RELEASE);
     };
     // Answered (and unpacked), withdrawn or refused; the last two not applied there.
     auto wait = [&](const Part& p) {
@@ -300,15 +297,13 @@ void Server::beat_now(std::uint64_t* my_state) {
 
 bool Server::poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat) {
     if (beat) beat_now(my_state);
-    const std::uint64_t posts = __atomic_load_n(my_state + kServedPosts, __ATOMIC_ACQUIRE);
-    if (posts == seen_.load(std::memory_order_relaxed)) return false;
+    if (!any_posted(my_state)) return false;
     std::unique_lock lk(mu_, std::try_to_lock);
     if (!lk.owns_lock()) return false;  // another thread serves them
-    seen_.store(posts, std::memory_order_relaxed);
     bool served = false;
     for (std::size_t i = 0; i < kServedSlots; ++i) {
         std::uint64_t* s = slot(my_state, i);
-        if (__atomic_load_n(s + kState, __ATOMIC_ACQUIRE) != kPosted || !cas(s + kState, kPosted, kTaken)) continue;
+        if (__atomic_load_n(s + kState, __ATOMIC_RELAXED) != kPosted || !cas(s + kState, kPosted, kTaken)) continue;
         const std::uint64_t d = s[kDesc];
         const int kind = int(d & 0xff), op_id = int((d >> 8) & 0xff), type_id = int((d >> 16) & 0xffff);
         const std::uint64_t bytes = (d >> 32) & 0xffff;

@@ -9,7 +9,9 @@
 // The peer's state page holds kServedSlots request slots (state_words.hpp): a header and
 // kMaxBytes of data each. An origin claims a free slot, writes the request (a put's data
 // too), marks it posted, and spins until the answer is there (a get's data, an atomic's old
-// value); the target takes posted slots with a CAS, applies each (atomics through its
+// value); the target looks at every slot's state word on each pass (lines it holds in its
+// cache while nothing changes: the posted slot is the one line the request moves), takes
+// posted slots with a CAS, applies each (atomics through its
 // window's own accumulate path, under the striped accumulate lock as a cross-memory origin
 // takes it: one atomicity domain; puts and gets by memcpy) and answers in the slot. Only a
 // thread of the target that waits in MPI serves promptly, so the target advertises it: the
@@ -61,8 +63,13 @@ struct Request {
 };
 
 // Is a thread of the peer whose state words are mapped at `state` waiting in MPI now (its
-// beat at most within_ns old)?
-bool fresh(const std::uint64_t* state, std::uint64_t within_ns = kFreshNs);
+// beat at most within_ns old)? *at: the time read.
+bool fresh(const std::uint64_t* state, std::uint64_t within_ns = kFreshNs, std::uint64_t* at = nullptr);
+
+// A slot's or bulk buffer's state: free -> claimed (the origin writes) -> posted -> taken
+// (the target applies) -> answered -> free (the origin read it); posted -> free when the
+// origin withdraws. (Bulk buffers skip claimed: the origin holds the whole area.)
+enum SlotState : std::uint64_t { kFree, kClaimed, kPosted, kTaken, kAnswered };
 
 // A request in a peer's slot, from post() until finish().
 struct Posted {
@@ -73,8 +80,9 @@ struct Posted {
 enum class Outcome { answered, withdrawn, refused };
 
 // Claims a free slot of the peer, writes req into it and posts it. False: no slot free
-// (nothing posted). Several may be posted before the first is finished.
-bool post(std::uint64_t* state, const Request& req, Posted* p);
+// (nothing posted). Several may be posted before the first is finished. t0: the time now,
+// if the caller has just read it (0: read here).
+bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0 = 0);
 // Waits for a posted request: answered (the get's data or the atomic's old value copied to
 // result, which may be null for a put, and the peer's answer, an MPI error class, in *rc),
 // withdrawn (nobody took it within kServedWaitNs) or refused by the peer; in the last two
@@ -167,11 +175,20 @@ public:
     // The bulk area's parts through apply_bulk.
     bool poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat);
     bool poll(std::uint64_t* my_state, const Apply& apply, bool beat) { return poll(my_state, apply, nullptr, beat); }
-    // The beat (as poll does), then whether nothing was posted since the last scan: a
-    // caller on the host's progress loop then skips building its appliers (the common pass).
+    // The beat (as poll does), then whether no slot and no bulk buffer is posted: a caller on
+    // the host's progress loop then skips building its appliers (the common pass).
     bool nothing_posted(std::uint64_t* my_state, bool beat) {
         if (beat) beat_now(my_state);
-        return __atomic_load_n(my_state + kServedPosts, __ATOMIC_ACQUIRE) == seen_.load(std::memory_order_relaxed);
+        return !any_posted(my_state);
+    }
+    static bool any_posted(const std::uint64_t* my_state) {
+        bool posted = false;
+        for (std::size_t i = 0; i < kServedSlots; ++i)
+            posted |= __atomic_load_n(my_state + kServedSlot0 + i * kServedSlotWords, __ATOMIC_RELAXED) == kPosted;
+        if (const std::uint64_t word = __atomic_load_n(my_state + kServedBulkWord, __ATOMIC_RELAXED))
+            for (std::size_t b = 1; b <= 2; ++b)
+                posted |= __atomic_load_n(my_state + word + b * kWordsPerLine, __ATOMIC_RELAXED) == kPosted;
+        return posted;
     }
 
 private:
@@ -180,7 +197,6 @@ private:
     SpinLock mu_;
     std::unique_ptr<unsigned char[]> operand_;  // a get_accumulate part's origin data (mu_)
     std::size_t operand_bytes_ = 0;
-    std::atomic<std::uint64_t> seen_{0};  // kServedPosts at the last scan
     std::atomic<unsigned> beat_passes_{0};  // passes with beat, for the clock's pace
 };
 

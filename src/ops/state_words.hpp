@@ -57,11 +57,10 @@ constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 
 constexpr std::size_t kFenceArrive = kLockKick + kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
 // Small operations applied by this process for node peers that cannot map its memory
-// (ops/served.hpp): a beat (when a thread of mine last served from inside MPI), a count of
-// posts, and kServedSlots request slots of two lines each (a header, then the data).
+// (ops/served.hpp): a beat (when a thread of mine last served from inside MPI) and
+// kServedSlots request slots of two lines each (a header, then the data).
 constexpr std::size_t kServedBeat = kFenceArrive + kWordsPerLine;
-constexpr std::size_t kServedPosts = kServedBeat + kWordsPerLine;
-constexpr std::size_t kServedSlot0 = kServedPosts + kWordsPerLine;
+constexpr std::size_t kServedSlot0 = kServedBeat + kWordsPerLine;
 constexpr std::size_t kServedSlots = 8;
 constexpr std::size_t kServedSlotWords = 2 * kWordsPerLine;
 // The served bulk area of create and dynamic windows (ops/served.hpp, large and strided

@@ -2036,6 +2036,123 @@ TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
     }
 }
 
+// fetch_and_op and compare_and_swap on a create or dynamic window take the inline fast
+// path to the served slots (Window::fast_served_atomic) when the target waits in MPI. Two
+// threads per origin, each round: fetch_and_op SUM of 1 on one counter (every fetched value
+// must be new: gathered and checked to be 0 .. total-1), a compare_and_swap increment loop
+// on a second counter, fetch_and_op MPI_NO_OP reads of the first (never above the final
+// total); the target sits in MPI_Barrier. Out-of-range displacements and an unattached
+// address still get their error classes, with nothing written. Rounds until some were
+// served (up to 10 s).
+TEST(ServedTransfers, FetchAndOpAndCompareAndSwapOnTheFastPathWhileTheTargetWaits) {
+    const int me = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs a target";
+    constexpr int kThreads = 2, kPerThread = 200;
+    for (bool dyn : {false, true}) {
+        UnmappedWin w(dyn, 4096);
+        if (!w.over_cma()) continue;
+        for (std::size_t i = 0; i < 4096; ++i) w.mem[i] = 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        const MPI_Aint base = w.disp[1];  // counters at +0 (fetch_and_op) and +64 (compare_and_swap)
+        std::uint64_t served = 0;
+        int round = 0, bad = 0, fresh_seen = 0;
+        std::vector<std::int64_t> olds;
+        std::int64_t max_read = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int more = 1; more; ++round) {
+            if (me != 1) {
+                const std::uint64_t s0 = fastrma::detail::stat_total(fastrma::detail::Stat::atomics_served);
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+                std::vector<std::vector<std::int64_t>> mine(kThreads);
+                std::vector<std::int64_t> reads(kThreads, 0);
+                std::vector<int> errs(kThreads, 0);
+                std::vector<std::thread> th;
+                for (int t = 0; t < kThreads; ++t)
+                    th.emplace_back([&, t] {
+                        const std::int64_t one = 1;
+                        mine[t].assign(kPerThread, -1);  // (results are defined at the next flush)
+                        for (int k = 0; k < kPerThread; ++k) {
+                            std::int64_t& old = mine[t][std::size_t(k)];
+                            errs[t] += FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 1, base, MPI_SUM, w.win) != 0;
+                            for (std::int64_t seen = 0;;) {  // compare_and_swap increment
+                                const std::int64_t next = seen + 1;
+                                std::int64_t got = -1;
+                                errs[t] += FRMA_Compare_and_swap(&next, &seen, &got, MPI_INT64_T, 1, base + 64,
+                                                                 w.win) != 0;
+                                errs[t] += FRMA_Win_flush(1, w.win) != 0;  // (got is defined then)
+                                if (got == seen || got < 0) break;
+                                seen = got;
+                            }
+                            std::int64_t now = -1;
+                            errs[t] += FRMA_Fetch_and_op(nullptr, &now, MPI_INT64_T, 1, base, MPI_NO_OP, w.win) != 0;
+                            errs[t] += FRMA_Win_flush(1, w.win) != 0;
+                            reads[t] = std::max(reads[t], now);
+                            errs[t] += now <= old;  // my own add is in it
+                        }
+                        errs[t] += FRMA_Win_flush(1, w.win) != 0;
+                    });
+                for (auto& x : th) x.join();
+                for (int t = 0; t < kThreads; ++t) {
+                    bad += errs[t];
+                    olds.insert(olds.end(), mine[t].begin(), mine[t].end());
+                    max_read = std::max(max_read, reads[t]);
+                }
+                // Bad input on the same path: the error class, nothing applied.
+                const std::int64_t one = 1;
+                std::int64_t old = 0;
+                const int range = FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 1, dyn ? base + 4096 : 4096, MPI_SUM,
+                                                    w.win);
+                bad += range != MPI_ERR_RMA_RANGE;
+                bad += FRMA_Compare_and_swap(&one, &one, &old, MPI_INT64_T, 1, dyn ? base - 8 : -8, w.win) !=
+                       (dyn ? MPI_ERR_RMA_RANGE : MPI_ERR_DISP);
+                bad += FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, n, base, MPI_SUM, w.win) != MPI_ERR_RANK;
+                EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+                served += fastrma::detail::stat_total(fastrma::detail::Stat::atomics_served) - s0;
+                fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
+            }
+            MPI_Barrier(MPI_COMM_WORLD);  // the target waits here: serves
+            int any = served > 0;
+            MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            more = !any && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
+            MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        }
+        const std::int64_t total = std::int64_t(n - 1) * kThreads * kPerThread * round;
+        // Every fetched old value, from every origin, once: 0 .. total-1.
+        int count = int(olds.size());
+        std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
+        MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 1, MPI_COMM_WORLD);
+        int sum = 0;
+        for (int r = 0; r < n; ++r) displs[std::size_t(r)] = sum, sum += counts[std::size_t(r)];
+        std::vector<std::int64_t> all(std::size_t(me == 1 ? sum : 0));
+        MPI_Gatherv(olds.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T, 1,
+                    MPI_COMM_WORLD);
+        if (me == 1) {
+            std::sort(all.begin(), all.end());
+            bad += std::int64_t(all.size()) != total;
+            for (std::size_t i = 0; i < all.size(); ++i) bad += all[i] != std::int64_t(i);
+            std::int64_t add = 0, swap = 0;
+            std::memcpy(&add, w.mem.data(), 8);
+            std::memcpy(&swap, w.mem.data() + 64, 8);
+            bad += add != total;
+            bad += swap != total;
+            for (std::size_t i = 8; i < 4096; ++i) bad += (i < 64 || i >= 72) && w.mem[i] != 0;
+        } else {
+            bad += max_read > total;
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create") << " after " << round << " rounds";
+        if (me == 0) {
+            if (w.served_expected() && fresh_seen >= 20) {
+                EXPECT_GT(served, 0u) << (dyn ? "dynamic" : "create") << ": no atomic served in " << round
+                                      << " rounds, the target's beat seen fresh " << fresh_seen << " times";
+            }
+            std::printf("ServedTransfers (%s fetch_and_op / compare_and_swap): %llu served in %d rounds\n",
+                        dyn ? "dynamic" : "create", static_cast<unsigned long long>(served), round);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
 // A target that waits in fastrma's own sync calls (PSCW's wait, a fence) serves as one
 // waiting in the host MPI does: its wait loop advertises it and answers the served slots
 // (without that, only the host's progress hook would, and a target inside FRMA_Win_wait or
