@@ -116,7 +116,8 @@ bool Epochs::direct_slow(int rank, AccessMode m) {
 }
 
 // (Reached only when a transport of a mapped window refuses an op: the shared-memory
-// transport completes every op at issue and refuses none today, so no test reaches it.)
+// transport completes every op at issue and refuses none today; the unit test
+// EpochsFake.DirectLocksQueueOnATargetWhenTheTransportRefuses drives it with a fake one.)
 Target* Epochs::materialize(int rank) {
     std::uint32_t v = held_[rank].load(std::memory_order_acquire);
     if (v < kHeldDirect) return nullptr;

@@ -317,6 +317,57 @@ TEST_P(EpochsFake, ExclusiveLocksSerializeReadModifyWrite) {
     EXPECT_EQ(total, std::int64_t(n) * iters);
 }
 
+// Locks on mapped lock words (Epochs::map_states: a granted lock is a word of held_, no
+// Target) whose ops the transport refuses (one item in flight per link): the refused op
+// turns the direct lock into a granted Target (Epochs::materialize) and queues there; the
+// flush and the unlock issue and complete the queue. Each rank locks its right neighbour
+// (nobody contends, so every lock is granted at once and only a refusal makes a queue);
+// each epoch: three puts of its own values, then a read-modify-write of a counter. Nothing
+// lost, the last puts landed, and refused ops were queued.
+TEST_P(EpochsFake, DirectLocksQueueOnATargetWhenTheTransportRefuses) {
+    const int n = 3, iters = 20;
+    std::vector<std::int64_t> total(n, -1), last(3 * n, -1);
+    std::atomic<int> queued_seen{0}, refused{0};
+    run_ranks(
+        n, GetParam(), 60,
+        [&](int r, Epochs& e, FakeHost& host, FakeWorld& w) {
+            e.map_states(reinterpret_cast<unsigned char*>(w.words(0)), kWords * 8);
+            const int t = (r + 1) % n;
+            for (int i = 0; i < iters; ++i) {
+                ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, t, 0));
+                std::int64_t vals[3];
+                for (int k = 0; k < 3; ++k) {
+                    vals[k] = 1000 * r + 10 * i + k;
+                    ASSERT_EQ(MPI_SUCCESS, e.submit("put", t, put_op(&vals[k], 8 + 8 * std::uint64_t(k), 8), nullptr));
+                }
+                if (e.queued_ops() > 0) ++queued_seen;
+                std::int64_t v = -1;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("get", t, get_op(&v, 0, 8), nullptr));
+                ASSERT_EQ(MPI_SUCCESS, e.flush(t, false));
+                ++v;
+                ASSERT_EQ(MPI_SUCCESS, e.submit("put", t, put_op(&v, 0, 8), nullptr));
+                ASSERT_EQ(MPI_SUCCESS, e.unlock(t));
+                EXPECT_EQ(e.queued_ops(), 0u);
+            }
+            refused += host.refused();
+        },
+        [&](FakeWorld& w) {
+            for (int r = 0; r < n; ++r) {
+                total[std::size_t(r)] = load64(w, r, 0);
+                for (int k = 0; k < 3; ++k) last[std::size_t(3 * r + k)] = load64(w, r, 1 + std::size_t(k));
+            }
+        },
+        1);
+    for (int r = 0; r < n; ++r) {
+        const int origin = (r + n - 1) % n;
+        EXPECT_EQ(total[std::size_t(r)], iters) << "rank " << r << "'s counter";
+        for (int k = 0; k < 3; ++k)
+            EXPECT_EQ(last[std::size_t(3 * r + k)], 1000 * origin + 10 * (iters - 1) + k) << "rank " << r << " put " << k;
+    }
+    EXPECT_GT(refused.load(), 0);
+    EXPECT_GT(queued_seen.load(), 0) << "no refused op queued on a Target made from a direct lock";
+}
+
 // A lock that is not granted yet returns (LOCK_CALLED); the ops posted under it queue on
 // their Target and go once the holder releases; the unlock completes them.
 TEST_P(EpochsFake, OpsQueueBehindAnUngrantedLockAndLandAfterTheHoldersWrites) {
