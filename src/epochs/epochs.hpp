@@ -56,7 +56,7 @@ public:
     void map_states(unsigned char* base, std::size_t bytes) {
         states_ = base;
         state_bytes_ = bytes;
-        held_ = std::make_unique<std::atomic<std::uint32_t>[]>(std::size_t(nprocs_));
+        held_ = std::make_unique<HeldWord[]>(std::size_t(nprocs_));
     }
     // Rank r's state words when mapped (above), else null.
     std::uint64_t* mapped_state(int r) const {
@@ -259,7 +259,9 @@ private:
     // writer until it stores the next state.
     static constexpr std::uint32_t kHeldFree = 0, kHeldBusy = 1, kHeldQueued = 2, kHeldDirect = 8,
                                    kHeldShared = 1, kHeldNocheck = 2;  // flags of a direct word
-    std::unique_ptr<std::atomic<std::uint32_t>[]> held_;
+    // One cache line each: threads that lock different targets do not share a line.
+    struct alignas(64) HeldWord : std::atomic<std::uint32_t> {};
+    std::unique_ptr<HeldWord[]> held_;
     // A lock may claim held_ without epoch_mu_ (the mode is per_target); closed while
     // leave_idle_lock_mode reads held_.
     std::atomic<bool> fast_locks_{false};
