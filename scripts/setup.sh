@@ -19,8 +19,9 @@ set -euo pipefail
 #                                 50 against MPICH's 40, and the suite calls mpicxx.mpich and
 #                                 mpiexec.mpich by name)
 #   GA benchmark (bench/ga_pattern) libglobalarrays-dev libarmci-mpi-dev (Global Arrays over
-#                                 ARMCI-MPI, the PGAS stack measured), libscalapack-openmpi-dev
-#                                 (GA's archive links ScaLAPACK), linux-perf (profiles)
+#   and test (dropin_ga)          ARMCI-MPI, the PGAS stack measured), libscalapack-openmpi-dev
+#                                 and libscalapack-mpich-dev (GA's archives link ScaLAPACK; the
+#                                 MPICH tier runs dropin_ga too), linux-perf (profiles)
 #   ofi transport ............... libfabric-dev libfabric-bin (libfabric 1.17: the network
 #                                 transport, tested over tcp;ofi_rxm and sockets on loopback)
 PACKAGES=(
@@ -31,7 +32,7 @@ PACKAGES=(
   libibverbs-dev
   libfftw3-dev gnuplot-nox
   python3-matplotlib mpich libmpich-dev
-  libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev linux-perf
+  libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev libscalapack-mpich-dev linux-perf
   libfabric-dev libfabric-bin
 )
 
