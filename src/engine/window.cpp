@@ -919,7 +919,6 @@ int Window::sync() {
 
 bool Window::serve_peers(bool beat) {
     if (served_->nothing_posted(my_state_, beat)) return false;
-    beat = false;  // (given)
     const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
     // A bulk part: count pieces of `piece` bytes from toff at stride, its whole footprint
     // inside my part (dynamic: inside one attached region run, toff the address), checked
@@ -944,7 +943,7 @@ bool Window::serve_peers(bool beat) {
         if (!ti || piece % ti->extent != 0) return int(MPI_ERR_TYPE);
         return apply_local_strided(kind, op_id, type_id, toff, stride, piece / ti->extent, count, src, res);
     };
-    return served_->poll(
+    return served_->serve(
         my_state_,
         [this, dynamic](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
                         const void* cmp, void* res) {
@@ -971,7 +970,7 @@ bool Window::serve_peers(bool beat) {
                 return served::kRefused;  // the origin applies it, and reports a failure
             return apply_local(kind, op_id, type_id, toff, count / ti->extent, src, cmp, res);
         },
-        bulk, beat);
+        bulk);
 }
 
 bool Window::serve_hook(void* w) {

@@ -36,6 +36,14 @@ std::size_t max_bytes(int kind) {
     return kind == int(RmaKind::fop) || kind == int(RmaKind::cas) ? 8 : kMaxBytes;
 }
 
+// After a post: the flag word, unless the target's passes read the slots (Server::posted:
+// the fence pairs with the target's when it stops reading them).
+void announce(std::uint64_t* state) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(state + kServedScanning, __ATOMIC_RELAXED))
+        __atomic_store_n(state + kServedPosted, 1, __ATOMIC_RELEASE);
+}
+
 thread_local unsigned t_first_slot = unsigned(reinterpret_cast<std::uintptr_t>(&t_first_slot) >> 6);
 }  // namespace
 
@@ -70,6 +78,7 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0)
     p->bytes = req.bytes;
     p->t0 = t0 ? t0 : now();
     __atomic_store_n(s + kState, kPosted, __ATOMIC_RELEASE);
+    announce(state);
     return true;
 }
 
@@ -177,6 +186,7 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
         h[kBPiece] = r.piece;
         h[kBCount] = p.n;
         __atomic_store_n(h + kBState, kPosted, __ATOMIC_RELEASE);
+        announce(state_);
     };
     // Answered (and unpacked), withdrawn or refused; the last two not applied there.
     auto wait = [&](const Part& p) {
@@ -295,11 +305,46 @@ void Server::beat_now(std::uint64_t* my_state) {
         __atomic_store_n(my_state + kServedBeat, t, __ATOMIC_RELEASE);
 }
 
+bool Server::slots_posted(const std::uint64_t* my_state) {
+    bool any = false;
+    for (std::size_t i = 0; i < kServedSlots; ++i)
+        any |= __atomic_load_n(slot(const_cast<std::uint64_t*>(my_state), i) + kState, __ATOMIC_RELAXED) == kPosted;
+    if (const std::uint64_t word = __atomic_load_n(my_state + kServedBulkWord, __ATOMIC_RELAXED))
+        for (int b = 0; b < 2; ++b)
+            any |= __atomic_load_n(bulk_header(const_cast<std::uint64_t*>(my_state) + word, b) + kBState,
+                                   __ATOMIC_RELAXED) == kPosted;
+    return any;
+}
+
+bool Server::posted(std::uint64_t* my_state) {
+    const unsigned hot = hot_.load(std::memory_order_relaxed);
+    if (hot) {
+        if (slots_posted(my_state)) return true;
+        if (hot > 1) {
+            hot_.store(hot - 1, std::memory_order_relaxed);  // (racing passes may skip a count)
+        } else {
+            // Going cold: origins set the flag word again from here on; a post that saw the
+            // scanning word still set is in the slots, read once more after the fence.
+            hot_.store(0, std::memory_order_relaxed);
+            __atomic_store_n(my_state + kServedScanning, 0, __ATOMIC_RELAXED);
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            if (slots_posted(my_state)) return true;
+        }
+    }
+    return __atomic_load_n(my_state + kServedPosted, __ATOMIC_RELAXED) != 0;
+}
+
 bool Server::poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat) {
     if (beat) beat_now(my_state);
-    if (!any_posted(my_state)) return false;
+    return posted(my_state) && serve(my_state, apply, apply_bulk);
+}
+
+bool Server::serve(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk) {
     std::unique_lock lk(mu_, std::try_to_lock);
     if (!lk.owns_lock()) return false;  // another thread serves them
+    // The flag cleared before the scan: a post after this sets it again for the next pass.
+    if (__atomic_load_n(my_state + kServedPosted, __ATOMIC_RELAXED))
+        __atomic_exchange_n(my_state + kServedPosted, 0, __ATOMIC_SEQ_CST);
     bool served = false;
     for (std::size_t i = 0; i < kServedSlots; ++i) {
         std::uint64_t* s = slot(my_state, i);
@@ -330,6 +375,11 @@ bool Server::poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& 
         served = true;
     }
     if (apply_bulk && poll_bulk(my_state, apply_bulk)) served = true;
+    if (served) {
+        hot_.store(kHotPasses, std::memory_order_relaxed);
+        if (!__atomic_load_n(my_state + kServedScanning, __ATOMIC_RELAXED))
+            __atomic_store_n(my_state + kServedScanning, 1, __ATOMIC_RELAXED);
+    }
     return served;
 }
 

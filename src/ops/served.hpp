@@ -45,6 +45,8 @@ constexpr std::uint64_t kServedWaitNs = 4'000;
 // half of a hook pass here) and made every origin's fresh() miss its cache line.
 constexpr std::uint64_t kBeatEveryNs = 2'000;
 constexpr unsigned kBeatPasses = 16;
+// After a request was served, this many passes read the slots themselves (Server::posted).
+constexpr unsigned kHotPasses = 4096;
 // A slot's words: state, request, target offset, answer, then the data (a put's or get's
 // bytes; an atomic's operand and compare in, its old value out).
 enum SlotWord : std::size_t { kState, kDesc, kToff, kAnswer, kData };
@@ -175,29 +177,32 @@ public:
     // The bulk area's parts through apply_bulk.
     bool poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk, bool beat);
     bool poll(std::uint64_t* my_state, const Apply& apply, bool beat) { return poll(my_state, apply, nullptr, beat); }
-    // The beat (as poll does), then whether no slot and no bulk buffer is posted: a caller on
-    // the host's progress loop then skips building its appliers (the common pass).
+    // The beat (as poll does), then whether nothing is posted: a caller on the host's
+    // progress loop then skips building its appliers (the common pass); else it calls serve().
     bool nothing_posted(std::uint64_t* my_state, bool beat) {
         if (beat) beat_now(my_state);
-        return !any_posted(my_state);
+        return !posted(my_state);
     }
-    static bool any_posted(const std::uint64_t* my_state) {
-        bool posted = false;
-        for (std::size_t i = 0; i < kServedSlots; ++i)
-            posted |= __atomic_load_n(my_state + kServedSlot0 + i * kServedSlotWords, __ATOMIC_RELAXED) == kPosted;
-        if (const std::uint64_t word = __atomic_load_n(my_state + kServedBulkWord, __ATOMIC_RELAXED))
-            for (std::size_t b = 1; b <= 2; ++b)
-                posted |= __atomic_load_n(my_state + word + b * kWordsPerLine, __ATOMIC_RELAXED) == kPosted;
-        return posted;
-    }
+    // Serves what is posted (poll without the beat and the check).
+    bool serve(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk);
 
 private:
+    // Is something posted? Idle (cold), one load: the word origins set after they post.
+    // After a request was served, for kHotPasses passes (hot), the slots' own state words,
+    // so that a request in a busy exchange is seen as soon as its one line arrives; the
+    // target says so in kServedScanning, and origins then skip the word. Going cold is a
+    // Dekker handshake with post(): the target clears kServedScanning, fences and reads the
+    // slots once more; an origin stores its post, fences and reads kServedScanning: one of
+    // the two sees the other.
+    bool posted(std::uint64_t* my_state);
+    static bool slots_posted(const std::uint64_t* my_state);
     void beat_now(std::uint64_t* my_state);
     bool poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk);
     SpinLock mu_;
     std::unique_ptr<unsigned char[]> operand_;  // a get_accumulate part's origin data (mu_)
     std::size_t operand_bytes_ = 0;
     std::atomic<unsigned> beat_passes_{0};  // passes with beat, for the clock's pace
+    std::atomic<unsigned> hot_{0};  // passes left that read the slots (posted())
 };
 
 }  // namespace fastrma::detail::served

@@ -57,9 +57,13 @@ constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 
 constexpr std::size_t kFenceArrive = kLockKick + kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
 // Small operations applied by this process for node peers that cannot map its memory
-// (ops/served.hpp): a beat (when a thread of mine last served from inside MPI) and
-// kServedSlots request slots of two lines each (a header, then the data).
+// (ops/served.hpp): a beat (when a thread of mine last served from inside MPI); beside it a
+// word an origin sets after it posted, unless the word after it says that my passes read the
+// slots themselves (Server::posted); and kServedSlots request slots of two lines each (a
+// header, then the data).
 constexpr std::size_t kServedBeat = kFenceArrive + kWordsPerLine;
+constexpr std::size_t kServedPosted = kServedBeat + 1;
+constexpr std::size_t kServedScanning = kServedBeat + 2;
 constexpr std::size_t kServedSlot0 = kServedBeat + kWordsPerLine;
 constexpr std::size_t kServedSlots = 8;
 constexpr std::size_t kServedSlotWords = 2 * kWordsPerLine;

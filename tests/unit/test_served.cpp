@@ -93,6 +93,44 @@ TEST(ServedAtomic, ATargetThatServesAppliesEveryRequestOnce) {
     }
 }
 
+// How the target finds posts (Server::posted), one thread playing both sides: idle, an
+// origin sets the flag word and the pass reads only that; after serving, the passes read
+// the slots (kServedScanning set, origins skip the flag) for kHotPasses passes, then go back.
+// A post at each stage is found and answered at the next pass.
+TEST(ServedAtomic, PostsAreFoundByTheFlagWhenIdleAndByTheSlotsAfterServing) {
+    StatePage page;
+    std::uint64_t cell = 0;
+    served::Server server;
+    const std::uint64_t one = 1;
+    const served::Request rq{int(RmaKind::fop), 0, 0, 0, 8, &one, nullptr};
+    auto post_and_serve = [&](std::uint64_t want_old) -> bool {
+        served::Posted p;
+        if (!served::post(page.w, rq, &p)) {
+            ADD_FAILURE() << "no free slot";
+            return false;
+        }
+        const bool flagged = __atomic_load_n(&page.w[kServedPosted], __ATOMIC_RELAXED) != 0;
+        EXPECT_TRUE(server.poll(page.w, adder(&cell), false));
+        std::uint64_t old = ~0ull;
+        int rc = -2;
+        EXPECT_EQ(served::finish(p, &old, &rc), served::Outcome::answered);
+        EXPECT_EQ(old, want_old);
+        EXPECT_EQ(__atomic_load_n(&page.w[kServedPosted], __ATOMIC_RELAXED), 0u) << "the flag is cleared";
+        return flagged;
+    };
+    EXPECT_FALSE(server.poll(page.w, adder(&cell), false));  // nothing posted
+    EXPECT_TRUE(post_and_serve(0)) << "idle: the origin sets the flag";
+    EXPECT_EQ(page.w[kServedScanning], 1u) << "after serving, the passes read the slots";
+    EXPECT_FALSE(post_and_serve(1)) << "hot: the origin skips the flag";
+    for (unsigned i = 0; i + 1 < served::kHotPasses; ++i) ASSERT_FALSE(server.poll(page.w, adder(&cell), false));
+    EXPECT_EQ(page.w[kServedScanning], 1u);
+    EXPECT_FALSE(post_and_serve(2)) << "the last hot pass still reads the slots";
+    for (unsigned i = 0; i < served::kHotPasses; ++i) ASSERT_FALSE(server.poll(page.w, adder(&cell), false));
+    EXPECT_EQ(page.w[kServedScanning], 0u) << "idle again after kHotPasses passes";
+    EXPECT_TRUE(post_and_serve(3)) << "cold again: the flag";
+    EXPECT_EQ(cell, 4u);
+}
+
 TEST(ServedAtomic, NoFreshBeatOrNoServerLeavesTheOperationToTheOrigin) {
     StatePage page;
     std::uint64_t old = 0;
