@@ -9,9 +9,9 @@
 // The peer's state page holds kServedSlots request slots (state_words.hpp): a header and
 // kMaxBytes of data each. An origin claims a free slot, writes the request (a put's data
 // too), marks it posted, and spins until the answer is there (a get's data, an atomic's old
-// value); the target looks at every slot's state word on each pass (lines it holds in its
-// cache while nothing changes: the posted slot is the one line the request moves), takes
-// posted slots with a CAS, applies each (atomics through its
+// value); the target learns of it from a flag word the origin sets beside the beat, or,
+// for a while after it served a request, from the slots' own state words (Server::posted),
+// takes posted slots with a CAS, applies each (atomics through its
 // window's own accumulate path, under the striped accumulate lock as a cross-memory origin
 // takes it: one atomicity domain; puts and gets by memcpy) and answers in the slot. Only a
 // thread of the target that waits in MPI serves promptly, so the target advertises it: the
