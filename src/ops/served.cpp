@@ -323,12 +323,16 @@ bool Server::posted(std::uint64_t* my_state) {
         if (hot > 1) {
             hot_.store(hot - 1, std::memory_order_relaxed);  // (racing passes may skip a count)
         } else {
-            // Going cold: origins set the flag word again from here on; a post that saw the
-            // scanning word still set is in the slots, read once more after the fence.
-            hot_.store(0, std::memory_order_relaxed);
-            __atomic_store_n(my_state + kServedScanning, 0, __ATOMIC_RELAXED);
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
-            if (slots_posted(my_state)) return true;
+            // Going cold, under mu_ as serve() goes hot (so kServedScanning is never left set
+            // with hot_ at 0): origins set the flag word again from here on; a post that saw
+            // the scanning word still set is in the slots, read once more after the fence.
+            std::unique_lock lk(mu_, std::try_to_lock);
+            if (lk.owns_lock() && hot_.load(std::memory_order_relaxed) == 1) {
+                hot_.store(0, std::memory_order_relaxed);
+                __atomic_store_n(my_state + kServedScanning, 0, __ATOMIC_RELAXED);
+                __atomic_thread_fence(__ATOMIC_SEQ_CST);
+                if (slots_posted(my_state)) return true;
+            }
         }
     }
     return __atomic_load_n(my_state + kServedPosted, __ATOMIC_RELAXED) != 0;
@@ -375,7 +379,7 @@ bool Server::serve(std::uint64_t* my_state, const Apply& apply, const ApplyBulk&
         served = true;
     }
     if (apply_bulk && poll_bulk(my_state, apply_bulk)) served = true;
-    if (served) {
+    if (served) {  // (under mu_, as going cold in posted())
         hot_.store(kHotPasses, std::memory_order_relaxed);
         if (!__atomic_load_n(my_state + kServedScanning, __ATOMIC_RELAXED))
             __atomic_store_n(my_state + kServedScanning, 1, __ATOMIC_RELAXED);

@@ -202,7 +202,9 @@ private:
     std::unique_ptr<unsigned char[]> operand_;  // a get_accumulate part's origin data (mu_)
     std::size_t operand_bytes_ = 0;
     std::atomic<unsigned> beat_passes_{0};  // passes with beat, for the clock's pace
-    std::atomic<unsigned> hot_{0};  // passes left that read the slots (posted())
+    // Passes left that read the slots (posted()); set to kHotPasses and brought to 0 only under
+    // mu_, with kServedScanning, so that the word is set only while hot_ is not 0.
+    std::atomic<unsigned> hot_{0};
 };
 
 }  // namespace fastrma::detail::served

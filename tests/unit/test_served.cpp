@@ -129,6 +129,34 @@ TEST(ServedAtomic, PostsAreFoundByTheFlagWhenIdleAndByTheSlotsAfterServing) {
     EXPECT_EQ(page.w[kServedScanning], 0u) << "idle again after kHotPasses passes";
     EXPECT_TRUE(post_and_serve(3)) << "cold again: the flag";
     EXPECT_EQ(cell, 4u);
+    // Two target threads serving at once while posts come in bursts with idle gaps, so that
+    // going idle races going busy; then, alone again, a post must still be found (the
+    // scanning word left set with no pass reading the slots would lose it).
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> targets;
+    for (int t = 0; t < 2; ++t)
+        targets.emplace_back([&] {
+            while (!stop.load(std::memory_order_relaxed)) server.poll(page.w, adder(&cell), true);
+        });
+    std::uint64_t answered = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    // (On a loaded machine the target threads may miss whole bursts: go on until one was
+    // answered, up to 5 s.)
+    for (int burst = 0; burst < 200 || (answered == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+         ++burst) {
+        for (int k = 0; k < 5; ++k) {
+            std::uint64_t old = 0;
+            int rc = -2;
+            answered += served::try_remote(page.w, rq, &old, &rc);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(burst % 7 == 0 ? 300 : 5));
+    }
+    stop.store(true);
+    for (auto& t : targets) t.join();
+    EXPECT_GT(answered, 0u);
+    EXPECT_EQ(cell, 4u + answered);
+    for (unsigned i = 0; i < 2 * served::kHotPasses; ++i) server.poll(page.w, adder(&cell), false);
+    EXPECT_TRUE(post_and_serve(4 + answered)) << "idle after the races: the flag";
 }
 
 TEST(ServedAtomic, NoFreshBeatOrNoServerLeavesTheOperationToTheOrigin) {
