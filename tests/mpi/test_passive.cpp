@@ -1837,6 +1837,29 @@ struct UnmappedWin {
     }
 };
 
+// The end of a round of the served-atomics tests below: the target waited in the barrier
+// (serving); another round unless an op was served somewhere or 10 s have gone.
+bool another_served_round(std::uint64_t served, std::chrono::steady_clock::time_point t0) {
+    MPI_Barrier(MPI_COMM_WORLD);  // the target waits here: serves
+    int any = served > 0;
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int more = !any && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
+    MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return more;
+}
+
+// Rank 0, after those rounds: where the target serves and its beat was seen fresh often, some
+// of rank 0's ops were served; the count is printed either way.
+void expect_served(const UnmappedWin& w, const char* what, std::uint64_t served, int rounds, int fresh_seen) {
+    const char* kind = w.dynamic ? "dynamic" : "create";
+    if (w.served_expected() && fresh_seen >= 20) {
+        EXPECT_GT(served, 0u) << kind << ": no " << what << " served in " << rounds
+                              << " rounds, the target's beat seen fresh " << fresh_seen << " times";
+    }
+    std::printf("ServedTransfers (%s %s): %llu served in %d rounds, the beat fresh %d times\n", kind, what,
+                static_cast<unsigned long long>(served), rounds, fresh_seen);
+}
+
 // Where each length's put lands in the target's part (8 untouched bytes between), and the
 // get region (the target's fill pattern) above it.
 struct SizePlan {
@@ -1998,11 +2021,7 @@ TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
                 served += fastrma::detail::stat_total(fastrma::detail::Stat::atomics_served) - s0;
                 fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
             }
-            MPI_Barrier(MPI_COMM_WORLD);  // the target waits here: serves
-            int any = served > 0;
-            MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-            more = !any && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
-            MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            more = another_served_round(served, t0);
         }
         if (me == 1) {
             // Int i got one add per op with len > i, from every origin, every round.
@@ -2024,14 +2043,7 @@ TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
         }
         MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create") << " after " << round << " rounds";
-        if (me == 0) {
-            if (w.served_expected() && fresh_seen >= 20) {
-                EXPECT_GT(served, 0u) << (dyn ? "dynamic" : "create") << ": no accumulate served in " << round
-                                      << " rounds, the target's beat seen fresh " << fresh_seen << " times";
-            }
-            std::printf("ServedTransfers (%s accumulates): %llu served in %d rounds, the beat fresh %d times\n",
-                        dyn ? "dynamic" : "create", static_cast<unsigned long long>(served), round, fresh_seen);
-        }
+        if (me == 0) expect_served(w, "accumulate", served, round, fresh_seen);
         MPI_Barrier(MPI_COMM_WORLD);
     }
 }
@@ -2110,11 +2122,7 @@ TEST(ServedTransfers, FetchAndOpAndCompareAndSwapOnTheFastPathWhileTheTargetWait
                 served += fastrma::detail::stat_total(fastrma::detail::Stat::atomics_served) - s0;
                 fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
             }
-            MPI_Barrier(MPI_COMM_WORLD);  // the target waits here: serves
-            int any = served > 0;
-            MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-            more = !any && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
-            MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            more = another_served_round(served, t0);
         }
         const std::int64_t total = std::int64_t(n - 1) * kThreads * kPerThread * round;
         // Every fetched old value, from every origin, once: 0 .. total-1.
@@ -2141,14 +2149,7 @@ TEST(ServedTransfers, FetchAndOpAndCompareAndSwapOnTheFastPathWhileTheTargetWait
         }
         MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         EXPECT_EQ(bad, 0) << (dyn ? "dynamic" : "create") << " after " << round << " rounds";
-        if (me == 0) {
-            if (w.served_expected() && fresh_seen >= 20) {
-                EXPECT_GT(served, 0u) << (dyn ? "dynamic" : "create") << ": no atomic served in " << round
-                                      << " rounds, the target's beat seen fresh " << fresh_seen << " times";
-            }
-            std::printf("ServedTransfers (%s fetch_and_op / compare_and_swap): %llu served in %d rounds\n",
-                        dyn ? "dynamic" : "create", static_cast<unsigned long long>(served), round);
-        }
+        if (me == 0) expect_served(w, "fetch_and_op / compare_and_swap", served, round, fresh_seen);
         MPI_Barrier(MPI_COMM_WORLD);
     }
 }
