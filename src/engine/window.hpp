@@ -141,6 +141,7 @@ public:
     // dynamic windows), applied by the peer's CPU while it waits in MPI (ops/served.hpp).
     inline int fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k, const void* origin, const void* compare,
                                   void* result, int rank, MPI_Aint disp);
+    inline bool unmapped_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
     inline int fast_flush(int rank);
     inline int fast_flush_all();
     inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result, int rcount,

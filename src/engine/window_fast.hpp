@@ -65,20 +65,34 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
 // piece, into the peer's batch when it is small, else (create) in one syscall, or queued for
 // the progress thread when it is large. Anything partial or failed goes to the slow path,
 // which resumes or raises.
+// Where bytes at disp lie on a node peer reached by cross-memory attach (create: the offset
+// in its part, not FRMA_Alloc_mem memory; dynamic: the address, inside a region it has
+// attached): false when the range is not inside what the peer published (the slow path
+// decides, and raises).
+inline bool Window::unmapped_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off) {
+    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
+        *off = std::uint64_t(disp);
+        return disp > 0 && dynamic_contains(rank, *off, bytes);
+    }
+    if (flavor_ != MPI_WIN_FLAVOR_CREATE || (std::uint64_t(disp) >> 32)) return false;
+    const std::uint64_t* info = state_of(rank);
+    *off = std::uint64_t(disp) * info[kInfoDispUnit];
+    return !info[kInfoArena] && *off + bytes <= info[kInfoSize];
+}
+
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) {
     if (remote_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
+    std::uint64_t off;
+    if (!unmapped_offset(rank, disp, bytes, &off)) return false;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
-        // The displacement is the address; small transfers inside a region the peer has
-        // attached join its batch, everything else (and any error) takes the slow path.
+        // Small transfers join the peer's batch, everything else takes the slow path.
         CmaBatch* const b = bytes <= cma_max_ ? cma_batch(rank) : nullptr;
-        if (!b || !dynamic_contains(rank, std::uint64_t(disp), bytes)) return false;
-        b->transfer(write, std::uint64_t(disp), local, bytes);
+        if (!b) return false;
+        b->transfer(write, off, local, bytes);
         return true;
     }
-    if (flavor_ != MPI_WIN_FLAVOR_CREATE || (std::uint64_t(disp) >> 32) || rank == rank_) return false;
+    if (rank == rank_) return false;
     const std::uint64_t* info = state_of(rank);
-    const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
-    if (info[kInfoArena] || off + bytes > info[kInfoSize]) return false;
     const pid_t pid = pid_t(info[kInfoPid]);
     if (CmaBatch* b = bytes <= cma_max_ ? cma_batch(rank) : nullptr) {  // small: moved at completion
         b->transfer(write, off, local, bytes);
@@ -225,20 +239,11 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
 
 inline int Window::fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k, const void* origin,
                                       const void* compare, void* result, int rank, MPI_Aint disp) {
-    if (remote_ || (flavor_ != MPI_WIN_FLAVOR_CREATE && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) ||
-        static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ || ti.size != ti.extent ||
-        ti.extent > 8)
+    if (remote_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ ||
+        ti.size != ti.extent || ti.extent > 8)
         return kSlowPath;
-    std::uint64_t* const info = state_of(rank);
     std::uint64_t off;
-    if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
-        off = std::uint64_t(disp);
-        if (disp <= 0 || !dynamic_contains(rank, off, ti.extent)) return kSlowPath;
-    } else {
-        if (std::uint64_t(disp) >> 32 || info[kInfoArena]) return kSlowPath;
-        off = std::uint64_t(disp) * info[kInfoDispUnit];
-        if (off + ti.extent > info[kInfoSize]) return kSlowPath;
-    }
+    if (!unmapped_offset(rank, disp, ti.extent, &off)) return kSlowPath;
     // Behind what this origin batched or offloaded for the peer: the slow path drains it.
     if (!epochs_.direct(rank)) return kSlowPath;
     if (CmaBatch* b = cma_batch_if_any(rank); b && b->due()) return kSlowPath;
@@ -246,7 +251,7 @@ inline int Window::fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k
     const served::Request rq{int(kind), int(k), int(ti.id), off, ti.size, origin, compare};
     int rc = MPI_SUCCESS;
     // Not taken, or refused with an error: the slow path applies it or raises.
-    if (!served::try_remote(info, rq, result, &rc) || rc != MPI_SUCCESS) return kSlowPath;
+    if (!served::try_remote(state_of(rank), rq, result, &rc) || rc != MPI_SUCCESS) return kSlowPath;
     bump(kind == RmaKind::fop ? Stat::fops : Stat::cases);
     return MPI_SUCCESS;
 }
