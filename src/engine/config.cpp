@@ -108,6 +108,9 @@ const std::vector<ConfigParam>& config_params() {
          "ofi flow control: with this many messages to one peer not yet completed, a new put, get or accumulate to it "
          "is refused by the transport (as when the provider answers -FI_EAGAIN) and queues until completions come; "
          "an operation already started may take the count to twice this before it waits in place."},
+        {"FASTRMA_NODE_NAME", "",
+         "Stands in for the host name when ranks find their node peers: ranks with different values are on different "
+         "nodes (tests of windows that span nodes on one machine; empty: the host name and boot id)."},
         {"FASTRMA_STATS", "0", "Print the engine's counters to stderr at finalize."},
         {"FASTRMA_FAULT", "",
          "Fault injection for tests: kill_after_segment kills the rank right after its segment exists; nondumpable "
