@@ -218,6 +218,8 @@ agent() {
         *) say "agent: unknown host '$host' (known: $ADDR_A $HOST_A $ADDR_B $HOST_B)"; exit 255 ;;
     esac
     local cmd="$*"
+    # TWOHOST_AGENT_LOG=FILE: one line per launch (host, command), for debugging launchers.
+    [ -n "${TWOHOST_AGENT_LOG:-}" ] && echo "$host: $cmd" >> "$TWOHOST_AGENT_LOG"
     local envp=(env)
     if [ "${TWOHOST_AGENT_ENV:-}" != keep ]; then
         envp=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
