@@ -26,7 +26,12 @@
 namespace fastrma::detail {
 
 namespace {
-constexpr std::size_t kAmDataOffset = 2048;  // build_remote(): an allocate window's page offset
+// A process alone in its node segment (every peer remote): its allocate part starts half a
+// page in. The host MPI copies between it and user buffers with rep movsb (CMA, single-copy
+// receives), which is slow at a distance of 1..31 bytes past a page multiple
+// (transport/copy.hpp); page-aligned buffers and large malloc'ed ones (page offset 16) are
+// then far from that distance both ways.
+constexpr std::size_t kAmDataOffset = 2048;
 // The class of a call that fails because a peer died: MPICH's process-failure class, where
 // the host has one; Open MPI 4.1 (without ULFM) has none, so MPI_ERR_OTHER.
 #ifdef MPIX_ERR_PROC_FAILED
@@ -147,7 +152,7 @@ int Window::node_barrier() {
 
 int Window::peer_failure() {
     if (!watch_peers_) return MPI_SUCCESS;
-    for (int r = 0; r < nprocs_; ++r) {
+    for (int r : node_ranks_) {
         const pid_t pid = pid_t(state_of(r)[kInfoPid]);
         if (r != rank_ && pid != getpid() && eng_.exited(pid))
             return raise(kPeerDied,
@@ -366,11 +371,11 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     const bool is_shared = flavor == MPI_WIN_FLAVOR_SHARED;
     const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
     const bool is_create = flavor == MPI_WIN_FLAVOR_CREATE;
-    const std::size_t pg = std::size_t(sysconf(_SC_PAGESIZE));
 
-    // 1. Local checks and the transports; the verdict travels with the sizes, so that a
+    // 1. Local checks and each peer's medium; the verdict travels with the sizes, so that a
     // bad argument on one rank fails the call everywhere instead of hanging the others.
-    // (The arrays of this function are temporaries: the window keeps O(1) per peer.)
+    // (The arrays of this function are temporaries: the window keeps O(1) per peer on
+    // windows of one node, O(p) words where peers are off the node.)
     int err = MPI_SUCCESS;
     NodeTopology topo = discover_topology(b);
     const int attach = node_attach(b, topo);
@@ -384,7 +389,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(size));
     else if (is_shared && !topo.all_local())
         err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
-    int wants_am = 0;  // the farthest medium this process needs (a Medium)
+    int wants_am = 0;  // the farthest medium this process needs (0 node, 1 network, 2 messages)
     for (int r = 0; r < n && !err; ++r) {
         Medium m = Medium::node;
         err = select_medium(eng.config().transport, eng.config().ofi_provider, topo, r, is_shared, is_dynamic, &m);
@@ -436,99 +441,118 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         left = std::static_pointer_cast<NodeLeftover>(std::move(slot->what));
         *slot = Leftover{};
     }
-    // One place decided per peer (select_medium); a window uses messages for every peer but
-    // itself as soon as any process needs them, so all agree on the protocol.
-    // Messages reach everything, so a window where any process needs them uses them;
-    // otherwise the network if any process needs it.
+
+    // 2. The window's media, agreed by all: shared memory among the processes of a node;
+    // for peers off the node one message or network transport, messages if any process
+    // needs them (they reach everything), else the network. Where some process may not
+    // attach to a node peer (docs/guarantees.md), nobody attaches: segments are named
+    // (shm_open), and windows on user memory, which only attach reaches, use messages for
+    // every peer (unless FASTRMA_TRANSPORT=shm, which then fails below).
     int farthest = 0;
-    for (const Sizes& z : sizes) farthest = std::max(farthest, z.am);
-    // Where some process may not attach to a node peer (docs/guarantees.md), nobody
-    // attaches: segments are named (shm_open), and windows on user memory, which only
-    // attach reaches, use messages (unless FASTRMA_TRANSPORT=shm, which then fails below).
     bool attach_ok = true;
-    for (const Sizes& z : sizes) attach_ok = attach_ok && z.attach == 1;
-    if (!attach_ok && (is_create || is_dynamic) && eng.config().transport != "shm") farthest = 2;
+    for (const Sizes& z : sizes) {
+        farthest = std::max(farthest, z.am);
+        attach_ok = attach_ok && z.attach == 1;
+    }
+    const std::string& want = eng.config().transport;
+    const bool no_attach = !attach_ok && (is_create || is_dynamic) && want != "shm";
+    if (no_attach) farthest = 2;
     ShmMethod method = eng.config().shm_method;
     if (!attach_ok && method == ShmMethod::automatic) method = ShmMethod::shm_open;
-    if (farthest) {
-        std::vector<std::pair<std::uint64_t, int>> sz;
-        for (const Sizes& z : sizes) sz.emplace_back(z.size, z.disp_unit);
-        return build_remote(std::move(w), farthest == 2 ? Medium::message : Medium::network, flavor, user_base, size,
-                            disp_unit, std::move(sz), out);
+    const bool remote = farthest != 0;
+    const bool net = farthest == 1;
+    // My node segment's members (sorted): my node's processes, or only me where every peer
+    // is reached by the remote transport (FASTRMA_TRANSPORT=am/ofi; no attach; a dynamic
+    // window on the network, whose regions only the network names for atomics).
+    std::vector<int> members = topo.local_ranks;
+    if (remote && (no_attach || want == "am" || want == "ofi" || (net && is_dynamic))) members = {me};
+    const bool alone = remote && members.size() == 1;
+    if (remote) {
+        w->node_idx_.assign(std::size_t(n), -1);
+        for (std::size_t i = 0; i < members.size(); ++i) w->node_idx_[std::size_t(members[i])] = int(i);
+        if (!net && (err = message_transport_usable(b, call))) msg = last_error_message();
     }
-    w->tp_all_ = &node_transport();
-    w->tps_ = {w->tp_all_};
+    const int leader = members[0];
+    const std::uint64_t my_index = std::uint64_t(w->node_idx_.empty() ? me : w->node_idx_[std::size_t(me)]);
 
-    // 2. The node segment: n state areas, then (allocate, shared) the data parts —
-    // consecutive for a contiguous shared window, page-aligned otherwise.
+    // 3. The node segment: the members' state areas, then (allocate, shared) their data
+    // parts — consecutive for a contiguous shared window, page-aligned otherwise (a process
+    // alone in its segment: half a page in, see kAmDataOffset).
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
     w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
-    // Create and dynamic windows: the served bulk area after that, page-aligned (served.hpp).
+    // Create and dynamic windows with node peers: the served bulk area after that,
+    // page-aligned (served.hpp).
     std::size_t bulk_word0 = 0;
-    if (const std::size_t bw = served::bulk_words(std::size_t(mine_sz.served_bulk))) {
+    if (const std::size_t bw = served::bulk_words(std::size_t(mine_sz.served_bulk)); bw && !alone) {
         bulk_word0 = w->state_bytes_ / 8;
         w->state_bytes_ = page_round(w->state_bytes_ + 8 * bw);
     }
     const bool has_data = is_alloc || is_shared;
     const bool padded = !(is_shared && !noncontig);
     std::vector<std::uint64_t> doff(static_cast<std::size_t>(n), kNoData);
-    std::uint64_t total = std::uint64_t(n) * w->state_bytes_;
-    bool uniform = true;
-    for (int r = 0; r < n; ++r) {
+    std::uint64_t total = std::uint64_t(members.size()) * w->state_bytes_;
+    bool uniform = !remote;
+    for (int r : members) {
         const Sizes& z = sizes[std::size_t(r)];
         uniform = uniform && z.size == sizes[0].size && z.disp_unit == sizes[0].disp_unit;
         if (!has_data) continue;
+        if (alone) total += kAmDataOffset;
         doff[std::size_t(r)] = total;
         total += padded ? page_round(z.size) : z.size;
     }
     total = page_round(total);
-    const std::uint64_t my_off = std::uint64_t(me) * w->state_bytes_;
+    const std::uint64_t my_off = my_index * w->state_bytes_;
     const std::uint64_t my_data_len =
         has_data ? (padded ? page_round(sizes[std::size_t(me)].size) : sizes[std::size_t(me)].size) : 0;
-    // Allocate windows take the segment of the last window freed on this group when its
-    // layout is the same (GA creates and frees arrays of one shape again and again): its
-    // pages are reserved and mapped everywhere, its owners cleared their sync words before
-    // the exchange above, and its info words already say what step 3 would write. Every
-    // member decides alike (same leftover, same sizes), so nothing more is exchanged.
-    if (is_alloc) {
+    // Allocate windows on one node take the segment of the last window freed on this group
+    // when its layout is the same (GA creates and frees arrays of one shape again and
+    // again): its pages are reserved and mapped everywhere, its owners cleared their sync
+    // words before the exchange above, and its info words already say what step 4 would
+    // write. Every member decides alike (same leftover, same sizes), so nothing more is
+    // exchanged.
+    if (is_alloc && !remote) {
         w->node_key_ = {std::uint64_t(flavor), std::uint64_t(n), w->state_bytes_, total};
         for (const Sizes& z : sizes) {
             w->node_key_.push_back(z.size);
             w->node_key_.push_back(std::uint64_t(z.disp_unit));
         }
     }
-    const bool reused = left && is_alloc && left->key == w->node_key_;
+    const bool reused = left && is_alloc && !remote && left->key == w->node_key_;
     if (reused) w->node_ = std::move(left->node);
     left.reset();
-    if (!reused && me == 0) {
+    if (!reused && !err && me == leader) {
         // Pages are reserved by their owners (first touch on the owner's NUMA node).
         err = w->node_.create(total, method, false);
         if (!err) err = w->node_.reserve_range(my_off, w->state_bytes_);
-        if (!err && my_data_len) err = w->node_.reserve_range(doff[0], my_data_len);
+        if (!err && my_data_len) err = w->node_.reserve_range(doff[std::size_t(me)], my_data_len);
+        if (err) msg = last_error_message();
     }
-    if (err) msg = last_error_message();
     struct Hello {
         int err;
         SegmentExport seg;
     };
-    Hello hello{err, me == 0 && !err ? w->node_.export_info() : SegmentExport{}};
+    Hello hello{err, me == leader && !err ? w->node_.export_info() : SegmentExport{}};
     std::vector<Hello> hellos(static_cast<std::size_t>(n));
-    if (!reused) b.allgather(&hello, sizeof hello, hellos.data());
-    if (hellos[0].err) {
-        if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
-        return raise(hellos[0].err, "%s: window creation failed at rank 0", call);
+    if (!reused) {
+        b.allgather(&hello, sizeof hello, hellos.data());
+        for (int r = 0; r < n; ++r)
+            if (hellos[std::size_t(r)].err) {
+                if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
+                return raise(hellos[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
+            }
     }
-    if (!reused && me != 0) {
-        err = w->node_.map_peer(hellos[0].seg, my_off, w->state_bytes_);
+    if (!reused && me != leader) {
+        const SegmentExport& seg = hellos[std::size_t(leader)].seg;
+        err = w->node_.map_peer(seg, my_off, w->state_bytes_);
         if (!err && my_data_len)
-            err = w->node_.map_peer(hellos[0].seg, std::size_t(doff[std::size_t(me)]), my_data_len);
+            err = w->node_.map_peer(seg, std::size_t(doff[std::size_t(me)]), my_data_len);
     }
     if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
     w->node_base_ = w->node_.data();
 
-    // 3. Publish what peers need to know about my part, in my state page.
+    // 4. Publish what node peers need to know about my part, in my state page.
     if (!err) w->base_ = is_create ? user_base : has_data ? w->node_base_ + doff[std::size_t(me)] : nullptr;
     if (!err && !reused) {
         std::uint64_t* info = w->state_of(me);
@@ -550,21 +574,24 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         __atomic_store_n(&info[kServedBulkWord], std::uint64_t(bulk_word0), __ATOMIC_RELEASE);
     }
     if (err) msg = last_error_message();
-    if (!reused && (err = agree(b, err, msg, call))) return err;  // also: everyone has published
+    if ((!reused || remote) && (err = agree(b, err, msg, call))) return err;  // also: everyone has published
 
-    // 4. Create windows: map peers' FRMA_Alloc_mem parts; probe cross-memory attach.
+    // 5. Node peers: watched for exit; create windows map their FRMA_Alloc_mem parts and
+    // probe cross-memory attach.
     w->node_.seal();  // everyone has mapped: the name (shm_open method) can go
+    w->node_ranks_ = members;
     // Node peers in other processes are watched from now on (alive: they just published),
     // so that waits for them (and fences) fail instead of hanging once one dies.
-    for (int r = 0; r < n; ++r)
+    for (int r : members)
         if (const pid_t pid = pid_t(w->state_of(r)[kInfoPid]); r != me && pid != getpid()) {
             eng.watch(pid);
             w->watch_peers_ = true;
         }
-    Window* const me_w = w.get();
-    b.set_fence_barrier([me_w] { return me_w->node_barrier(); });
-    if (is_create) {
-        for (int r = 0; r < n && !err; ++r) {
+    Window* const self = w.get();
+    if (!remote) b.set_fence_barrier([self] { return self->node_barrier(); });
+    if (is_create && members.size() > 1) {
+        for (int r : members) {
+            if (err) break;
             const std::uint64_t* info = w->state_of(r);
             if (r == me || info[kInfoSize] == 0) continue;
             if (info[kInfoArena]) {
@@ -583,7 +610,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         if ((err = agree(b, err, msg, call))) return err;
     }
 
-    // Symmetric allocation: rank r's data is at data0_ + r * dstride_ (no lookups).
+    // Symmetric allocation on one node: rank r's data is at data0_ + r * dstride_ (no lookups).
     w->uniform_ = uniform && has_data;
     if (w->uniform_) {
         w->uni_size_ = sizes[0].size;
@@ -592,44 +619,62 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         w->dstride_ = n > 1 ? doff[1] - doff[0] : 0;
     }
     w->my_state_ = w->state_of(me);
-    // Without a message transport every peer is a node peer on shared memory (peer()).
-    w->epochs_.map_states(w->node_base_, w->state_bytes_);
-    // CPU atomics are the window's atomicity domain only when every part is mapped here
-    // (allocate, shared, and create windows whose every part is FRMA_Alloc_mem memory).
-    // The choice is per window, so every origin takes the same path for an element.
+    // Every peer on shared memory: the locks take the mapped words directly (epochs.hpp).
+    if (!remote) w->epochs_.map_states(w->node_base_, w->state_bytes_);
+    // The atomicity domain of my part, the same at every node member (they see the same
+    // parts): CPU atomics when every node part is mapped here (allocate, shared, and create
+    // windows whose every part is FRMA_Alloc_mem memory), else the striped accumulate lock.
+    // Accumulates from off-node origins are applied here by my CPU with the same rule
+    // (apply_local), so node and off-node origins meet in one domain. A process alone in its
+    // segment takes the lock for every type (its transport applies every peer's accumulate
+    // here, vectorised under the stripes); on the network nothing is applied by CPU atomics.
     w->cpu_atomics_ = has_data;
     if (is_create) {
         bool every = true;
-        for (int r = 0; r < n; ++r) every = every && (sizes[std::size_t(r)].size == 0 || w->peer(r).mapped);
+        for (int r : members) every = every && (sizes[std::size_t(r)].size == 0 || w->peer(r).mapped);
         w->cpu_atomics_ = every;
     }
+    if (alone || net) w->cpu_atomics_ = false;
+    // What the node's CPUs do for each other beside the transports (batched cross-memory
+    // transfers with their accumulates, served requests) needs node peers, and on a network
+    // window would apply accumulates outside the network's domain.
+    const bool node_helpers = (is_create || is_dynamic) && !alone && !net;
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
     // at the next completion point instead of one each (ops/cma_batch.hpp).
-    if (is_create || is_dynamic) w->cma_max_ = eng.config().cma_batch;
+    if (node_helpers) w->cma_max_ = eng.config().cma_batch;
     // Large and strided transfers to a peer waiting in MPI: through its served bulk area.
-    if ((is_create || is_dynamic) && eng.config().served_bulk) w->bulk_max_ = eng.config().served_bulk_max;
-    // Peers reach my part by cross-memory attach: their fetch_and_op, compare_and_swap and
-    // small puts and gets are served here while a thread of mine is inside MPI (ops/served.hpp).
-    if ((is_create || is_dynamic) && !w->cpu_atomics_) {
+    if (node_helpers && eng.config().served_bulk) w->bulk_max_ = eng.config().served_bulk_max;
+    // Node peers reach my part by cross-memory attach: their fetch_and_op, compare_and_swap
+    // and small puts and gets are served here while a thread of mine is inside MPI
+    // (ops/served.hpp).
+    if (node_helpers && !w->cpu_atomics_) {
         w->served_ = std::make_unique<served::Server>();
-        Window* me_w = w.get();
         if (eng.config().host_progress)
             w->served_hooked_ = host_progress_add(
-                w->served_.get(), [me_w] { return me_w->serve_peers(!ProgressEngine::on_progress_thread()); },
+                w->served_.get(), [self] { return self->serve_peers(!ProgressEngine::on_progress_thread()); },
                 HookCalls::no_mpi);
     }
-    (void)pg;
     w->info.alloc_shared_noncontig = is_shared && noncontig;
     w->local_size_ = is_dynamic ? 0 : size;
     w->disp_unit_ = disp_unit;
     w->attr_size_ = w->local_size_;
     w->attr_disp_unit_ = disp_unit;
     w->attr_flavor_ = flavor;
-    Window* self = w.get();
+    if (remote) {
+        for (const Sizes& z : sizes) {
+            w->remote_size_.push_back(is_dynamic ? ~0ull : z.size);
+            w->remote_du_.push_back(std::uint64_t(z.disp_unit));
+        }
+        if ((err = w->connect_remote(net, user_base, size))) return err;  // collective
+    } else {
+        w->tp_all_ = &node_transport();
+        w->tps_ = {w->tp_all_};
+    }
     w->requests_polled_ = w->host_hooked_ || eng.progress().running();
     w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
     eng.live_windows().fetch_add(1);
     bump(Stat::windows_created);
+    if (remote) bump(net ? Stat::windows_ofi : Stat::windows_am);
     *out = std::move(w);
     return MPI_SUCCESS;
 }
@@ -637,23 +682,24 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 PeerRegion Window::peer(int r) const {
     PeerRegion p;
     p.rank = r;
-    if (remote_) {
+    if (remote_peer(r)) {
         p.size = remote_size_[std::size_t(r)];
         if (r != rank_) return p;
-        if (!net_) p.state = my_state_;  // (network: my words too only by its atomics)
+        // Myself on a network window: my words only by its atomics (no state here).
         if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC)
             p.pid = getpid();  // my attached memory, by address
         else
             p.mapped = static_cast<unsigned char*>(base_);
         return p;
     }
-    p.state = state_of(r);
+    const std::uint64_t* info = state_of(r);
+    // (A network window: the peer's words only by the network's atomics, SplitTransport.)
+    p.state = net_ ? nullptr : state_of(r);
     if (uniform_) {
         p.mapped = node_base_ + data0_ + std::uint64_t(r) * dstride_;
         p.size = uni_size_;
         return p;
     }
-    const std::uint64_t* info = p.state;
     p.pid = pid_t(info[kInfoPid]);
     p.size = info[kInfoSize];
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) return p;  // displacement = address, remote_addr 0
@@ -669,52 +715,23 @@ PeerRegion Window::peer(int r) const {
     return p;
 }
 
-// Windows whose peers are reached by messages or the network: every process keeps its part
-// (state area + data) in a private segment; peers reach it only through the window's
-// remote transport — a message transport, whose target side (this process's progress
-// thread, or a thread inside MPI) executes their requests through a LocalTarget, or a
-// network transport, which registers the part with the NIC and serves this process's own
-// sync atomics too. Sizes and disp units of peers are kept here (O(p): no shared page
-// holds them).
-int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, void* user_base, MPI_Aint size,
-                         int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
-                         std::unique_ptr<Window>* out) {
-    Engine& eng = w->eng_;
-    Bootstrap& b = *w->bs_;
-    const char* call = create_call(flavor);
-    const int n = w->nprocs_;
-    const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
-    const bool net = medium == Medium::network;
-    int err = net ? MPI_SUCCESS : message_transport_usable(b, call);
-    w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
-    w->dyn_word0_ = dyn_table_word0(n);
-    w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
-    const std::size_t data = flavor == MPI_WIN_FLAVOR_ALLOCATE ? std::size_t(size) : 0;
-    // The data starts half a page in: the host MPI copies between it and user buffers with
-    // rep movsb (CMA, single-copy receives), which is slow at a distance of 1..31 bytes past
-    // a page multiple (transport/copy.hpp). Page-aligned buffers and large malloc'ed ones
-    // (page offset 16) are then far from that distance both ways.
-    if (!err) err = w->node_.create(w->state_bytes_ + (data ? data + kAmDataOffset : 0), eng.config().shm_method);
-    std::string msg = err ? last_error_message() : std::string();
-    if ((err = agree(b, err, msg, call))) return err;
-    w->node_.seal();  // no peer maps it: the name (shm_open method) goes at once
-    w->node_base_ = w->node_.data();
-    w->my_state_ = reinterpret_cast<std::uint64_t*>(w->node_base_);
-    w->base_ = flavor == MPI_WIN_FLAVOR_CREATE ? user_base
-               : data                          ? w->node_base_ + w->state_bytes_ + kAmDataOffset
-                                               : nullptr;
-    w->remote_size_.resize(std::size_t(n));
-    w->remote_du_.resize(std::size_t(n));
-    for (int r = 0; r < n; ++r) {
-        w->remote_size_[std::size_t(r)] = is_dynamic ? ~0ull : sizes[std::size_t(r)].first;
-        w->remote_du_[std::size_t(r)] = std::uint64_t(sizes[std::size_t(r)].second);
-    }
-    Window* self = w.get();
+// The transport of the peers off my node segment, collective: a message transport, whose
+// target side (this process's progress thread, or a thread inside MPI) executes their
+// requests on my part through a LocalTarget, or a network transport, which registers my
+// part with the NIC and serves this process's own sync atomics too.
+int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
+    Engine& eng = eng_;
+    Bootstrap& b = *bs_;
+    const char* call = create_call(flavor_);
+    const bool is_dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
+    const bool has_data = flavor_ == MPI_WIN_FLAVOR_ALLOCATE;
+    int err = MPI_SUCCESS;
+    Window* const self = this;
     LocalTarget local;
-    local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : w->base_);
+    local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : base_);
     local.size = is_dynamic ? 0 : std::uint64_t(size);
-    local.state = w->my_state_;
-    local.state_words = w->state_bytes_ / 8;
+    local.state = my_state_;
+    local.state_words = state_bytes_ / 8;
     // A request from a peer: kind, op and type as the origin's checks leave them.
     auto served_check = [](int kind, int op_id, int type_id, std::uint64_t count, std::uint64_t elem_bytes,
                            const void* src, const void* cmp, const void* res) {
@@ -747,32 +764,35 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
         local.attached = [self](std::uint64_t addr, std::uint64_t bytes) { return self->attached_here(addr, bytes); };
     if (net) {
         NetworkPart part;
-        part.data = flavor == MPI_WIN_FLAVOR_CREATE ? user_base : data ? w->base_ : nullptr;
-        part.data_size = flavor == MPI_WIN_FLAVOR_CREATE || data ? std::uint64_t(size) : 0;
-        part.state = w->my_state_;
-        part.state_bytes = w->state_bytes_;
+        part.data = flavor_ == MPI_WIN_FLAVOR_CREATE ? user_base : has_data ? base_ : nullptr;
+        part.data_size = flavor_ == MPI_WIN_FLAVOR_CREATE || has_data ? std::uint64_t(size) : 0;
+        part.state = my_state_;
+        part.state_bytes = state_bytes_;
         part.dynamic = is_dynamic;
-        w->remote_ = make_network_transport(b, part, eng.config(), call, &err);  // collective
+        remote_ = make_network_transport(b, part, eng.config(), call, &err);  // collective
     } else {
-        w->remote_ = make_message_transport(b, std::move(local), eng.config(), call, &err);  // collective
+        remote_ = make_message_transport(b, std::move(local), eng.config(), call, &err);  // collective
     }
-    msg = err ? last_error_message() : std::string();
+    const std::string msg = err ? last_error_message() : std::string();
     if ((err = agree(b, err, msg, call))) return err;
-    Transport* remote = w->remote_.get();
+    Transport* remote = remote_.get();
     if (net) declare_native_types(*remote, b);  // collective
-    w->net_ = net;
-    w->tp_.assign(std::size_t(n), remote);
-    w->tp_[std::size_t(w->rank_)] = net ? remote : &node_transport();
-    w->tps_ = {&node_transport(), remote};  // group_tp(): the last
-    if (net) w->tps_ = {remote};
-    w->remote_inline_max_ = remote->caps(PeerRegion{}).inline_max;
+    net_ = net;
+    // Node peers of a network window: data by shared memory, words by the network.
+    if (net && node_ranks_.size() > 1) split_ = make_split_transport(*remote);
+    tp_.assign(std::size_t(nprocs_), split_ ? split_.get() : &node_transport());
+    for (int r = 0; r < nprocs_; ++r)
+        if (remote_peer(r)) tp_[std::size_t(r)] = remote;
+    tps_ = {&node_transport(), remote};  // group_tp(): the last
+    if (net && !split_) tps_ = {remote};
+    remote_inline_max_ = remote->caps(PeerRegion{}).inline_max;
     if (eng.config().host_progress) {
         // A thread inside the host's progress loop, or waiting here for answers, serves every
         // message transport of the process (the hook runs in each of its MPI calls): the
         // progress thread stands down meanwhile instead of competing for the cores. Without
         // the hook a waiter serves only its own window: the thread keeps polling.
         ProgressEngine* pe = &eng.progress();
-        w->host_hooked_ = host_progress_add(remote, [remote, pe, self] {
+        host_hooked_ = host_progress_add(remote, [remote, pe, self] {
             pe->mark_hook_helped();
             const bool served = remote->serve();
             return self->poll_requests() || served;
@@ -780,7 +800,7 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
         // A waiter stands the progress thread down. One that waits on a network CQ calls no
         // MPI, so the host's hook does not run on it: it runs the hook's entries itself now
         // and then, serving the process's other windows as an am waiter's MPI calls do.
-        if (w->host_hooked_)
+        if (host_hooked_)
             remote->set_on_wait([pe, net] {
                 pe->mark_helped();
                 static thread_local unsigned passes = 0;
@@ -789,38 +809,21 @@ int Window::build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, v
     }
     // Who else serves while an application thread sits in one of our group collectives
     // (fence_sync, close_sync): if nobody, those wait serving themselves.
-    remote->set_served_elsewhere(w->host_hooked_ || eng.progress().running());
+    remote->set_served_elsewhere(host_hooked_ || eng.progress().running());
     // Traffic from a network peer rings no doorbell: the progress thread also wakes when the
     // provider's wait fd does (a target computing outside MPI answers at once, not after
     // the back-off's FASTRMA_POLL_IDLE_US).
     eng.progress().watch_fd(remote, remote->wait_fd());
-    // Every accumulate on my memory runs in this process (mine directly, others' through
-    // the transport's target side) with the same code, so one atomicity domain of our own
-    // choosing: the striped accumulate lock in my state words, with plain (vectorised)
-    // kernels under it. Per-element CPU atomics would cost a compare-and-swap loop per
-    // element for types without a native atomic.
-    w->cpu_atomics_ = false;
-    w->local_size_ = is_dynamic ? 0 : size;
-    w->disp_unit_ = disp_unit;
-    w->attr_size_ = w->local_size_;
-    w->attr_disp_unit_ = disp_unit;
-    w->attr_flavor_ = flavor;
-    w->requests_polled_ = w->host_hooked_ || eng.progress().running();
-    w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
-    eng.live_windows().fetch_add(1);
     if (net) eng.progress().net_window(true);
-    w->net_counted_ = net;
-    bump(Stat::windows_created);
-    bump(net ? Stat::windows_ofi : Stat::windows_am);
-    *out = std::move(w);
+    net_counted_ = net;
     return MPI_SUCCESS;
 }
 
-// A request from a peer's origin, served by the message transport: the same accumulate path as a
-// local origin's, on my own memory.
 std::size_t Window::metadata_bytes() const {
     std::size_t b = sizeof(Window);
     b += tp_.capacity() * sizeof(Transport*) + epochs_.metadata_bytes() - sizeof(Epochs);
+    b += node_idx_.capacity() * sizeof(int) + node_ranks_.capacity() * sizeof(int);
+    b += (remote_size_.capacity() + remote_du_.capacity()) * sizeof(std::uint64_t);
     b += arena_maps_.size() * (sizeof(ArenaPeerMap) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
     for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
     {
@@ -864,14 +867,14 @@ int Window::free_collective() {
 // and buy nothing (docs/progress.md, doorbells).
 // A release between a waiter's failed try and its bit costs that waiter one back-off.
 void Window::register_lock_wait(int rank) {
-    if (remote_) return;  // doorbells need every peer's state words mapped here
+    if (remote_peer(rank)) return;  // doorbells need the peer's state words mapped here
     std::uint64_t* state = state_of(rank);
     __atomic_fetch_or(&state[lock_waiters_word0(nprocs_) + std::size_t(rank_) / 64], 1ull << (rank_ % 64),
                       __ATOMIC_SEQ_CST);
 }
 
 void Window::ring_lock_waiters(int rank) {
-    if (remote_) return;  // (as in register_lock_wait)
+    if (remote_peer(rank)) return;  // (as in register_lock_wait)
     std::uint64_t* const state = state_of(rank);
     // One waiter per release, the one after the releaser in rank order (round robin, so no
     // rank starves): one process can take what was released, and waking every sleeper on

@@ -144,6 +144,7 @@ public:
     inline bool unmapped_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
     inline int fast_flush(int rank);
     inline int fast_flush_all();
+    inline int fast_flush_node();  // a flush whose targets are node peers in a granted epoch
     inline int fast_get_accumulate(const void* origin, int ocount, MPI_Datatype otype, void* result, int rcount,
                                    MPI_Datatype rtype, int rank, MPI_Aint disp, int tcount, MPI_Datatype ttype,
                                    MPI_Op op);
@@ -181,12 +182,16 @@ public:
     unsigned char* peer_address(int r) const { return peer(r).mapped; }  // nullptr: not mapped here
     bool cpu_atomics() const { return cpu_atomics_; }
     bool uses_am() const { return remote_ != nullptr; }  // a remote transport: am or ofi
+    bool peer_remote(int r) const { return remote_peer(r); }  // r is reached by it
+    // Processes sharing my node segment (reached by shared memory), myself included.
+    const std::vector<int>& node_ranks() const { return node_ranks_; }
     bool uses_network() const { return net_; }  // ... ofi
     // The transport serving this window's remote peers ("shm" when all are on the node):
     // the info key fastrma_transport.
     const char* transport_name() const { return remote_ ? remote_->name() : "shm"; }
     bool offloads() const { return off_min_ != 0; }  // FASTRMA_OFFLOAD decided yes
-    const std::uint64_t* state_words(int r) const { return state_of(r); }
+    // Rank r's state words when they are in my node segment, else null.
+    const std::uint64_t* state_words(int r) const { return remote_peer(r) ? nullptr : state_of(r); }
 
     // Pools (for tests and statistics).
     Pool<Op>& op_pool() { return epochs_.op_pool(); }
@@ -196,9 +201,9 @@ private:
     Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
     static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base, MPI_Aint size,
                      int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
-    static int build_remote(std::unique_ptr<Window> w, Medium medium, int flavor, void* user_base, MPI_Aint size,
-                            int disp_unit, std::vector<std::pair<std::uint64_t, int>> sizes,
-                            std::unique_ptr<Window>* out);
+    // build()'s last collective step where peers are off the node segment: the remote
+    // transport (network or messages), the table of which peer takes it, its hooks.
+    int connect_remote(bool net, void* user_base, MPI_Aint size);
     int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
                     const void* cmp, void* res);
     // ... and `pieces` runs of count elements, run i at toff + i * stride, origin data and old
@@ -208,9 +213,12 @@ private:
     int dynamic_offset(const char* call, int rank, std::uint64_t addr, std::uint64_t bytes);
     // Is [addr, addr + bytes) inside a region rank has attached (its table as of now)?
     bool dynamic_contains(int rank, std::uint64_t addr, std::uint64_t bytes);
-    // A peer whose state is not mapped here: reached by the message transport (every peer
-    // but this process on a window with one).
-    bool remote_peer(int r) const { return remote_ && r != rank_; }
+    // A peer reached by the remote transport (off my node segment; on a network window
+    // myself too: its atomics are the window's domain). Any rank, in range or not.
+    bool remote_peer(int r) const {
+        return remote_ && static_cast<unsigned>(r) < static_cast<unsigned>(nprocs_) &&
+               (node_idx_[std::size_t(r)] < 0 || (net_ && r == rank_));
+    }
     // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the
     // served requests' check, LocalTarget::attached).
     bool attached_here(std::uint64_t addr, std::uint64_t bytes) const;
@@ -296,9 +304,10 @@ private:
         // the last one synchronizes the group)
     std::unordered_map<int, ArenaPeerMap> arena_maps_;  // peers' FRMA_Alloc_mem (create)
     std::uint64_t* my_state_ = nullptr;
-    // The message transport serving every peer but this process (null: all on the node),
-    // and what those peers published (O(p): no shared page holds it).
+    // The transport serving the peers off my node segment (null: every peer on it), and what
+    // every peer published (O(p): no shared page holds it for those off the node).
     std::unique_ptr<Transport> remote_;
+    std::unique_ptr<Transport> split_;  // node peers of a network window (make_split_transport)
     // remote_ is a network transport: it serves this process too (its atomics on my state
     // words: one atomicity domain with the peers'), so my PeerRegion maps no state.
     bool net_ = false;
@@ -312,10 +321,16 @@ private:
     bool serve_peers(bool beat);
     void stop_serving();
     std::vector<std::uint64_t> remote_size_, remote_du_;
+    // Windows with remote peers: each rank's index among my node segment's members (-1: off
+    // it); empty when every rank is a member (one node), rank r's state area then at r.
+    std::vector<int> node_idx_;
+    std::vector<int> node_ranks_;  // the members, sorted
     std::size_t remote_inline_max_ = 0;  // remote_'s Caps::inline_max
 
+    // Rank r's state words in the node segment: r must be a member (not remote_peer(r)).
     std::uint64_t* state_of(int r) const {
-        return reinterpret_cast<std::uint64_t*>(node_base_ + std::size_t(r) * state_bytes_);
+        const std::size_t i = node_idx_.empty() ? std::size_t(r) : std::size_t(node_idx_[std::size_t(r)]);
+        return reinterpret_cast<std::uint64_t*>(node_base_ + i * state_bytes_);
     }
 
     std::uint64_t disp_unit_of(int r) const {

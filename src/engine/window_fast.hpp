@@ -43,8 +43,8 @@ inline void Window::offloaded_accumulate(const void* opk, const void* ti, void* 
 }
 
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* offset) const {
-    if (remote_) return nullptr;  // no node segment holds the peers' state
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
+    if (remote_peer(rank)) return nullptr;  // not in my node segment
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
     if (uniform_) {  // symmetric allocation: pure arithmetic
         const std::uint64_t off = std::uint64_t(disp) * uni_du_;  // < 2^63: no overflow
@@ -81,7 +81,7 @@ inline bool Window::unmapped_offset(int rank, MPI_Aint disp, std::uint64_t bytes
 }
 
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) {
-    if (remote_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return false;
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || remote_peer(rank)) return false;
     std::uint64_t off;
     if (!unmapped_offset(rank, disp, bytes, &off)) return false;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
@@ -116,7 +116,7 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     const TypeInfo* ti = fast_lookup_type(ttype);
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
-    if (remote_) return fast_remote_transfer(is_put, origin, rank, disp, bytes);
+    if (remote_peer(rank)) return fast_remote_transfer(is_put, origin, rank, disp, bytes);
     unsigned char* remote = fast_target(rank, disp, bytes);
     if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) || !epochs_.direct(rank))
         return kSlowPath;
@@ -239,7 +239,7 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
 
 inline int Window::fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k, const void* origin,
                                       const void* compare, void* result, int rank, MPI_Aint disp) {
-    if (remote_ || static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ ||
+    if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || rank == rank_ || remote_peer(rank) || net_ ||
         ti.size != ti.extent || ti.extent > 8)
         return kSlowPath;
     std::uint64_t off;
@@ -261,7 +261,7 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     if (otype != ttype || ocount != tcount || ocount <= 0 || !origin) return kSlowPath;
     const TypeInfo* ti = fast_lookup_type(ttype);
     if (!ti) return kSlowPath;
-    if (remote_) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op);
+    if (remote_peer(rank)) return fast_remote_accumulate(origin, *ti, rank, disp, std::size_t(ocount), op);
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     std::uint64_t off;
     unsigned char* dst = fast_target(rank, disp, bytes, &off);
@@ -311,6 +311,7 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
 // words: origins on either path exclude each other).
 inline int Window::fast_locked(int rank, std::uint64_t off, unsigned char* dst, const TypeInfo& ti, OpKind op,
                                const void* origin, std::size_t n, void* result) {
+    if (net_) return kSlowPath;  // the stripes are the network's (SplitTransport)
     acc_order();
     std::uint64_t* const state = state_of(rank);
     const std::uint64_t mask = acc_stripe_mask(acc_stripes_, off, std::uint64_t(n) * ti.extent);
@@ -323,26 +324,26 @@ inline int Window::fast_locked(int rank, std::uint64_t off, unsigned char* dst, 
 
 inline int Window::fast_flush(int rank) {
     // Under a granted lock_all, or a lock on rank without a Target (Epochs::lock_direct:
-    // mapped words, nothing queued), every op to a mapped peer completed when it was
-    // issued; the fence orders it before whatever the caller does next (also loads: a
-    // flush followed by a get of another location must not pass the put, as on TSO it
-    // could).
+    // mapped words, nothing queued), every op to a node peer completed when it was issued
+    // or waits beside the transport (complete_deferred); the fence orders it before whatever
+    // the caller does next (also loads: a flush followed by a get of another location must
+    // not pass the put, as on TSO it could).
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return kSlowPath;  // an error
-    if (!remote_ && epochs_.mode() == AccessMode::per_target && epochs_.lock_direct(rank)) {
-        if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
-            if (int rc = complete_deferred()) return rc;
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        return MPI_SUCCESS;
-    }
-    return fast_flush_all();
+    if (epochs_.mode() == AccessMode::per_target && epochs_.lock_direct(rank)) return fast_flush_node();
+    if (remote_peer(rank) || net_ || epochs_.mode() != AccessMode::lock_all_granted) return kSlowPath;
+    return fast_flush_node();
 }
 
 inline int Window::fast_flush_all() {
     // The same for every target at once (ARMCI-MPI waits for each non-blocking call with
     // MPI_Win_flush_local_all): on shared memory the transports' flush_all is this fence.
+    if (remote_ || epochs_.mode() != AccessMode::lock_all_granted) return kSlowPath;
+    return fast_flush_node();
+}
+
+inline int Window::fast_flush_node() {
     // Anything queued on a Target (and its error, to report) takes the general path.
-    if (remote_ || epochs_.mode() != AccessMode::lock_all_granted || !epochs_.no_open_targets())
-        return kSlowPath;  // flush outside lock_all: per-target state, or an error
+    if (epochs_.mode() != AccessMode::per_target && !epochs_.no_open_targets()) return kSlowPath;
     if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
         if (int rc = complete_deferred()) return rc;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);

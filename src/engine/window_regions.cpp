@@ -76,7 +76,7 @@ bool table_covers(const std::uint64_t* table, std::size_t capacity, std::uint64_
 bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     // A peer of this node: its table is mapped here, read in place (no cache, no lock:
     // threads posting to a dynamic window do not serialize here).
-    if (!remote_peer(r))
+    if (r == rank_ || !remote_peer(r))
         return table_covers((r == rank_ ? my_state_ : state_of(r)) + dyn_word0_, dyn_capacity_, addr, bytes);
     std::lock_guard lk(dyn_mu_);
     RegionCache& c = dyn_cache_[r];

@@ -6,6 +6,7 @@
 #include "engine/errors.hpp"
 #include "transport/am.hpp"
 #include "transport/shm.hpp"
+#include "transport/split.hpp"
 
 namespace fastrma::detail {
 
@@ -13,9 +14,9 @@ int select_medium(const std::string& want, const std::string& provider, const No
                   bool load_store, bool dynamic, Medium* out) {
     const int me = topo.local_ranks[std::size_t(topo.my_local_index)];
     const bool same_node = topo.node_of[std::size_t(rank)] == topo.node_of[std::size_t(me)];
-    if (want != "auto" && want != "shm" && want != "am" && want != "ofi")
-        return raise(MPI_ERR_UNSUPPORTED_OPERATION, "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am, ofi)",
-                     want.c_str());
+    if (want != "auto" && want != "shm" && want != "am" && want != "ofi" && want != "shm+am" && want != "shm+ofi")
+        return raise(MPI_ERR_UNSUPPORTED_OPERATION,
+                     "FASTRMA_TRANSPORT=%s is not a transport (auto, shm, am, ofi, shm+am, shm+ofi)", want.c_str());
     *out = Medium::node;
     if (rank == me) return MPI_SUCCESS;  // my own memory: always direct
     const bool own_node = want == "am" || want == "ofi";  // each rank as its own node
@@ -24,13 +25,17 @@ int select_medium(const std::string& want, const std::string& provider, const No
         return raise(MPI_ERR_RMA_SHARED, "rank %d is on another node: a shared window needs load/store", rank);
     if (want == "shm")
         return raise(MPI_ERR_UNSUPPORTED_OPERATION, "rank %d is on another node and FASTRMA_TRANSPORT=shm", rank);
-    const bool network = want == "ofi" || (want == "auto" && ofi_hardware_present());
+    const bool network = want == "ofi" || want == "shm+ofi" || (want == "auto" && ofi_hardware_present());
     const bool reachable = network && (!dynamic || ofi_dynamic_supported(want == "auto" ? std::string() : provider));
     *out = reachable ? Medium::network : Medium::message;
     return MPI_SUCCESS;
 }
 
 Transport& node_transport() { return shm_transport(); }
+
+std::unique_ptr<Transport> make_split_transport(Transport& network) {
+    return std::make_unique<SplitTransport>(node_transport(), network);
+}
 
 int message_transport_usable(Bootstrap& group, const char* call) {
     int level = MPI_THREAD_SINGLE;

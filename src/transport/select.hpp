@@ -22,12 +22,13 @@ enum class Medium : std::uint8_t {
     network,  // libfabric RMA and atomics (ofi), no target CPU (but progress, see ofi.hpp)
 };
 
-// want: FASTRMA_TRANSPORT (auto, shm, am, ofi); provider: FASTRMA_OFI_PROVIDER; load_store:
+// want: FASTRMA_TRANSPORT (auto, shm, am, ofi, shm+am, shm+ofi); provider: FASTRMA_OFI_PROVIDER; load_store:
 // the window's contract is load/store (allocate_shared), which only shared memory gives;
 // dynamic: a dynamic window, which goes over the network only where the provider lets an
 // origin name an attached region's registration (ofi_dynamic_supported), else messages.
 // auto takes the network for peers on other nodes only when libfabric has a hardware
-// provider (ofi_hardware_present), else messages. MPI_SUCCESS and *out, or an MPI error
+// provider (ofi_hardware_present), else messages; shm+am and shm+ofi name the medium of
+// peers on other nodes; am and ofi make each rank its own node. MPI_SUCCESS and *out, or an MPI error
 // class (raised) when nothing can reach the peer.
 int select_medium(const std::string& want, const std::string& provider, const NodeTopology& topo, int rank,
                   bool load_store, bool dynamic, Medium* out);
@@ -35,6 +36,9 @@ int select_medium(const std::string& want, const std::string& provider, const No
 // The node transport (one object for every window: what it needs of a peer is in the
 // peer's PeerRegion).
 Transport& node_transport();
+// Node peers of a window whose other peers are on the network: data by the node transport,
+// synchronization words and accumulates by network (split.hpp), one atomicity domain.
+std::unique_ptr<Transport> make_split_transport(Transport& network);
 
 // Whether a message transport can serve this group (an MPI communicator:
 // group.mpi_comm(); the host at MPI_THREAD_MULTIPLE): MPI_SUCCESS or an MPI error class

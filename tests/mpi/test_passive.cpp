@@ -61,13 +61,21 @@ struct TestWin {
             auto* impl = fastrma::detail::window_of(win);
             int size = 0;
             MPI_Comm_size(comm, &size);
-            // (Over active messages nothing is mapped: the target applies every op itself.)
-            for (int r = 0; r < size && n > 0 && !impl->uses_am(); ++r) {
-                EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r;
+            // Every part in my node segment is mapped (peers off it are reached by messages or
+            // the network: the target applies their ops itself).
+            for (int r : impl->node_ranks()) {
+                if (n > 0) EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r;
             }
-            // Over am the target applies every accumulate under its own striped lock.
+            for (int r = 0; r < size; ++r) {
+                if (r == impl->rank() && impl->uses_network()) continue;  // (my words by the network's atomics)
+                EXPECT_NE(impl->peer_remote(r), std::count(impl->node_ranks().begin(), impl->node_ranks().end(), r) == 1)
+                    << "rank " << r;
+            }
+            // CPU atomics are the domain where node peers share my part; a process alone in
+            // its segment applies every accumulate under its own striped lock.
             if (n > 0) {
-                EXPECT_EQ(!impl->uses_am(), impl->cpu_atomics());
+                EXPECT_EQ(!impl->uses_am() || (impl->node_ranks().size() > 1 && !impl->uses_network()),
+                          impl->cpu_atomics());
             }
         }
         if (n) std::memset(base, 0, n);
