@@ -127,12 +127,13 @@ int Window::complete_deferred() {
     return rc ? rc : rc2 ? rc2 : rc3;
 }
 
-// A fence's barrier on a node window: every member adds one to rank 0's kFenceArrive, then
-// waits until it counts p arrivals per fence so far (stores before it are visible after it:
-// acquire/release on the word). Spins, then yields; a member that died fails it.
+// A barrier of the node segment's members: every member adds one to the first member's
+// kFenceArrive, then waits until it counts one arrival per member per barrier so far
+// (stores before it are visible after it: acquire/release on the word). Spins, then
+// yields; a member that died fails it.
 int Window::node_barrier() {
-    const std::uint64_t want = std::uint64_t(nprocs_) * ++fences_;
-    std::uint64_t* word = state_of(0) + kFenceArrive;
+    const std::uint64_t want = std::uint64_t(node_ranks_.size()) * ++fences_;
+    std::uint64_t* word = state_of(node_ranks_[0]) + kFenceArrive;
     __atomic_fetch_add(word, 1, __ATOMIC_ACQ_REL);
     SpinWait spin;
     ProgressEngine& pe = eng_.progress();
@@ -589,7 +590,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         }
     Window* const self = w.get();
     if (!remote) b.set_fence_barrier([self] { return self->node_barrier(); });
-    if (is_create && members.size() > 1) {
+    if (is_create) {  // (collective: every member of the window agrees)
         for (int r : members) {
             if (err) break;
             const std::uint64_t* info = w->state_of(r);
@@ -906,6 +907,15 @@ void Window::ring_lock_waiters(int rank) {
 // every flush request before it waits for any answer: one round trip, not one per target).
 void Window::flush_every_target() {
     for (Transport* t : tps_) t->flush_all();
+}
+
+int Window::fence_sync() {
+    const int rc = group_tp().fence_sync(*bs_);
+    // A message transport's fence waits for the requests sent to each process there, not
+    // for the others': node peers that read each other by load/store also wait for each
+    // other, so that what an off-node origin wrote before the fence is in place.
+    if (rc || !remote_ || net_ || node_ranks_.size() < 2) return rc;
+    return node_barrier();
 }
 
 int Window::sync() {

@@ -254,6 +254,7 @@ private:
     bool completes_later(const Completion& done) const override { return requests_polled_ && done.any_thread(); }
     int complete_deferred() override;
     void flush_every_target() override;
+    int fence_sync() override;
     // Dynamic windows: requests a target refused since the last look (its region was
     // detached after our cached copy of its table said yes), for ranks [lo, hi): an
     // MPI_ERR_RMA_RANGE naming the first such rank, or MPI_SUCCESS.
@@ -265,7 +266,9 @@ private:
     bool serve_while_waiting() override {
         return served_ && serve_peers(!ProgressEngine::on_progress_thread());
     }
-    int node_barrier();  // a fence's barrier on the node's shared state (Bootstrap::fence_barrier)
+    // A barrier of my node segment's members on its shared state (a fence's: on one node
+    // Bootstrap::fence_barrier; beside a message transport, after its fence_sync).
+    int node_barrier();
 
     void leave_node();  // ~Window: node_ to the next window (node_key_)
     Poll poll();

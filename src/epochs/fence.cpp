@@ -27,7 +27,7 @@ int Epochs::fence(int assert_) {
     int off_rc = drain_open_all("FRMA_Win_fence");  // ops a full transport refused
     if (int e = h_.complete_deferred(); e && !off_rc) off_rc = e;
     Transport& group_tp = h_.group_tp();
-    if (int rc = group_tp.fence_sync(h_.group()); rc && !off_rc) {
+    if (int rc = h_.fence_sync(); rc && !off_rc) {
         const int dead = h_.peer_failure();  // a member died: name it
         off_rc = dead ? dead : raise(rc, "FRMA_Win_fence: the group's completion exchange failed");
     }

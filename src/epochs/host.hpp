@@ -45,6 +45,10 @@ public:
     // error class. Each an MPI error class or MPI_SUCCESS.
     virtual int complete_deferred() = 0;
     virtual void flush_every_target() = 0;
+    // The group's side of a fence (collective): when it returns at any member, everything
+    // any member posted before it is complete at its target, also for a node peer that
+    // reads that target by load/store. An MPI error class.
+    virtual int fence_sync() { return group_tp().fence_sync(group()); }
     virtual int refused_by_targets(const char* call, int lo, int hi) = 0;
 
     // Lock-wait doorbells (peers whose state is mapped here): my bit in rank's waiter
