@@ -466,7 +466,22 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // is reached by the remote transport (FASTRMA_TRANSPORT=am/ofi; no attach; a dynamic
     // window on the network, whose regions only the network names for atomics).
     std::vector<int> members = topo.local_ranks;
-    if (remote && (no_attach || want == "am" || want == "ofi" || (net && is_dynamic))) members = {me};
+    const bool own_nodes = no_attach || want == "am" || want == "ofi" || (net && is_dynamic);
+    if (remote && own_nodes) members = {me};
+    // Nodes whose ranks share memory, on a window that spans nodes: a lock master per node
+    // (the first rank of each; EpochHost::lock_master), so that a lock on a node peer takes
+    // only words on that node. Every process decides alike (agreed media, one topology).
+    if (remote && !own_nodes) {
+        std::vector<int> first(std::size_t(n), -1);  // by node index (< n)
+        for (int r = 0; r < n; ++r) {
+            int& f = first[std::size_t(topo.node_of[std::size_t(r)])];
+            if (f < 0) {
+                f = r;
+                w->lock_masters_.push_back(r);
+            }
+            w->lock_master_.push_back(f);
+        }
+    }
     const bool alone = remote && members.size() == 1;
     if (remote) {
         w->node_idx_.assign(std::size_t(n), -1);
@@ -759,7 +774,8 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
         return self->apply_local_strided(kind, op_id, type_id, toff, stride, count, pieces, src, res);
     };
     local.grant_lock = [self](Transport::LockRequest what) {
-        return lockproto::grant(node_transport(), self->peer(self->rank_), what);
+        return lockproto::grant(node_transport(), self->peer(self->rank_), self->peer(self->lock_master(self->rank_)),
+                                what);
     };
     if (is_dynamic)
         local.attached = [self](std::uint64_t addr, std::uint64_t bytes) { return self->attached_here(addr, bytes); };

@@ -183,6 +183,7 @@ public:
     bool cpu_atomics() const { return cpu_atomics_; }
     bool uses_am() const { return remote_ != nullptr; }  // a remote transport: am or ofi
     bool peer_remote(int r) const { return remote_peer(r); }  // r is reached by it
+    int lock_master_of(int r) const { return lock_master(r); }  // (EpochHost::lock_master)
     // Processes sharing my node segment (reached by shared memory), myself included.
     const std::vector<int>& node_ranks() const { return node_ranks_; }
     bool uses_network() const { return net_; }  // ... ofi
@@ -255,6 +256,8 @@ private:
     int complete_deferred() override;
     void flush_every_target() override;
     int fence_sync() override;
+    int lock_master(int r) const override { return lock_master_.empty() ? 0 : lock_master_[std::size_t(r)]; }
+    const std::vector<int>* lock_masters() const override { return lock_masters_.empty() ? nullptr : &lock_masters_; }
     // Dynamic windows: requests a target refused since the last look (its region was
     // detached after our cached copy of its table said yes), for ranks [lo, hi): an
     // MPI_ERR_RMA_RANGE naming the first such rank, or MPI_SUCCESS.
@@ -328,6 +331,9 @@ private:
     // it); empty when every rank is a member (one node), rank r's state area then at r.
     std::vector<int> node_idx_;
     std::vector<int> node_ranks_;  // the members, sorted
+    // A window that spans nodes with node segments per node: each rank's lock master (the
+    // first rank of its node) and the masters, sorted; empty: rank 0 for every rank.
+    std::vector<int> lock_master_, lock_masters_;
     std::size_t remote_inline_max_ = 0;  // remote_'s Caps::inline_max
 
     // Rank r's state words in the node segment: r must be a member (not remote_peer(r)).

@@ -3,6 +3,8 @@
 // transport with ranks as threads (tests/unit/test_epochs.cpp).
 #pragma once
 
+#include <vector>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -49,6 +51,12 @@ public:
     // any member posted before it is complete at its target, also for a node peer that
     // reads that target by load/store. An MPI error class.
     virtual int fence_sync() { return group_tp().fence_sync(group()); }
+    // The lock master of rank r (lock_protocol.hpp: the word counting lock_all and
+    // exclusive holders that a lock on r consults): rank 0, or on a window that spans
+    // nodes the first rank of r's node, so that a lock on a node peer stays on the node;
+    // lock_masters() lists them all (null: rank 0 alone).
+    virtual int lock_master(int /*r*/) const { return 0; }
+    virtual const std::vector<int>* lock_masters() const { return nullptr; }
     virtual int refused_by_targets(const char* call, int lo, int hi) = 0;
 
     // Lock-wait doorbells (peers whose state is mapped here): my bit in rank's waiter

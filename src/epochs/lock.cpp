@@ -28,13 +28,23 @@ bool Epochs::try_lock(Target* t) {
         return lockproto::try_exclusive_mapped(mapped_state(0), tw);
     }
     if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared(tp(t->rank), peer(t->rank));
-    return lockproto::try_exclusive(tp(0), peer(0), tp(t->rank), peer(t->rank));
+    const int m = h_.lock_master(t->rank);
+    return lockproto::try_exclusive(tp(m), peer(m), tp(t->rank), peer(t->rank), h_.lock_masters() != nullptr);
 }
 
 bool Epochs::try_lock_all_once() {
     if (std::uint64_t* mw = mapped_state(0))
         return lockproto::try_lock_all_mapped(mw, nprocs_, [this](int r) { return mapped_state(r); });
-    return lockproto::try_lock_all(tp(0), peer(0));
+    const std::vector<int>* ms = h_.lock_masters();
+    if (!ms) return lockproto::try_lock_all(tp(0), peer(0));
+    // One master per node: each in turn; exclusive holders at any, the ones taken undone.
+    for (std::size_t i = 0; i < ms->size(); ++i) {
+        const int m = (*ms)[i];
+        if (lockproto::try_lock_all(tp(m), peer(m))) continue;
+        for (std::size_t j = 0; j < i; ++j) lockproto::unlock_all(tp((*ms)[j]), peer((*ms)[j]));
+        return false;
+    }
+    return true;
 }
 
 bool Epochs::try_acquire(Target* t) {
@@ -59,15 +69,16 @@ void Epochs::release(Target* t) {
         return;
     }
     Transport& tp = this->tp(t->rank);
+    const int m = h_.lock_master(t->rank);
     if (!excl)
         lockproto::unlock_shared(tp, peer(t->rank));
     else
-        lockproto::unlock_exclusive(this->tp(0), peer(0), tp, peer(t->rank));
+        lockproto::unlock_exclusive(this->tp(m), peer(m), tp, peer(t->rank));
     t->acquired = false;
     // A request parked at my target side for this lock may take it now: progress retries.
     if (t->rank == rank_ && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();
     h_.ring_lock_waiters(t->rank);
-    if (excl && t->rank != 0) h_.ring_lock_waiters(0);
+    if (excl && t->rank != m) h_.ring_lock_waiters(m);
 }
 
 int Epochs::lock_general(int lock_type, int rank, int assert_) {
@@ -321,12 +332,18 @@ int Epochs::unlock_all() {
         h_.flush_every_target();
         if (int e = h_.refused_by_targets("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
         if (lock_all_acquired_) {
+            const std::vector<int>* ms = h_.lock_masters();
             if (std::uint64_t* mw = mapped_state(0))
                 lockproto::unlock_all_mapped(mw);
-            else
+            else if (!ms)
                 lockproto::unlock_all(tp(0), peer(0));
-            if (rank_ == 0 && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();  // as in release()
-            h_.ring_lock_waiters(0);
+            else
+                for (int m : *ms) lockproto::unlock_all(tp(m), peer(m));
+            if (h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();  // as in release()
+            if (!ms)
+                h_.ring_lock_waiters(0);
+            else
+                for (int m : *ms) h_.ring_lock_waiters(m);
         }
     }
     // lock_all_called: no op was ever issued (an op would have completed the acquisition).

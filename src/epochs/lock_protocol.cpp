@@ -61,11 +61,11 @@ bool try_shared(Transport& tp, const PeerRegion& t) {
     return take_shared(tp, t);
 }
 
-bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t) {
+bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& t, bool beside) {
     const bool master_remote = tm.caps(master).needs_target_cpu;
-    if (tt.caps(t).queues_locks && (!master_remote || (&tm == &tt && same_peer(master, t)))) {
+    if (tt.caps(t).queues_locks && (!master_remote || beside || (&tm == &tt && same_peer(master, t)))) {
         // The target grants it (am): no round trip here, the epoch's ops follow the request.
-        if (master_remote) {  // the master is the target: it takes both words
+        if (master_remote) {  // the master is the target or beside it: the target takes both words
             tt.lock_request(t, Transport::LockRequest::exclusive_with_master);
             return true;
         }
@@ -96,14 +96,14 @@ bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const
     return take_exclusive(ByTransport{tm, master}, ByTransport{tt, t});
 }
 
-bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what) {
+bool grant(Transport& tp, const PeerRegion& me, const PeerRegion& master, Transport::LockRequest what) {
     switch (what) {
     case Transport::LockRequest::shared:
         return take_shared(tp, me);
     case Transport::LockRequest::exclusive:
         return take_exclusive_target(ByTransport{tp, me});
     case Transport::LockRequest::exclusive_with_master:
-        return take_exclusive(ByTransport{tp, me}, ByTransport{tp, me});
+        return take_exclusive(ByTransport{tp, master}, ByTransport{tp, me});
     }
     return false;
 }

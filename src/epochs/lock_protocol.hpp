@@ -25,11 +25,15 @@ namespace fastrma::detail::lockproto {
 
 bool try_shared(Transport& tp, const PeerRegion& target);
 // The master and the target may be reached by different transports (tm, tt).
-bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
+// beside: the master is on the target's node, so a target that grants locks itself can
+// take the master's word too (a master per node, EpochHost::lock_master).
+bool try_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target,
+                   bool beside = false);
 bool try_lock_all(Transport& tp, const PeerRegion& master);
 // At a target: one attempt to take my own words for a queued request (me: my own region,
 // through a transport that reaches it without my CPU).
-bool grant(Transport& tp, const PeerRegion& me, Transport::LockRequest what);
+// master: the words of my lock master (myself, or my node's first rank), reached by tp too.
+bool grant(Transport& tp, const PeerRegion& me, const PeerRegion& master, Transport::LockRequest what);
 void unlock_shared(Transport& tp, const PeerRegion& target);
 void unlock_exclusive(Transport& tm, const PeerRegion& master, Transport& tt, const PeerRegion& target);
 void unlock_all(Transport& tp, const PeerRegion& master);

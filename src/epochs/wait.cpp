@@ -80,7 +80,7 @@ int Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
     ++step;
     if (lock_rank >= 0 && us >= 16) {  // a long wait for a lock: the releaser rings us
         h_.register_lock_wait(lock_rank);
-        if (lock_excl && lock_rank != 0) h_.register_lock_wait(0);
+        if (lock_excl && lock_rank != h_.lock_master(lock_rank)) h_.register_lock_wait(h_.lock_master(lock_rank));
     }
     progress_.doze(us);  // a peer's release or post rings us awake
     return MPI_SUCCESS;
@@ -100,7 +100,11 @@ Poll Epochs::poll() {
                 mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
                 did = true;
             } else {
-                h_.register_lock_wait(0);  // this thread sleeps between passes: ring it
+                // This thread sleeps between passes: ring it (at every lock master).
+                if (const std::vector<int>* ms = h_.lock_masters())
+                    for (int m : *ms) h_.register_lock_wait(m);
+                else
+                    h_.register_lock_wait(0);
             }
         }
     }
@@ -124,7 +128,8 @@ Poll Epochs::poll() {
                     t->next_try_ns = now + std::uint64_t(t->backoff_us) * 1000;
                     if (t->backoff_us >= 16) {  // about to sleep on it: have the releaser ring
                         h_.register_lock_wait(t->rank);
-                        if (t->lock_type != MPI_LOCK_SHARED && t->rank != 0) h_.register_lock_wait(0);
+                        const int m = h_.lock_master(t->rank);
+                        if (t->lock_type != MPI_LOCK_SHARED && t->rank != m) h_.register_lock_wait(m);
                     }
                     continue;
                 }
