@@ -24,6 +24,7 @@ set -euo pipefail
 #                                 MPICH tier runs dropin_ga too), linux-perf (profiles)
 #   ofi transport ............... libfabric-dev libfabric-bin (libfabric 1.17: the network
 #                                 transport, tested over tcp;ofi_rxm and sockets on loopback)
+#   two hosts on one machine .... iproute2 (ip netns, veth: scripts/twohost.sh, tests/twohost)
 PACKAGES=(
   g++ cmake make pkg-config gfortran
   libopenmpi-dev openmpi-bin
@@ -34,6 +35,7 @@ PACKAGES=(
   python3-matplotlib mpich libmpich-dev
   libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev libscalapack-mpich-dev linux-perf
   libfabric-dev libfabric-bin
+  iproute2
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }
