@@ -139,7 +139,7 @@ run_ctest "$build_dir" "$timeout_s" "${ctest_extra[@]}" || rc=$?
 # The second host: MPICH's ABI (docs/building.md, "MPICH as the host"). The tiers below take
 # about a minute on 2 cores, after three to four minutes of build, plus the oversubscribed
 # passive and matrix tiers at 4 ranks and the matrix at 8 (shm; am stays at 3 ranks here).
-MPICH_TESTS='^unit$|^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_(passive|matrix)_np4$|^mpi_matrix_np8$|^mpi_host_progress_np[23]$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_harden_mismatch_|^dropin_|^install_find_package$'
+MPICH_TESTS='^unit$|^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_(passive|matrix)_np4$|^mpi_matrix_np8$|^mpi_host_progress_np[23]$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_harden_mismatch_|^dropin_|^install_find_package$|^mpi_span_nodes2x2_am$|^mpi_matrix_nodes2x2_am$'
 if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-auto} != 0 ]]; then
   if command -v mpicc.mpich >/dev/null && command -v mpicxx.mpich >/dev/null; then
     mpich_rc=0
@@ -161,8 +161,8 @@ fi
 # that runs every suite over shm and am (and the matrix over ofi) plus the hardening, bounds,
 # host-error and fuzz tests, and only the targets it needs. The whole tier under ASan took
 # 700 s here; bash scripts/test.sh --asan -- -R '^mpi_' runs it all.
-ASAN_MPI_TARGETS='test_passive test_active test_matrix test_progress test_harden test_am_bounds test_am_errors test_am_fuzz'
-ASAN_MPI_TESTS='^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_matrix_np2_(am|ofi)$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_am_(bounds|errors)_np2$|^mpi_am_fuzz_np1$|^mpi_pool_flood_np3$'
+ASAN_MPI_TARGETS='test_passive test_active test_matrix test_progress test_harden test_am_bounds test_am_errors test_am_fuzz test_span'
+ASAN_MPI_TESTS='^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_matrix_np2_(am|ofi)$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_am_(bounds|errors)_np2$|^mpi_am_fuzz_np1$|^mpi_pool_flood_np3$|^mpi_span_nodes2x(2|1)_am$'
 if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_ASAN:-1} != 0 ]]; then
   asan_rc=0
   FASTRMA_BUILD_TARGETS=$ASAN_MPI_TARGETS bash scripts/build.sh --asan -- -DFASTRMA_BUILD_BENCH=OFF || asan_rc=$?
