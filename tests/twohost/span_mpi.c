@@ -23,8 +23,8 @@
  *     locks, read with get_accumulate(NO_OP); 1- and 4096-element accumulates overlapping.
  *
  * Any failure prints rank, host, what, expected and got, then MPI_Abort(MPI_COMM_WORLD, 1).
- * A rank that makes no progress for SPAN_TIMEOUT seconds (default 150) says where it was
- * and exits. SPAN_ITERS scales the accumulate counts (default 2000); SPAN_FLAVORS limits the
+ * A rank still in one phase after SPAN_TIMEOUT seconds (default 150) says which and exits;
+ * SPAN_VERBOSE=1 makes rank 0 print each phase's time. SPAN_ITERS scales the accumulate counts (default 2000); SPAN_FLAVORS limits the
  * flavors run (a comma-separated list; default allocate,create,dynamic).
  */
 #include <mpi.h>
@@ -85,7 +85,14 @@ static void on_alarm(int sig) {
     _exit(3);
 }
 static unsigned watchdog = 150;
+static int verbose; /* SPAN_VERBOSE=1: rank 0 prints each phase's time */
+static double phase_start;
+static char phase_copy[128];
 static void set_phase(const char* p) {
+    if (verbose && rank == 0 && phase_start > 0)
+        printf("span_mpi:   %-60s %7.3f s\n", phase_copy, MPI_Wtime() - phase_start);
+    snprintf(phase_copy, sizeof phase_copy, "%s", p);
+    phase_start = verbose ? MPI_Wtime() : 0;
     phase = p;
     alarm(watchdog);
 }
@@ -500,7 +507,7 @@ static void atom_accumulate(Win* w) {
 static void atom_fetch_and_op(Win* w) {
     set_phase("fetch_and_op tickets");
     local_reset(w);
-    const int K = iters / 8 > 10 ? iters / 8 : 10;
+    const int K = iters / 20 > 10 ? iters / 20 : 10; /* round trips: fewer than accumulates */
     int64_t* mine = malloc(sizeof(int64_t) * (size_t)K * 2);
     MC(MPI_Win_lock_all(0, w->win));
     for (int k = 0; k < K; ++k)
@@ -540,7 +547,7 @@ static void atom_fetch_and_op(Win* w) {
 /* A spin lock from compare_and_swap (0 -> rank+1) on one target, guarding a get / flush /
  * put / flush increment of a counter on another (the other host when there is one). */
 static void atom_cas_lock(Win* w) {
-    const int M = iters / 50 > 4 ? iters / 50 : 4;
+    const int M = iters / 125 > 4 ? iters / 125 : 4;
     for (int v = 0; v < ntgt; ++v) {
         set_phase(v ? "CAS lock (lock on the 2nd host, counter on the 1st)" : "CAS lock (lock on the 1st host, counter on the 2nd)");
         local_reset(w);
@@ -585,7 +592,7 @@ static void atom_cas_lock(Win* w) {
 static void atom_exclusive(Win* w) {
     set_phase("exclusive-lock counters");
     local_reset(w);
-    const int M = iters / 40 > 4 ? iters / 40 : 4;
+    const int M = iters / 100 > 4 ? iters / 100 : 4;
     for (int k = 0; k < M; ++k)
         for (int j = 0; j < ntgt; ++j) {
             int t = tgt[(j + rank) % ntgt];
@@ -613,7 +620,7 @@ static void atom_exclusive(Win* w) {
 static void atom_lockall_vs_exclusive(Win* w) {
     set_phase("lock_all epochs racing exclusive locks");
     local_reset(w);
-    const int M = iters / 40 > 4 ? iters / 40 : 4;
+    const int M = iters / 100 > 4 ? iters / 100 : 4;
     for (int k = 0; k < M; ++k)
         for (int j = 0; j < ntgt; ++j) {
             int t = tgt[(j + rank) % ntgt];
@@ -729,7 +736,7 @@ static void* thread_body(void* p) {
 static void threaded(Win* w) {
     set_phase("2 threads per rank");
     local_reset(w);
-    const int K = iters / 20 > 10 ? iters / 20 : 10;
+    const int K = iters / 33 > 10 ? iters / 33 : 10;
     ThreadArg a[2];
     pthread_t th[2];
     MC(MPI_Win_lock_all(0, w->win));
@@ -818,9 +825,11 @@ int main(int argc, char** argv) {
     gethostname(host, sizeof host - 1);
     if (getenv("SPAN_TIMEOUT")) watchdog = (unsigned)atoi(getenv("SPAN_TIMEOUT"));
     if (getenv("SPAN_ITERS")) iters = atoi(getenv("SPAN_ITERS"));
+    if (getenv("SPAN_VERBOSE")) verbose = atoi(getenv("SPAN_VERBOSE"));
     if (iters < 1) iters = 1;
     signal(SIGALRM, on_alarm);
-    set_phase("MPI initialisation");
+    phase = "MPI initialisation";
+    alarm(watchdog);
     if (want < 0) MC(MPI_Init(&argc, &argv));
     else MC(MPI_Init_thread(&argc, &argv, want, &provided));
     MC(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
