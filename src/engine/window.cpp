@@ -590,7 +590,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         __atomic_store_n(&info[kServedBulkWord], std::uint64_t(bulk_word0), __ATOMIC_RELEASE);
     }
     if (err) msg = last_error_message();
-    if ((!reused || remote) && (err = agree(b, err, msg, call))) return err;  // also: everyone has published
+    if (!reused && (err = agree(b, err, msg, call))) return err;  // also: everyone has published
 
     // 5. Node peers: watched for exit; create windows map their FRMA_Alloc_mem parts and
     // probe cross-memory attach.
@@ -796,7 +796,7 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
     if (net) declare_native_types(*remote, b);  // collective
     net_ = net;
     // Node peers of a network window: data by shared memory, words by the network.
-    if (net && node_ranks_.size() > 1) split_ = make_split_transport(*remote);
+    if (net && node_ranks_.size() > 1) split_ = make_split_transport(*remote, nprocs_);
     tp_.assign(std::size_t(nprocs_), split_ ? split_.get() : &node_transport());
     for (int r = 0; r < nprocs_; ++r)
         if (remote_peer(r)) tp_[std::size_t(r)] = remote;

@@ -33,8 +33,8 @@ int select_medium(const std::string& want, const std::string& provider, const No
 
 Transport& node_transport() { return shm_transport(); }
 
-std::unique_ptr<Transport> make_split_transport(Transport& network) {
-    return std::make_unique<SplitTransport>(node_transport(), network);
+std::unique_ptr<Transport> make_split_transport(Transport& network, int nprocs) {
+    return std::make_unique<SplitTransport>(node_transport(), network, nprocs);
 }
 
 int message_transport_usable(Bootstrap& group, const char* call) {

@@ -38,7 +38,7 @@ int select_medium(const std::string& want, const std::string& provider, const No
 Transport& node_transport();
 // Node peers of a window whose other peers are on the network: data by the node transport,
 // synchronization words and accumulates by network (split.hpp), one atomicity domain.
-std::unique_ptr<Transport> make_split_transport(Transport& network);
+std::unique_ptr<Transport> make_split_transport(Transport& network, int nprocs);
 
 // Whether a message transport can serve this group (an MPI communicator:
 // group.mpi_comm(); the host at MPI_THREAD_MULTIPLE): MPI_SUCCESS or an MPI error class

@@ -5,8 +5,13 @@
 // §3: never CPU and NIC atomics on one location), while puts and gets cost a copy.
 //
 // The data side completes at post (Post::done), so completion is the network side's: flush,
-// mark/reached and failed go there, after a memory fence for the data side.
+// mark/reached and failed go there, after a memory fence for the data side. A put or get
+// issued after an accumulate or atomic that is still on the network to the same peer waits
+// for it first (a flush of that peer), so that it does not overtake it.
 #pragma once
+
+#include <atomic>
+#include <memory>
 
 #include "transport/transport.hpp"
 
@@ -15,18 +20,26 @@ namespace fastrma::detail {
 class SplitTransport final : public Transport {
 public:
     // data: the node transport; sync: the window's network transport. Neither is owned.
-    SplitTransport(Transport& data, Transport& sync) : data_(data), sync_(sync) {}
+    SplitTransport(Transport& data, Transport& sync, int nprocs)
+        : data_(data), sync_(sync), pending_(std::make_unique<std::atomic<bool>[]>(std::size_t(nprocs))) {}
     const char* name() const override { return "shm+ofi"; }
     Caps caps(const PeerRegion& p) const override {
         Caps c = sync_.caps(p);
         c.load_store = data_.caps(p).load_store;  // puts and gets by copy where mapped
         c.native_atomics = false;  // element atomics only through accumulate() (native_type)
-        c.inline_max = 0;  // a put is done at post: nothing to copy
         c.strided_piece_max = 0;
+        // inline_max stays the network's: an accumulate goes there, and a put that must queue
+        // keeps its origin data up to it (Epochs::hold_origin), as on the network.
         return c;
     }
-    Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override { return data_.put(p, c, n); }
-    Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override { return data_.get(p, c, n); }
+    Post put(const PeerRegion& p, const Chunk* c, std::size_t n) override {
+        after_network(p);
+        return data_.put(p, c, n);
+    }
+    Post get(const PeerRegion& p, const Chunk* c, std::size_t n) override {
+        after_network(p);
+        return data_.get(p, c, n);
+    }
     std::uint64_t atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                           std::uint64_t compare) override {
         __atomic_thread_fence(__ATOMIC_SEQ_CST);  // data stores before the word changes
@@ -50,6 +63,7 @@ public:
     bool reached(const PeerRegion& p, std::uint64_t token) override { return sync_.reached(p, token); }
     void flush(const PeerRegion& p) override {
         data_.flush(p);
+        pending_[std::size_t(p.rank)].store(false, std::memory_order_relaxed);
         sync_.flush(p);
     }
     void flush_local(const PeerRegion& p) override {
@@ -58,14 +72,20 @@ public:
     }
     Post accumulate(const PeerRegion& p, int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
                     std::size_t elem_bytes, const void* src, const void* compare, void* result) override {
+        pending_[std::size_t(p.rank)].store(true, std::memory_order_relaxed);
         return sync_.accumulate(p, kind, op_id, type_id, toff, n, elem_bytes, src, compare, result);
     }
     bool native_type(int type_id) const override { return sync_.native_type(type_id); }
     int failed(const PeerRegion& p, const char* call) override { return sync_.failed(p, call); }
 
 private:
+    // An accumulate to p may still be on the network: complete it before data moves.
+    void after_network(const PeerRegion& p) {
+        if (pending_[std::size_t(p.rank)].load(std::memory_order_relaxed)) flush(p);
+    }
     Transport& data_;
     Transport& sync_;
+    std::unique_ptr<std::atomic<bool>[]> pending_;  // per rank: an accumulate went since its last flush
 };
 
 }  // namespace fastrma::detail

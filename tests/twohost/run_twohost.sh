@@ -10,8 +10,10 @@
 #                     still sees one).
 #   MODE     am:   fastrma with FASTRMA_TRANSPORT left at auto: every rank must report
 #                  windows > 0 and windows_am > 0 (peers on the other host by active messages);
-#            ofi:  FASTRMA_TRANSPORT=ofi over tcp;ofi_rxm bound to frma0 (twohost) or lo
-#                  (nodes): every rank must report windows_ofi > 0;
+#            ofi:  FASTRMA_TRANSPORT=shm+ofi over tcp;ofi_rxm bound to frma0 (twohost) or lo
+#                  (nodes): peers on the other host by libfabric, on this one by shared
+#                  memory with their words through libfabric; every rank must report
+#                  windows_ofi > 0;
 #            host: the host MPI alone: no fastrma line may appear.
 #   PRELOAD  the drop-in (libfastrma-mpi.so, behind a sanitizer runtime if any) to preload
 #            into the ranks, or "none" (a program linked with fastrma).
@@ -55,7 +57,7 @@ if [ "$mode" != host ]; then
     [ "$preload" != none ] && setenv LD_PRELOAD "$preload"
 fi
 if [ "$mode" = ofi ]; then
-    setenv FASTRMA_TRANSPORT ofi
+    setenv FASTRMA_TRANSPORT shm+ofi
     setenv FASTRMA_OFI_PROVIDER 'tcp;ofi_rxm'
     setenv FI_TCP_IFACE $iface
     setenv FI_SOCKETS_IFACE $iface
