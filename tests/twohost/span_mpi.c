@@ -237,6 +237,13 @@ static void check_target(Win* w, int r, const int* from) {
     check_target_mem(w, r, from, 0);
     MC(MPI_Win_unlock(rank, w->win));
 }
+/* After a round: every origin done (barrier), each rank checks its own window, and nobody
+   starts the next round before all have looked. */
+static void targets_check(Win* w, int r) {
+    MC(MPI_Barrier(MPI_COMM_WORLD));
+    check_target(w, r, NULL);
+    MC(MPI_Barrier(MPI_COMM_WORLD));
+}
 
 /* Read back this origin's slot at t (within an open passive epoch) and compare. */
 static void read_back(Win* w, int t, int r) {
@@ -324,9 +331,7 @@ static void sync_modes(Win* w) {
             MC(MPI_Win_unlock(t, w->win));
             check_origin(t);
         }
-        MC(MPI_Barrier(MPI_COMM_WORLD));
-        check_target(w, r, NULL);
-        MC(MPI_Barrier(MPI_COMM_WORLD));
+        targets_check(w, r);
     }
 
     /* lock_all / unlock_all */
@@ -337,9 +342,7 @@ static void sync_modes(Win* w) {
     for (int t = 0; t < size; ++t) issue(w, t);
     MC(MPI_Win_unlock_all(w->win));
     for (int t = 0; t < size; ++t) check_origin(t);
-    MC(MPI_Barrier(MPI_COMM_WORLD));
-    check_target(w, r, NULL);
-    MC(MPI_Barrier(MPI_COMM_WORLD));
+    targets_check(w, r);
 
     /* flush: complete at origin and target per target, inside one lock_all epoch */
     PHASE("flush");
@@ -354,9 +357,7 @@ static void sync_modes(Win* w) {
         read_back(w, t, r);
     }
     MC(MPI_Win_unlock_all(w->win));
-    MC(MPI_Barrier(MPI_COMM_WORLD));
-    check_target(w, r, NULL);
-    MC(MPI_Barrier(MPI_COMM_WORLD));
+    targets_check(w, r);
 
     /* flush_local: origin buffers reusable (and gets done); target completion by flush */
     PHASE("flush_local");
@@ -374,9 +375,7 @@ static void sync_modes(Win* w) {
         read_back(w, t, r);
     }
     MC(MPI_Win_unlock_all(w->win));
-    MC(MPI_Barrier(MPI_COMM_WORLD));
-    check_target(w, r, NULL);
-    MC(MPI_Barrier(MPI_COMM_WORLD));
+    targets_check(w, r);
 
     /* flush_all */
     PHASE("flush_all");
@@ -388,9 +387,7 @@ static void sync_modes(Win* w) {
     for (int t = 0; t < size; ++t) check_origin(t);
     for (int t = 0; t < size; ++t) read_back(w, t, r);
     MC(MPI_Win_unlock_all(w->win));
-    MC(MPI_Barrier(MPI_COMM_WORLD));
-    check_target(w, r, NULL);
-    MC(MPI_Barrier(MPI_COMM_WORLD));
+    targets_check(w, r);
 
     /* win_sync: targets read their own memory inside the lock_all epoch */
     PHASE("win_sync");
