@@ -64,7 +64,9 @@ struct TestWin {
             // Every part in my node segment is mapped (peers off it are reached by messages or
             // the network: the target applies their ops itself).
             for (int r : impl->node_ranks()) {
-                if (n > 0) EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r;
+                if (n > 0) {
+                    EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r;
+                }
             }
             for (int r = 0; r < size; ++r) {
                 if (r == impl->rank() && impl->uses_network()) continue;  // (my words by the network's atomics)

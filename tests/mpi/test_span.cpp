@@ -262,7 +262,9 @@ TEST_P(Span, HammeredElementsFromBothMediaAreExact) {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 0, w.at(0, 4), MPI_SUM, w.win));
             ++mine[4];
         }
-        if (i % 256 == 255) ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+        if (i % 256 == 255) {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(0, w.win));
+        }
     }
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
     std::int64_t total[5] = {};
