@@ -250,6 +250,7 @@ TEST_P(Span, HammeredElementsFromBothMediaAreExact) {
     SpanWin w(GetParam(), 8);
     const std::int64_t one = 1;
     std::int64_t mine[5] = {};
+    std::vector<std::int64_t> olds(256);  // fetched values land by the flush every 256 ops
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
@@ -258,8 +259,8 @@ TEST_P(Span, HammeredElementsFromBothMediaAreExact) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 0, w.at(0, k), 1, MPI_INT64_T, MPI_SUM, w.win));
         ++mine[k];
         if (i % 16 == me % 16) {
-            std::int64_t old;
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 0, w.at(0, 4), MPI_SUM, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &olds[std::size_t(i) % 256], MPI_INT64_T, 0, w.at(0, 4),
+                                                     MPI_SUM, w.win));
             ++mine[4];
         }
         if (i % 256 == 255) {
