@@ -1,5 +1,5 @@
 /* cma_iovec.c — what cross-memory attach costs per iovec and per byte (the density rule of
- * ops/cma_batch.hpp rests on it): process_vm_readv / process_vm_writev of 65,536 4-byte
+ * transport/shm/cma_batch.hpp rests on it): process_vm_readv / process_vm_writev of 65,536 4-byte
  * pieces at stride 8 into another process (a forked child with memory of its own), at 1 to
  * 1024 iovecs a call, and single-iovec reads of 4 KiB to 512 KiB. Best of 5 (20) passes.
  * No MPI: `cmake --build build --target cma_iovec && build/bench/cma_iovec`. */

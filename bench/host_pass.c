@@ -1,7 +1,7 @@
 /*
  * host_pass.c — what fastrma's host-progress hooks add to every pass of the host MPI's
  * progress loop: ns per MPI_Iprobe (which runs one pass and finds nothing) with N create
- * windows over malloc'd memory open (each such window has a served-slot hook: ops/served.hpp).
+ * windows over malloc'd memory open (each such window has a served-slot hook: transport/shm/served.hpp).
  * A plain MPI program, like win_churn: run it on the host MPI alone and with
  * libfastrma-mpi.so preloaded.
  *

@@ -21,7 +21,7 @@
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
 #include "engine/window.hpp"
-#include "transport/shm_arena.hpp"
+#include "transport/shm/arena.hpp"
 
 using namespace fastrma::detail;
 

@@ -15,7 +15,7 @@
 #include "engine/errors.hpp"
 #include "ops/issue.hpp"
 #include "progress/spin_wait.hpp"
-#include "transport/shm_segment.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace fastrma::detail {
 

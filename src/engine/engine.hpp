@@ -21,7 +21,7 @@
 #include "ops/op.hpp"
 #include "ops/pool.hpp"
 #include "ops/target.hpp"
-#include "progress/offload.hpp"
+#include "transport/shm/offload.hpp"
 #include "progress/progress.hpp"
 #include "transport/transport.hpp"
 

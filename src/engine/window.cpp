@@ -19,9 +19,9 @@
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "progress/host_progress.hpp"
-#include "transport/cma.hpp"
+#include "transport/shm/cma.hpp"
 #include "transport/select.hpp"
-#include "transport/shm_arena.hpp"
+#include "transport/shm/arena.hpp"
 
 namespace fastrma::detail {
 
@@ -106,25 +106,11 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
       rank_(bs_->rank()),
       nprocs_(bs_->size()),
       epochs_(*this, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool()) {
+    node_tp_ = std::make_unique<NodeTransport>(eng.offload(), [&eng] { eng.progress().wake(); }, nprocs_, 0,
+                                               eng.config().acc_stripes);
+    node_tp_->peer_failure = [this] { return peer_failure(); };
     off_wake_min_ = eng.config().offload_wake_min;
     acc_stripes_ = eng.config().acc_stripes;
-}
-
-int Window::complete_deferred() {
-    // Nothing batched, nothing offloaded, no stripe taken over: three loads (every unlock).
-    if (!(cma_pending_.load(std::memory_order_acquire) | off_seq_.load(std::memory_order_acquire)) &&
-        g_stripes_taken_over.load(std::memory_order_relaxed) == stripes_seen_)
-        return MPI_SUCCESS;
-    const int rc = drain_cma();
-    const int rc2 = wait_offloads();
-    // An accumulate of ours took over a stripe whose holder had died (issue.cpp): if the
-    // holder was one of ours, this completion point reports it.
-    int rc3 = MPI_SUCCESS;
-    if (const std::uint64_t t = g_stripes_taken_over.load(std::memory_order_relaxed); t != stripes_seen_) {
-        rc3 = peer_failure();
-        if (!rc3) stripes_seen_ = t;
-    }
-    return rc ? rc : rc2 ? rc2 : rc3;
 }
 
 // A barrier of the node segment's members: every member adds one to the first member's
@@ -164,57 +150,6 @@ int Window::peer_failure() {
     return MPI_SUCCESS;
 }
 
-int Window::wait_offloads() {
-    const std::uint64_t seq = off_seq_.load(std::memory_order_acquire);
-    if (seq == 0) return MPI_SUCCESS;  // never offloaded (the common case: one load)
-    eng_.offload()->wait(seq);
-    if (int e = off_err_.exchange(0, std::memory_order_acq_rel))
-        return raise(e, "an offloaded transfer failed (cross-memory attach to a peer that exited?)");
-    return MPI_SUCCESS;
-}
-
-namespace {
-CmaBatch* const kNoBatch = reinterpret_cast<CmaBatch*>(std::uintptr_t(1));  // a mapped peer's slot
-}  // namespace
-
-CmaBatch* Window::cma_batch_if_any(int r) const {
-    std::atomic<CmaBatch*>* slots = cma_.load(std::memory_order_acquire);
-    CmaBatch* b = slots ? slots[std::size_t(r)].load(std::memory_order_acquire) : nullptr;
-    return b == kNoBatch ? nullptr : b;
-}
-
-CmaBatch* Window::cma_batch(int r) const {
-    if (!cma_max_) return nullptr;
-    if (std::atomic<CmaBatch*>* slots = cma_.load(std::memory_order_acquire))
-        if (CmaBatch* b = slots[std::size_t(r)].load(std::memory_order_acquire)) return b == kNoBatch ? nullptr : b;
-    std::lock_guard lk(cma_mu_);
-    if (!cma_slots_) {
-        cma_slots_ = std::make_unique<std::atomic<CmaBatch*>[]>(std::size_t(nprocs_));
-        cma_.store(cma_slots_.get(), std::memory_order_release);
-    }
-    std::atomic<CmaBatch*>& slot = cma_slots_[std::size_t(r)];
-    CmaBatch* b = slot.load(std::memory_order_relaxed);
-    if (!b) {
-        const PeerRegion p = peer(r);
-        b = kNoBatch;
-        if (!p.mapped && p.pid > 0) {
-            cma_owned_.push_back(
-                std::make_unique<CmaBatch>(p.pid, p.remote_addr, p.state, eng_.config().acc_stripes, &cma_pending_));
-            b = cma_owned_.back().get();
-        }
-        slot.store(b, std::memory_order_release);
-    }
-    return b == kNoBatch ? nullptr : b;
-}
-
-int Window::drain_cma() {
-    if (cma_pending_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;  // one load
-    int rc = MPI_SUCCESS;
-    for (int r = 0; r < nprocs_; ++r)
-        if (int e = drain_batch(cma_batch_if_any(r), r); e && !rc) rc = e;
-    return rc;
-}
-
 namespace {
 int cpuset_pus() {
     cpu_set_t set;
@@ -245,7 +180,7 @@ void Window::set_wait_spin(Engine& eng, const NodeTopology& topo) {
 Window::~Window() {
     // Nothing may copy into or out of memory about to be unmapped. (Batched transfers are
     // dropped: free drained them before its barrier; after it, peers' memory may be gone.)
-    wait_offloads();
+    node_tp_->wait_offloads();
     bs_->set_fence_barrier(nullptr);
     if (host_hooked_) host_progress_remove(remote_.get());
     if (remote_) eng_.progress().unwatch_fd(remote_.get());
@@ -273,7 +208,7 @@ void Window::leave_node() {
     if (!slot || !node_.data()) return;
     std::uint64_t* mine = state_of(rank_);
     std::memset(mine, 0, kInfoPid * 8);
-    std::memset(mine + kLockKick, 0, state_bytes_ - kLockKick * 8);
+    std::memset(mine + kLockKick, 0, node_tp_->layout.state_bytes - kLockKick * 8);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     auto lo = std::make_shared<NodeLeftover>();
     lo->node = std::move(node_);
@@ -484,30 +419,30 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     const bool alone = remote && members.size() == 1;
     if (remote) {
-        w->node_idx_.assign(std::size_t(n), -1);
-        for (std::size_t i = 0; i < members.size(); ++i) w->node_idx_[std::size_t(members[i])] = int(i);
+        w->node_tp_->layout.idx.assign(std::size_t(n), -1);
+        for (std::size_t i = 0; i < members.size(); ++i) w->node_tp_->layout.idx[std::size_t(members[i])] = int(i);
         if (!net && (err = message_transport_usable(b, call))) msg = last_error_message();
     }
     const int leader = members[0];
-    const std::uint64_t my_index = std::uint64_t(w->node_idx_.empty() ? me : w->node_idx_[std::size_t(me)]);
+    const std::uint64_t my_index = std::uint64_t(w->node_tp_->layout.idx.empty() ? me : w->node_tp_->layout.idx[std::size_t(me)]);
 
     // 3. The node segment: the members' state areas, then (allocate, shared) their data
     // parts — consecutive for a contiguous shared window, page-aligned otherwise (a process
     // alone in its segment: half a page in, see kAmDataOffset).
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
-    w->state_bytes_ = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
+    w->node_tp_->layout.state_bytes = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
     // Create and dynamic windows with node peers: the served bulk area after that,
     // page-aligned (served.hpp).
     std::size_t bulk_word0 = 0;
     if (const std::size_t bw = served::bulk_words(std::size_t(mine_sz.served_bulk)); bw && !alone) {
-        bulk_word0 = w->state_bytes_ / 8;
-        w->state_bytes_ = page_round(w->state_bytes_ + 8 * bw);
+        bulk_word0 = w->node_tp_->layout.state_bytes / 8;
+        w->node_tp_->layout.state_bytes = page_round(w->node_tp_->layout.state_bytes + 8 * bw);
     }
     const bool has_data = is_alloc || is_shared;
     const bool padded = !(is_shared && !noncontig);
     std::vector<std::uint64_t> doff(static_cast<std::size_t>(n), kNoData);
-    std::uint64_t total = std::uint64_t(members.size()) * w->state_bytes_;
+    std::uint64_t total = std::uint64_t(members.size()) * w->node_tp_->layout.state_bytes;
     bool uniform = !remote;
     for (int r : members) {
         const Sizes& z = sizes[std::size_t(r)];
@@ -518,7 +453,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         total += padded ? page_round(z.size) : z.size;
     }
     total = page_round(total);
-    const std::uint64_t my_off = my_index * w->state_bytes_;
+    const std::uint64_t my_off = my_index * w->node_tp_->layout.state_bytes;
     const std::uint64_t my_data_len =
         has_data ? (padded ? page_round(sizes[std::size_t(me)].size) : sizes[std::size_t(me)].size) : 0;
     // Allocate windows on one node take the segment of the last window freed on this group
@@ -528,7 +463,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // write. Every member decides alike (same leftover, same sizes), so nothing more is
     // exchanged.
     if (is_alloc && !remote) {
-        w->node_key_ = {std::uint64_t(flavor), std::uint64_t(n), w->state_bytes_, total};
+        w->node_key_ = {std::uint64_t(flavor), std::uint64_t(n), w->node_tp_->layout.state_bytes, total};
         for (const Sizes& z : sizes) {
             w->node_key_.push_back(z.size);
             w->node_key_.push_back(std::uint64_t(z.disp_unit));
@@ -540,7 +475,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     if (!reused && !err && me == leader) {
         // Pages are reserved by their owners (first touch on the owner's NUMA node).
         err = w->node_.create(total, method, false);
-        if (!err) err = w->node_.reserve_range(my_off, w->state_bytes_);
+        if (!err) err = w->node_.reserve_range(my_off, w->node_tp_->layout.state_bytes);
         if (!err && my_data_len) err = w->node_.reserve_range(doff[std::size_t(me)], my_data_len);
         if (err) msg = last_error_message();
     }
@@ -560,16 +495,16 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     if (!reused && me != leader) {
         const SegmentExport& seg = hellos[std::size_t(leader)].seg;
-        err = w->node_.map_peer(seg, my_off, w->state_bytes_);
+        err = w->node_.map_peer(seg, my_off, w->node_tp_->layout.state_bytes);
         if (!err && my_data_len)
             err = w->node_.map_peer(seg, std::size_t(doff[std::size_t(me)]), my_data_len);
     }
     if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
-    w->node_base_ = w->node_.data();
+    w->node_tp_->layout.base = w->node_.data();
 
     // 4. Publish what node peers need to know about my part, in my state page.
-    if (!err) w->base_ = is_create ? user_base : has_data ? w->node_base_ + doff[std::size_t(me)] : nullptr;
+    if (!err) w->base_ = is_create ? user_base : has_data ? w->node_tp_->layout.base + doff[std::size_t(me)] : nullptr;
     if (!err && !reused) {
         std::uint64_t* info = w->state_of(me);
         info[kInfoPid] = std::uint64_t(getpid());
@@ -626,17 +561,18 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         if ((err = agree(b, err, msg, call))) return err;
     }
 
-    // Symmetric allocation on one node: rank r's data is at data0_ + r * dstride_ (no lookups).
-    w->uniform_ = uniform && has_data;
-    if (w->uniform_) {
-        w->uni_size_ = sizes[0].size;
-        w->uni_du_ = std::uint64_t(sizes[0].disp_unit);
-        w->data0_ = doff[0];
-        w->dstride_ = n > 1 ? doff[1] - doff[0] : 0;
+    // Symmetric allocation on one node: rank r's data is at data0 + r * dstride (no lookups).
+    NodeTransport::Layout& lay = w->node_tp_->layout;
+    lay.uniform = uniform && has_data;
+    if (lay.uniform) {
+        lay.uni_size = sizes[0].size;
+        lay.uni_du = std::uint64_t(sizes[0].disp_unit);
+        lay.data0 = doff[0];
+        lay.dstride = n > 1 ? doff[1] - doff[0] : 0;
     }
     w->my_state_ = w->state_of(me);
     // Every peer on shared memory: the locks take the mapped words directly (epochs.hpp).
-    if (!remote) w->epochs_.map_states(w->node_base_, w->state_bytes_);
+    if (!remote) w->epochs_.map_states(w->node_tp_->layout.base, w->node_tp_->layout.state_bytes);
     // The atomicity domain of my part, the same at every node member (they see the same
     // parts): CPU atomics when every node part is mapped here (allocate, shared, and create
     // windows whose every part is FRMA_Alloc_mem memory), else the striped accumulate lock.
@@ -656,13 +592,13 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // window would apply accumulates outside the network's domain.
     const bool node_helpers = (is_create || is_dynamic) && !alone && !net;
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
-    // at the next completion point instead of one each (ops/cma_batch.hpp).
-    if (node_helpers) w->cma_max_ = eng.config().cma_batch;
+    // at the next completion point instead of one each (transport/shm/cma_batch.hpp).
+    if (node_helpers) w->node_tp_->set_batch_max(eng.config().cma_batch);
     // Large and strided transfers to a peer waiting in MPI: through its served bulk area.
     if (node_helpers && eng.config().served_bulk) w->bulk_max_ = eng.config().served_bulk_max;
     // Node peers reach my part by cross-memory attach: their fetch_and_op, compare_and_swap
     // and small puts and gets are served here while a thread of mine is inside MPI
-    // (ops/served.hpp).
+    // (transport/shm/served.hpp).
     if (node_helpers && !w->cpu_atomics_) {
         w->served_ = std::make_unique<served::Server>();
         if (eng.config().host_progress)
@@ -683,7 +619,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         }
         if ((err = w->connect_remote(net, user_base, size))) return err;  // collective
     } else {
-        w->tp_all_ = &node_transport();
+        w->tp_all_ = w->node_tp_.get();
         w->tps_ = {w->tp_all_};
     }
     w->requests_polled_ = w->host_hooked_ || eng.progress().running();
@@ -711,9 +647,10 @@ PeerRegion Window::peer(int r) const {
     const std::uint64_t* info = state_of(r);
     // (A network window: the peer's words only by the network's atomics, SplitTransport.)
     p.state = net_ ? nullptr : state_of(r);
-    if (uniform_) {
-        p.mapped = node_base_ + data0_ + std::uint64_t(r) * dstride_;
-        p.size = uni_size_;
+    const NodeTransport::Layout& lay = node_tp_->layout;
+    if (lay.uniform) {
+        p.mapped = lay.base + lay.data0 + std::uint64_t(r) * lay.dstride;
+        p.size = lay.uni_size;
         return p;
     }
     p.pid = pid_t(info[kInfoPid]);
@@ -721,7 +658,7 @@ PeerRegion Window::peer(int r) const {
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) return p;  // displacement = address, remote_addr 0
     p.remote_addr = info[kInfoBase];
     if (info[kInfoDataOff] != kNoData) {
-        p.mapped = node_base_ + info[kInfoDataOff];
+        p.mapped = lay.base + info[kInfoDataOff];
     } else if (r == rank_) {
         p.mapped = static_cast<unsigned char*>(base_);  // my own memory of a create window
     } else if (info[kInfoArena]) {
@@ -747,7 +684,7 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
     local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : base_);
     local.size = is_dynamic ? 0 : std::uint64_t(size);
     local.state = my_state_;
-    local.state_words = state_bytes_ / 8;
+    local.state_words = node_tp_->layout.state_bytes / 8;
     // A request from a peer: kind, op and type as the origin's checks leave them.
     auto served_check = [](int kind, int op_id, int type_id, std::uint64_t count, std::uint64_t elem_bytes,
                            const void* src, const void* cmp, const void* res) {
@@ -774,7 +711,7 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
         return self->apply_local_strided(kind, op_id, type_id, toff, stride, count, pieces, src, res);
     };
     local.grant_lock = [self](Transport::LockRequest what) {
-        return lockproto::grant(node_transport(), self->peer(self->rank_), self->peer(self->lock_master(self->rank_)),
+        return lockproto::grant(*self->node_tp_, self->peer(self->rank_), self->peer(self->lock_master(self->rank_)),
                                 what);
     };
     if (is_dynamic)
@@ -784,7 +721,7 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
         part.data = flavor_ == MPI_WIN_FLAVOR_CREATE ? user_base : has_data ? base_ : nullptr;
         part.data_size = flavor_ == MPI_WIN_FLAVOR_CREATE || has_data ? std::uint64_t(size) : 0;
         part.state = my_state_;
-        part.state_bytes = state_bytes_;
+        part.state_bytes = node_tp_->layout.state_bytes;
         part.dynamic = is_dynamic;
         remote_ = make_network_transport(b, part, eng.config(), call, &err);  // collective
     } else {
@@ -796,11 +733,11 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
     if (net) declare_native_types(*remote, b);  // collective
     net_ = net;
     // Node peers of a network window: data by shared memory, words by the network.
-    if (net && node_ranks_.size() > 1) split_ = make_split_transport(*remote, nprocs_);
-    tp_.assign(std::size_t(nprocs_), split_ ? split_.get() : &node_transport());
+    if (net && node_ranks_.size() > 1) split_ = make_split_transport(*node_tp_, *remote, nprocs_);
+    tp_.assign(std::size_t(nprocs_), split_ ? split_.get() : node_tp_.get());
     for (int r = 0; r < nprocs_; ++r)
         if (remote_peer(r)) tp_[std::size_t(r)] = remote;
-    tps_ = {&node_transport(), remote};  // group_tp(): the last
+    tps_ = {node_tp_.get(), remote};  // group_tp(): the last
     if (net && !split_) tps_ = {remote};
     remote_inline_max_ = remote->caps(PeerRegion{}).inline_max;
     if (eng.config().host_progress) {
@@ -839,22 +776,17 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
 std::size_t Window::metadata_bytes() const {
     std::size_t b = sizeof(Window);
     b += tp_.capacity() * sizeof(Transport*) + epochs_.metadata_bytes() - sizeof(Epochs);
-    b += node_idx_.capacity() * sizeof(int) + node_ranks_.capacity() * sizeof(int);
+    b += node_tp_->layout.idx.capacity() * sizeof(int) + node_ranks_.capacity() * sizeof(int);
     b += (remote_size_.capacity() + remote_du_.capacity()) * sizeof(std::uint64_t);
     b += arena_maps_.size() * (sizeof(ArenaPeerMap) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
     for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
-    {
-        std::lock_guard lk(cma_mu_);
-        if (cma_slots_) b += std::size_t(nprocs_) * sizeof(std::atomic<CmaBatch*>);
-        for (const auto& cb : cma_owned_) b += cb->bytes();
-    }
-    return b;
+    return b + node_tp_->metadata_bytes();
 }
 
 int Window::free_collective() {
     if (int rc = epochs_.check_free()) return rc;
     // Every member has closed its epochs; after the barrier nobody touches our memory.
-    complete_deferred();
+    node_tp_->flush_all();
     if (group_tp().close_sync(*bs_) != MPI_SUCCESS)
         return raise(MPI_ERR_INTERN, "FRMA_Win_free: the closing synchronization of the window's group failed");
     leave_node_ = !remote_ && !node_key_.empty();
@@ -926,6 +858,9 @@ void Window::flush_every_target() {
 }
 
 int Window::fence_sync() {
+    // The group's transport completes its own at its fence_sync; the others first.
+    for (Transport* t : tps_)
+        if (t != &group_tp()) t->flush_all();
     const int rc = group_tp().fence_sync(*bs_);
     // A message transport's fence waits for the requests sent to each process there, not
     // for the others': node peers that read each other by load/store also wait for each

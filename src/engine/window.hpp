@@ -27,16 +27,16 @@
 #include "engine/engine.hpp"
 #include "engine/stats.hpp"
 #include "epochs/epochs.hpp"
-#include "ops/cma_batch.hpp"
 #include "ops/completion.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
-#include "ops/served.hpp"
+#include "transport/shm/node.hpp"
+#include "transport/shm/served.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/select.hpp"
-#include "transport/shm_arena.hpp"
-#include "transport/shm_segment.hpp"
+#include "transport/shm/arena.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace fastrma::detail {
 
@@ -138,7 +138,7 @@ public:
     inline int fast_accumulate(const void* origin, int ocount, MPI_Datatype otype, int rank, MPI_Aint disp, int tcount,
                                MPI_Datatype ttype, MPI_Op op);
     // fetch_and_op / compare_and_swap on a node peer this process cannot map (create and
-    // dynamic windows), applied by the peer's CPU while it waits in MPI (ops/served.hpp).
+    // dynamic windows), applied by the peer's CPU while it waits in MPI (transport/shm/served.hpp).
     inline int fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k, const void* origin, const void* compare,
                                   void* result, int rank, MPI_Aint disp);
     inline bool unmapped_offset(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* off);
@@ -218,7 +218,7 @@ private:
     // myself too: its atomics are the window's domain). Any rank, in range or not.
     bool remote_peer(int r) const {
         return remote_ && static_cast<unsigned>(r) < static_cast<unsigned>(nprocs_) &&
-               (node_idx_[std::size_t(r)] < 0 || (net_ && r == rank_));
+               (node_tp_->layout.idx[std::size_t(r)] < 0 || (net_ && r == rank_));
     }
     // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the
     // served requests' check, LocalTarget::attached).
@@ -233,7 +233,7 @@ private:
                             cpu_atomics_,
                             eng_.config().acc_stripes,
                             cma_batch(r),
-                            cma_max_,
+                            node_tp_->batch_max(),
                             flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED,
                             bulk_max_,
                             served_ ? &Window::serve_hook : nullptr,
@@ -253,7 +253,6 @@ private:
     int issue(int rank, const Op& op) override;
     int track_request(int rank, Completion* done) override;
     bool completes_later(const Completion& done) const override { return requests_polled_ && done.any_thread(); }
-    int complete_deferred() override;
     void flush_every_target() override;
     int fence_sync() override;
     int lock_master(int r) const override { return lock_master_.empty() ? 0 : lock_master_[std::size_t(r)]; }
@@ -261,7 +260,7 @@ private:
     // Dynamic windows: requests a target refused since the last look (its region was
     // detached after our cached copy of its table said yes), for ranks [lo, hi): an
     // MPI_ERR_RMA_RANGE naming the first such rank, or MPI_SUCCESS.
-    int refused_by_targets(const char* call, int lo, int hi) override;
+    int completion_error(const char* call, int lo, int hi) override;
     void register_lock_wait(int rank) override;  // my bit in rank's lock-waiter bitmap
     void ring_lock_waiters(int rank) override;  // after releasing a lock word of rank's
     int peer_failure() override;  // a node peer's process has exited (Engine::exited)
@@ -285,25 +284,18 @@ private:
     bool cpu_atomics_ = false;
     int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
 
-    // Peers, in O(1) memory: one node segment holds every process's state area at a
-    // stride of state_bytes_ (and, for allocate and shared windows, the data after all
-    // of them). What a peer published about its part is read from its state page
-    // (InfoWord); when every part has the same size and disp unit (symmetric allocation)
-    // the data of rank r is simply at data0_ + r * dstride_.
+    // Peers, in O(1) memory: one node segment holds every member's state area (and, for
+    // allocate and shared windows, the data after all of them); where each part is, is the
+    // node transport's layout (NodeTransport::Layout), which serves the members.
     ShmSegment node_;
+    std::unique_ptr<NodeTransport> node_tp_;
     // Allocate windows: the layout of node_ (flavor, ranks, state bytes, total, each rank's
     // size and disp unit); the next window of the group with the same key takes node_ over
     // (Window::build), left for it when a collective free succeeded (leave_node_).
     std::vector<std::uint64_t> node_key_;
     bool leave_node_ = false;
-    unsigned char* node_base_ = nullptr;
-    std::size_t state_bytes_ = 0;
-    bool uniform_ = false;
     bool watch_peers_ = false;  // node peers in other processes, watched for exit
     std::uint64_t fences_ = 0;  // node_barrier calls so far
-    std::uint64_t stripes_seen_ = 0;  // g_stripes_taken_over when last looked
-    std::uint64_t uni_size_ = 0, dstride_ = 0, data0_ = 0;
-    std::uint64_t uni_du_ = 1;
     Transport* tp_all_ = nullptr;  // the transport of every peer, when they agree
     std::vector<Transport*> tp_;  // else one per peer
     std::vector<Transport*> tps_;  // each transport in use once (window-wide operations;
@@ -320,16 +312,13 @@ private:
     bool net_counted_ = false;  // counted in the progress engine's network windows (net_window)
     bool host_hooked_ = false;  // remote_ is served from the host's progress loop too
     // Create and dynamic windows on shared memory whose part peers cannot map: their
-    // fetch_and_op / compare_and_swap and small puts and gets served here (ops/served.hpp) from the host's
+    // fetch_and_op / compare_and_swap and small puts and gets served here (transport/shm/served.hpp) from the host's
     // progress loop (served_hooked_) and the progress thread.
     std::unique_ptr<served::Server> served_;
     bool served_hooked_ = false;
     bool serve_peers(bool beat);
     void stop_serving();
     std::vector<std::uint64_t> remote_size_, remote_du_;
-    // Windows with remote peers: each rank's index among my node segment's members (-1: off
-    // it); empty when every rank is a member (one node), rank r's state area then at r.
-    std::vector<int> node_idx_;
     std::vector<int> node_ranks_;  // the members, sorted
     // A window that spans nodes with node segments per node: each rank's lock master (the
     // first rank of its node) and the masters, sorted; empty: rank 0 for every rank.
@@ -337,13 +326,10 @@ private:
     std::size_t remote_inline_max_ = 0;  // remote_'s Caps::inline_max
 
     // Rank r's state words in the node segment: r must be a member (not remote_peer(r)).
-    std::uint64_t* state_of(int r) const {
-        const std::size_t i = node_idx_.empty() ? std::size_t(r) : std::size_t(node_idx_[std::size_t(r)]);
-        return reinterpret_cast<std::uint64_t*>(node_base_ + i * state_bytes_);
-    }
+    std::uint64_t* state_of(int r) const { return node_tp_->state(r); }
 
     std::uint64_t disp_unit_of(int r) const {
-        return remote_ ? remote_du_[std::size_t(r)] : uniform_ ? uni_du_ : state_of(r)[kInfoDispUnit];
+        return remote_ ? remote_du_[std::size_t(r)] : node_tp_->disp_unit(r);
     }
     // The address of [disp, disp + bytes) of rank's part when it is in the node segment
     // (and its offset in the part, when asked), else nullptr.
@@ -353,7 +339,7 @@ private:
                            const void* origin, std::size_t n, void* result);
     inline bool fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write);
 
-    // Copies offloaded to the progress thread (src/progress/offload.hpp): the largest
+    // Copies offloaded to the progress thread (src/transport/shm/offload.hpp): the largest
     // sequence this window queued, and the first error of a queued transfer.
     std::size_t off_min_ = 0;  // 0: this window never offloads
     static std::size_t offload_threshold(Engine& eng, const NodeTopology& topo);
@@ -362,32 +348,12 @@ private:
     bool offload_now(std::uint64_t bytes) const {
         return off_min_ && bytes >= off_min_ && (bytes >= off_wake_min_ || eng_.progress().awake());
     }
-    std::atomic<std::uint64_t> off_seq_{0};
-    std::atomic<int> off_err_{0};
-    // After a submit: remember the sequence and wake the copier. False when nothing was
-    // queued (seq 0: the ring was full), and the caller does the work itself.
-    bool queued(std::uint64_t seq) {
-        if (!seq) return false;
-        std::uint64_t cur = off_seq_.load(std::memory_order_relaxed);
-        while (cur < seq && !off_seq_.compare_exchange_weak(cur, seq, std::memory_order_release)) {}
-        eng_.progress().wake();
-        return true;
+    // Small cross-memory-attach puts and gets to unmapped peers wait in the node transport's
+    // batch of the peer (transport/shm/cma_batch.hpp): r's, made on first use.
+    CmaBatch* cma_batch(int r) const {
+        return node_tp_->batch(r, [this](int p) { return peer(p); });
     }
-    // Small cross-memory-attach puts and gets to unmapped peers (create and dynamic windows),
-    // waiting in one batch per peer for the next completion point (ops/cma_batch.hpp).
-    // A batch is made when the first small transfer goes to that peer, the array of slots
-    // when the first batch is: a window that never batches keeps nothing per peer.
-    mutable std::atomic<std::atomic<CmaBatch*>*> cma_{nullptr};  // slots: null = not yet looked at
-    mutable std::unique_ptr<std::atomic<CmaBatch*>[]> cma_slots_;  // (cma_mu_)
-    mutable std::vector<std::unique_ptr<CmaBatch>> cma_owned_;  // (cma_mu_)
-    mutable SpinLock cma_mu_;
-    mutable std::atomic<int> cma_pending_{0};  // batches with something to drain
-    std::size_t cma_max_ = 0;  // largest batched transfer (0: this window never batches)
     std::size_t bulk_max_ = 0;  // largest contiguous transfer through a peer's served bulk area (0: none)
-    CmaBatch* cma_batch(int r) const;  // r's batch, made on first use (null: r is mapped)
-    CmaBatch* cma_batch_if_any(int r) const;  // ... without making one
-    int drain_cma();
-    int wait_offloads();
     int complete_request(int r);  // a request-based op to r: complete before it is handed out
     // Request-based operations in flight: each waits for its transport's completion token.
     struct PendingRequest {
@@ -405,7 +371,7 @@ public:
     bool poll_requests();
 
 private:
-    inline void acc_order();
+    void acc_order() { node_tp_->order_accumulates(); }
     static inline void offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
                                             std::size_t bytes);
 

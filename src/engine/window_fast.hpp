@@ -14,15 +14,6 @@
 
 namespace fastrma::detail {
 
-// Accumulates from one origin to one location apply in program order (MPI's default
-// accumulate_ordering): before any accumulate-class op acts, an accumulate still running
-// on the progress thread must have finished. One load when nothing was ever offloaded.
-inline void Window::acc_order() {
-    const std::uint64_t seq = off_seq_.load(std::memory_order_acquire);
-    if (seq && !eng_.offload()->done(seq)) [[unlikely]]
-        eng_.offload()->wait(seq);
-}
-
 // lookup_type with the last hit kept: the fast paths ask once per call, mostly for the same
 // type. The table's entries are immutable and live as long as the process, and a hit is
 // checked against the handle, so a stale or racing entry is at worst a miss.
@@ -46,19 +37,10 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
     if (remote_peer(rank)) return nullptr;  // not in my node segment
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
-    if (uniform_) {  // symmetric allocation: pure arithmetic
-        const std::uint64_t off = std::uint64_t(disp) * uni_du_;  // < 2^63: no overflow
-        if (off + bytes > uni_size_) return nullptr;
-        if (offset) *offset = off;
-        return node_base_ + data0_ + std::uint64_t(rank) * dstride_ + off;
-    }
-    // Otherwise the peer's published info (its state page, mapped here, read-mostly).
-    const std::uint64_t* info = state_of(rank);
-    if (info[kInfoDataOff] == kNoData) return nullptr;  // not in the node segment
-    const std::uint64_t off = std::uint64_t(disp) * info[kInfoDispUnit];
-    if (off + bytes > info[kInfoSize]) return nullptr;
-    if (offset) *offset = off;
-    return node_base_ + info[kInfoDataOff] + off;
+    const std::uint64_t off = std::uint64_t(disp) * node_tp_->disp_unit(rank);  // < 2^63: no overflow
+    unsigned char* at = node_tp_->map(rank, off, bytes);
+    if (at && offset) *offset = off;
+    return at;
 }
 
 // Cross-memory attach for an unmapped peer (create and dynamic windows): one contiguous
@@ -86,7 +68,7 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     if (!unmapped_offset(rank, disp, bytes, &off)) return false;
     if (flavor_ == MPI_WIN_FLAVOR_DYNAMIC) {
         // Small transfers join the peer's batch, everything else takes the slow path.
-        CmaBatch* const b = bytes <= cma_max_ ? cma_batch(rank) : nullptr;
+        CmaBatch* const b = bytes <= node_tp_->batch_max() ? cma_batch(rank) : nullptr;
         if (!b) return false;
         b->transfer(write, off, local, bytes);
         return true;
@@ -94,15 +76,17 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     if (rank == rank_) return false;
     const std::uint64_t* info = state_of(rank);
     const pid_t pid = pid_t(info[kInfoPid]);
-    if (CmaBatch* b = bytes <= cma_max_ ? cma_batch(rank) : nullptr) {  // small: moved at completion
+    if (CmaBatch* b = bytes <= node_tp_->batch_max() ? cma_batch(rank) : nullptr) {  // small: moved at completion
         b->transfer(write, off, local, bytes);
         return true;
     }
-    if (CmaBatch* b = cma_batch_if_any(rank); b && b->due()) return false;  // the slow path moves it first
+    if (CmaBatch* b = node_tp_->batch_if_any(rank); b && b->due()) return false;  // the slow path moves it first
     // A peer waiting in MPI takes a mid-size transfer through its served bulk area (issue.cpp).
     if (bytes <= bulk_max_ && info[kServedBulkWord] && served::fresh(info)) return false;
     if (offload_now(bytes)) {
-        if (queued(eng_.offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, &off_err_))) return true;
+        if (node_tp_->queued(
+                node_tp_->offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, node_tp_->offload_error())))
+            return true;
     }
     if (bytes > (1u << 20)) return false;
     const PeerRegion p = peer(rank);
@@ -124,10 +108,11 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
         std::uint64_t seq = 0;
         if (offload_now(bytes)) [[unlikely]] {
             // Large: the progress thread copies while the caller returns to its work.
-            seq = is_put ? eng_.offload()->submit(remote, origin, bytes, &off_err_)
-                         : eng_.offload()->submit(origin, remote, bytes, &off_err_);
+            CopyOffload& copier = *node_tp_->offload();
+            seq = is_put ? copier.submit(remote, origin, bytes, node_tp_->offload_error())
+                         : copier.submit(origin, remote, bytes, node_tp_->offload_error());
         }
-        if (!queued(seq)) {
+        if (!node_tp_->queued(seq)) {
             if (is_put)
                 copy_bytes(remote, origin, bytes);
             else
@@ -246,7 +231,7 @@ inline int Window::fast_served_atomic(RmaKind kind, const TypeInfo& ti, OpKind k
     if (!unmapped_offset(rank, disp, ti.extent, &off)) return kSlowPath;
     // Behind what this origin batched or offloaded for the peer: the slow path drains it.
     if (!epochs_.direct(rank)) return kSlowPath;
-    if (CmaBatch* b = cma_batch_if_any(rank); b && b->due()) return kSlowPath;
+    if (CmaBatch* b = node_tp_->batch_if_any(rank); b && b->due()) return kSlowPath;
     acc_order();
     const served::Request rq{int(kind), int(k), int(ti.id), off, ti.size, origin, compare};
     int rc = MPI_SUCCESS;
@@ -273,8 +258,8 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
         // Large: the progress thread accumulates while the caller goes on (one accumulate
         // in flight at a time: acc_order() above waited for any earlier one).
         const void* opk = reinterpret_cast<const void*>(std::uintptr_t(k));
-        if (queued(eng_.offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin, bytes, ti->extent,
-                                                 &off_err_))) {
+        if (node_tp_->queued(node_tp_->offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin, bytes,
+                                                                ti->extent, node_tp_->offload_error()))) {
             bump(Stat::accs);
             return MPI_SUCCESS;
         }
@@ -325,7 +310,7 @@ inline int Window::fast_locked(int rank, std::uint64_t off, unsigned char* dst, 
 inline int Window::fast_flush(int rank) {
     // Under a granted lock_all, or a lock on rank without a Target (Epochs::lock_direct:
     // mapped words, nothing queued), every op to a node peer completed when it was issued
-    // or waits beside the transport (complete_deferred); the fence orders it before whatever
+    // or waits in the node transport (its flush); the fence orders it before whatever
     // the caller does next (also loads: a flush followed by a get of another location must
     // not pass the put, as on TSO it could).
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return kSlowPath;  // an error
@@ -344,8 +329,10 @@ inline int Window::fast_flush_all() {
 inline int Window::fast_flush_node() {
     // Anything queued on a Target (and its error, to report) takes the general path.
     if (epochs_.mode() != AccessMode::per_target && !epochs_.no_open_targets()) return kSlowPath;
-    if (off_seq_.load(std::memory_order_relaxed) | cma_pending_.load(std::memory_order_relaxed)) [[unlikely]]
-        if (int rc = complete_deferred()) return rc;
+    if (!node_tp_->idle()) [[unlikely]] {
+        node_tp_->flush_all();
+        return node_tp_->failed(PeerRegion{}, "FRMA_Win_flush");
+    }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return MPI_SUCCESS;
 }

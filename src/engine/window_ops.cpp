@@ -17,7 +17,7 @@ int Window::track_request(int r, Completion* done) {
         done->signal(MPI_SUCCESS);
         return MPI_SUCCESS;
     }
-    if (int rc = drain_batch(cma_batch_if_any(r), r)) return rc;
+    if (int rc = drain_batch(node_tp_->batch_if_any(r), r)) return rc;
     const PeerRegion p = peer(r);
     Transport& t = tp(r);
     const std::uint64_t token = t.mark(p);
@@ -70,7 +70,7 @@ void Window::finish_requests() {
 int Window::complete_request(int r) {
     // A batched transfer is in flight until its batch drains; a message transport's get
     // data or put buffer until its local completion.
-    if (int rc = drain_batch(cma_batch_if_any(r), r)) return rc;
+    if (int rc = drain_batch(node_tp_->batch_if_any(r), r)) return rc;
     tp(r).flush_local(peer(r));
     return MPI_SUCCESS;
 }
@@ -86,7 +86,7 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
         // ~1/3 of the cost). Dynamic windows: toff is the address in this process (the
         // server checked it is attached), not a cross-memory attach to ourselves (two
         // syscalls an accumulate or compare_and_swap).
-        const IssueContext ctx{node_transport(), peer(rank_), false, eng_.config().acc_stripes};
+        const IssueContext ctx{*node_tp_, peer(rank_), false, eng_.config().acc_stripes};
         unsigned char* at = dynamic ? reinterpret_cast<unsigned char*>(toff) : nullptr;
         if (kind == int(RmaKind::cas))
             compare_and_swap_locked_in_place(ctx, *ti, toff, src, cmp, res, at);
@@ -108,7 +108,7 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
     op.result = res;
     op.compare = cmp;
     op.offset = toff;
-    return issue_op(IssueContext{node_transport(), peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
+    return issue_op(IssueContext{*node_tp_, peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
 }
 
 int Window::apply_local_strided(int kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
@@ -119,7 +119,7 @@ int Window::apply_local_strided(int kind, int op_id, int type_id, std::uint64_t 
     if (!cpu_atomics_ && (base_ || dynamic)) {
         // Lock domain in my mapped memory (am windows): the runs under the stripes of their
         // whole footprint, one kernel call (dynamic windows: toff is the address).
-        const IssueContext ctx{node_transport(), peer(rank_), false, eng_.config().acc_stripes};
+        const IssueContext ctx{*node_tp_, peer(rank_), false, eng_.config().acc_stripes};
         accumulate_strided_locked_in_place(ctx, OpKind(op_id), *ti, toff, stride, count, pieces, src, res, dynamic);
         return MPI_SUCCESS;
     }

@@ -90,7 +90,7 @@ bool Window::dynamic_contains(int r, std::uint64_t addr, std::uint64_t bytes) {
     };
     // Over am, reading the version is a round trip: a hit in the cached table goes, and the
     // target checks again when the request arrives (LocalTarget::attached; a refusal is
-    // reported at the next completion point: refused_by_targets). A miss re-reads the table.
+    // reported at the next completion point: completion_error). A miss re-reads the table.
     if (inside()) return true;
     for (;;) {
         std::uint64_t hdr[kDynHeaderWords];
@@ -120,7 +120,10 @@ bool Window::attached_here(std::uint64_t addr, std::uint64_t bytes) const {
     return table_covers(my_state_ + dyn_word0_, dyn_capacity_, addr, bytes);
 }
 
-int Window::refused_by_targets(const char* call, int lo, int hi) {
+int Window::completion_error(const char* call, int lo, int hi) {
+    // What the node transport's flushes met (a batched or offloaded transfer that failed, a
+    // dead node peer).
+    if (int e = node_tp_->failed(PeerRegion{}, call)) return e;
     if (!remote_) return MPI_SUCCESS;
     // Operations that failed after they were posted (a network transport's failed
     // completion) or a failure of the medium itself (a host MPI call of am): the first one,

@@ -98,7 +98,7 @@ public:
     // as issued).
     inline bool direct(int rank);
     // A lock epoch on rank is granted without a Target (mapped words: held_ is direct), so
-    // a flush of rank is the transport's flush and complete_deferred.
+    // a flush of rank is the transport's flush.
     bool lock_direct(int rank) const {
         return held_ && static_cast<unsigned>(rank) < static_cast<unsigned>(nprocs_) &&
                held_[rank].load(std::memory_order_acquire) >= kHeldDirect;
@@ -193,6 +193,12 @@ private:
     // null when the lock is not direct (any more) or no Target is free.
     Target* materialize(int rank);
     int flush_direct(int rank, SyncFlag flag);  // flush of a direct lock (no Target)
+    // Before a direct lock's word is released: its node transport's flush (every peer: no
+    // PeerRegion to make on this path) and what it met.
+    int unlock_direct_complete(int rank) {
+        tp(rank).flush_all();
+        return h_.completion_error("FRMA_Win_unlock", rank, rank + 1);
+    }
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
 
     // Flush (flush.cpp): completion of everything issued to rank; unlock's core (remove:
@@ -317,7 +323,7 @@ inline int Epochs::unlock(int rank) {
         std::uint32_t v = h.load(std::memory_order_relaxed);
         if (v >= kHeldDirect &&
             h.compare_exchange_strong(v, kHeldBusy, std::memory_order_acquire, std::memory_order_relaxed)) [[likely]] {
-            const int rc = h_.complete_deferred();
+            const int rc = unlock_direct_complete(rank);
             if (!(v & kHeldNocheck)) release_mapped(rank, v & kHeldShared);
             h.store(kHeldFree, std::memory_order_release);
             return rc;

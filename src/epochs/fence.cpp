@@ -25,13 +25,12 @@ int Epochs::fence(int assert_) {
     // fence_sync: when it returns, every process's operations of the closing epoch are
     // complete at their targets, and local stores before the fence are visible to all.
     int off_rc = drain_open_all("FRMA_Win_fence");  // ops a full transport refused
-    if (int e = h_.complete_deferred(); e && !off_rc) off_rc = e;
     Transport& group_tp = h_.group_tp();
     if (int rc = h_.fence_sync(); rc && !off_rc) {
         const int dead = h_.peer_failure();  // a member died: name it
         off_rc = dead ? dead : raise(rc, "FRMA_Win_fence: the group's completion exchange failed");
     }
-    if (int e = h_.refused_by_targets("FRMA_Win_fence", 0, nprocs_); e && !off_rc) off_rc = e;
+    if (int e = h_.completion_error("FRMA_Win_fence", 0, nprocs_); e && !off_rc) off_rc = e;
     if (group_tp.has_waiting()) progress_.wake();  // next-epoch requests that waited
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     std::lock_guard lk(epoch_mu_);

@@ -11,13 +11,13 @@
 namespace fastrma::detail {
 
 int Epochs::flush_direct(int rank, SyncFlag flag) {
-    // A direct lock (no Target, mapped words): nothing queued, no error kept; the ops
-    // completed at issue but for what the window left beside the transport.
+    // A direct lock (no Target, mapped words): nothing queued, no error kept here; the ops
+    // completed at issue but for what waits in the node transport, which its flush completes.
     if (flag == SyncFlag::flush_local)
         tp(rank).flush_local(peer(rank));
     else
         tp(rank).flush(peer(rank));
-    return h_.complete_deferred();
+    return h_.completion_error(flag == SyncFlag::flush_local ? "FRMA_Win_flush_local" : "FRMA_Win_flush", rank, rank + 1);
 }
 
 int Epochs::wait_target(int rank, SyncFlag flag, bool remove, Target** freed) {
@@ -73,13 +73,12 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove, Target** freed) {
             tp(rank).flush_local(peer(rank));
         else if (!release_covers)
             tp(rank).flush(peer(rank));
-        if (int e = h_.complete_deferred(); e && !rc) rc = e;  // direct ops of the epoch
         if (remove) {
             release(t);
             slots_.remove(t);
             recycle(t);
         }
-        if (int e = h_.refused_by_targets(call, rank, rank + 1); e && !rc) rc = e;
+        if (int e = h_.completion_error(call, rank, rank + 1); e && !rc) rc = e;
         return rc;
     }
 }
@@ -93,8 +92,7 @@ int Epochs::flush(int rank, bool local) {
     case AccessMode::lock_all_granted: {
         int rc = drain_open(rank, call);  // what its transport refused goes first
         tp(rank).flush(peer(rank));
-        if (int e = h_.complete_deferred(); e && !rc) rc = e;
-        if (int e = h_.refused_by_targets(call, rank, rank + 1); e && !rc) rc = e;
+        if (int e = h_.completion_error(call, rank, rank + 1); e && !rc) rc = e;
         return rc;
     }
     case AccessMode::lock_all_called:
@@ -119,9 +117,8 @@ int Epochs::flush_all(bool local) {
     case AccessMode::lock_all_granted: {
         int rc = drain_open_all(call);
         h_.flush_every_target();  // messages in flight need each target's answer
-        if (int e = h_.complete_deferred(); e && !rc) rc = e;
         __atomic_thread_fence(__ATOMIC_SEQ_CST);  // shm: every other op completed at issue
-        if (int e = h_.refused_by_targets(call, 0, nprocs_); e && !rc) rc = e;
+        if (int e = h_.completion_error(call, 0, nprocs_); e && !rc) rc = e;
         return rc;
     }
     case AccessMode::lock_all_called:

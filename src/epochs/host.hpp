@@ -39,13 +39,7 @@ public:
     // polls for it, and it may be signalled from another thread); if not, its op is
     // completed before the post returns.
     virtual bool completes_later(const Completion& done) const = 0;
-    // Completion of what the window left in flight beside the transports (batched small
-    // transfers, offloaded copies); remote completion at every target (each transport's
-    // flush_all); operations to ranks [lo, hi) that failed after they were posted, or a
-    // failure of the medium (Transport::failed), or were refused (dynamic windows) since
-    // the last look, as an MPI
-    // error class. Each an MPI error class or MPI_SUCCESS.
-    virtual int complete_deferred() = 0;
+    // Remote completion at every target (each transport's flush_all).
     virtual void flush_every_target() = 0;
     // The group's side of a fence (collective): when it returns at any member, everything
     // any member posted before it is complete at its target, also for a node peer that
@@ -57,7 +51,11 @@ public:
     // lock_masters() lists them all (null: rank 0 alone).
     virtual int lock_master(int /*r*/) const { return 0; }
     virtual const std::vector<int>* lock_masters() const { return nullptr; }
-    virtual int refused_by_targets(const char* call, int lo, int hi) = 0;
+    // After a completion: what the transports' flushes met (Transport::failed: a failed
+    // transfer, a failure of the medium, a dead node peer) or requests to ranks [lo, hi)
+    // that targets refused (dynamic windows) since the last look, as an MPI error class
+    // (raised, naming call), or MPI_SUCCESS.
+    virtual int completion_error(const char* call, int lo, int hi) = 0;
 
     // Lock-wait doorbells (peers whose state is mapped here): my bit in rank's waiter
     // bitmap before a long sleep; after releasing a lock word of rank's, ring a waiter.
@@ -69,7 +67,7 @@ public:
     virtual int peer_failure() { return MPI_SUCCESS; }
 
     // A thread of this process waits in a sync call: serve what node peers posted to this
-    // process's served slots and advertise the waiting thread (ops/served.hpp), as a thread
+    // process's served slots and advertise the waiting thread (transport/shm/served.hpp), as a thread
     // waiting in the host MPI does through its progress hook. True: something was served.
     virtual bool serve_while_waiting() { return false; }
 

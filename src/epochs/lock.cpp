@@ -225,11 +225,11 @@ int Epochs::unlock_held(int rank) {
         if (v >= kHeldDirect) {
             // Ours to release (of two racing unlocks, one gets here; the other sees busy).
             if (!h.compare_exchange_weak(v, kHeldBusy, std::memory_order_acquire, std::memory_order_relaxed)) continue;
-            // The epoch's ops completed at issue but for what the window left beside the
-            // transport; the release of the word (a release store, or a locked
-            // read-modify-write) orders them before the next holder's acquisition, so no
-            // transport flush. (Mapped words mean no message transport: no target refuses.)
-            const int rc = h_.complete_deferred();
+            // The epoch's ops completed at issue but for what waits in the node transport
+            // (mapped words: every peer is a node peer), which its flush completes; the
+            // release of the word (a release store, or a locked read-modify-write) orders
+            // them before the next holder's acquisition.
+            const int rc = unlock_direct_complete(rank);
             if (!(v & kHeldNocheck)) release_mapped(rank, v & kHeldShared);
             h.store(kHeldFree, std::memory_order_release);
             return rc;
@@ -328,9 +328,8 @@ int Epochs::unlock_all() {
     int rc = MPI_SUCCESS;
     if (m == AccessMode::lock_all_granted) {
         rc = drain_open_all("FRMA_Win_unlock_all");  // ops a full transport refused
-        if (int e = h_.complete_deferred(); e && !rc) rc = e;  // before the lock goes: the copies belong to the epoch
         h_.flush_every_target();
-        if (int e = h_.refused_by_targets("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
+        if (int e = h_.completion_error("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
         if (lock_all_acquired_) {
             const std::vector<int>* ms = h_.lock_masters();
             if (std::uint64_t* mw = mapped_state(0))

@@ -92,7 +92,6 @@ int Epochs::start(const std::vector<int>& group, int assert_) {
 
 int Epochs::complete() {
     int off_rc = drain_open_all("FRMA_Win_complete");  // ops a full transport refused
-    if (int e = h_.complete_deferred(); e && !off_rc) off_rc = e;  // direct ops of this epoch, before the signal
     std::vector<int> group;
     {
         std::lock_guard lk(epoch_mu_);
@@ -105,7 +104,7 @@ int Epochs::complete() {
     for (int g : group) tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
     // (No answer comes back: refusals of this epoch's requests that arrive later are
     // reported at the next completion point.)
-    if (int e = h_.refused_by_targets("FRMA_Win_complete", 0, nprocs_); e && !off_rc) return e;
+    if (int e = h_.completion_error("FRMA_Win_complete", 0, nprocs_); e && !off_rc) return e;
     return off_rc;
 }
 

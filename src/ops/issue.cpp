@@ -14,7 +14,7 @@
 #include "engine/stats.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
-#include "ops/served.hpp"
+#include "transport/shm/served.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
 
@@ -1057,7 +1057,7 @@ int issue_op(const IssueContext& ctx, const Op& op) {
         if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
     // A fetch_and_op, compare_and_swap or small contiguous (get_)accumulate on a node peer
     // reached by cross-memory attach: the peer applies it itself when one of its threads
-    // waits in MPI (ops/served.hpp), behind what this origin batched for it (drained first:
+    // waits in MPI (transport/shm/served.hpp), behind what this origin batched for it (drained first:
     // accumulates from one origin apply in order).
     if (served_here(ctx, op)) {
         if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;

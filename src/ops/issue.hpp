@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/cma_batch.hpp"
+#include "transport/shm/cma_batch.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
 #include "transport/transport.hpp"

@@ -57,7 +57,7 @@ constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 
 constexpr std::size_t kFenceArrive = kLockKick + kWordsPerLine;
 constexpr std::uint64_t kNoData = ~0ull;
 // Small operations applied by this process for node peers that cannot map its memory
-// (ops/served.hpp): a beat (when a thread of mine last served from inside MPI); beside it a
+// (transport/shm/served.hpp): a beat (when a thread of mine last served from inside MPI); beside it a
 // word an origin sets after it posted, unless the word after it says that my passes read the
 // slots themselves (Server::posted); and kServedSlots request slots of two lines each (a
 // header, then the data).
@@ -67,7 +67,7 @@ constexpr std::size_t kServedScanning = kServedBeat + 2;
 constexpr std::size_t kServedSlot0 = kServedBeat + kWordsPerLine;
 constexpr std::size_t kServedSlots = 8;
 constexpr std::size_t kServedSlotWords = 2 * kWordsPerLine;
-// The served bulk area of create and dynamic windows (ops/served.hpp, large and strided
+// The served bulk area of create and dynamic windows (transport/shm/served.hpp, large and strided
 // transfers): its first word, counted from the start of my state area (0: no area), and its
 // bytes in all; it lies after the dynamic region table, page-aligned.
 constexpr std::size_t kServedBulkWord = kServedSlot0 + kServedSlots * kServedSlotWords;

@@ -12,7 +12,7 @@
 //   so fastrma defines ucp_worker_progress, which MPICH calls once per progress pass, and
 //   forwards it to UCX's before running the callback. That runs under MPICH's lock, which
 //   is not recursive (an MPI call there aborts in MPICH's thread check): only entries that
-//   make no MPI call are accepted (the served requests' beat, ops/served.hpp); the am
+//   make no MPI call are accepted (the served requests' beat, transport/shm/served.hpp); the am
 //   service stays with the progress thread. Active only when UCX is loaded and our
 //   definition is the one the dynamic linker binds (ch4:ofi, Intel MPI: no hook).
 // FASTRMA_HOST_PROGRESS=0 turns it off (the caller does not register).

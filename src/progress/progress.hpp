@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "engine/config.hpp"
-#include "transport/shm_segment.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace fastrma::detail {
 

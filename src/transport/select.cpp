@@ -5,7 +5,7 @@
 
 #include "engine/errors.hpp"
 #include "transport/am.hpp"
-#include "transport/shm.hpp"
+#include "transport/shm/shm.hpp"
 #include "transport/split.hpp"
 
 namespace fastrma::detail {
@@ -31,10 +31,8 @@ int select_medium(const std::string& want, const std::string& provider, const No
     return MPI_SUCCESS;
 }
 
-Transport& node_transport() { return shm_transport(); }
-
-std::unique_ptr<Transport> make_split_transport(Transport& network, int nprocs) {
-    return std::make_unique<SplitTransport>(node_transport(), network, nprocs);
+std::unique_ptr<Transport> make_split_transport(Transport& node, Transport& network, int nprocs) {
+    return std::make_unique<SplitTransport>(node, network, nprocs);
 }
 
 int message_transport_usable(Bootstrap& group, const char* call) {

@@ -1,8 +1,10 @@
 // select.hpp — the one place that decides which transport serves a peer, and where the
 // transport objects are made. Nothing above src/transport/ names a transport class: a
-// window asks select_medium() per peer, takes node_transport() for the peers on its node
-// and make_message_transport() or make_network_transport() for the others, and from then
-// on sees only Transport.
+// window asks select_medium() per peer, takes its node transport (transport/shm/node.hpp,
+// one per window: it holds the node segment's layout and what the window's direct paths
+// leave in flight) for the peers on its node and make_message_transport() or
+// make_network_transport() for the others, and from then on sees only Transport (and the
+// node transport's capabilities: mapped ranges, batches, the copier).
 #pragma once
 
 #include <cstdint>
@@ -33,12 +35,9 @@ enum class Medium : std::uint8_t {
 int select_medium(const std::string& want, const std::string& provider, const NodeTopology& topo, int rank,
                   bool load_store, bool dynamic, Medium* out);
 
-// The node transport (one object for every window: what it needs of a peer is in the
-// peer's PeerRegion).
-Transport& node_transport();
 // Node peers of a window whose other peers are on the network: data by the node transport,
 // synchronization words and accumulates by network (split.hpp), one atomicity domain.
-std::unique_ptr<Transport> make_split_transport(Transport& network, int nprocs);
+std::unique_ptr<Transport> make_split_transport(Transport& node, Transport& network, int nprocs);
 
 // Whether a message transport can serve this group (an MPI communicator:
 // group.mpi_comm(); the host at MPI_THREAD_MULTIPLE): MPI_SUCCESS or an MPI error class

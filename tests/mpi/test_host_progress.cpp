@@ -1,6 +1,6 @@
 // test_host_progress.cpp — the host-progress hook (src/progress/host_progress.hpp) on each
 // host: a callback runs on the thread that waits inside the host MPI, stops when removed,
-// and runs the served atomics of create windows (ops/served.hpp) while the target
+// and runs the served atomics of create windows (transport/shm/served.hpp) while the target
 // blocks in MPI. Open MPI runs every entry (opal_progress_register); MPICH ch4:ucx runs
 // only entries that make no MPI call (its ucp_worker_progress is the hook), and refuses the
 // others. Fails if the host offers no hook, so it is registered only for hosts that have
@@ -86,7 +86,7 @@ TEST(HostProgress, EntriesThatCallMpiRunOnlyWhereTheHookMayCallMpi) {
 
 // fetch_and_op on a create window over malloc'd memory (peers cannot map it): while rank 0
 // blocks in MPI_Recv, its hook runs the window's served-atomic entry, which publishes a
-// beat in rank 0's state words (ops/served.hpp; only the hook stores it, never the
+// beat in rank 0's state words (transport/shm/served.hpp; only the hook stores it, never the
 // progress thread). The origins watch the beat move, then run fetch_and_op + flush: served
 // by the target while it runs at the same time as the origin (counted in atomics_served,
 // printed), by cross-memory attach otherwise; the sum must be exact either way. How many are

@@ -25,7 +25,7 @@
 #include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
 #include "engine/window.hpp"
-#include "ops/served.hpp"
+#include "transport/shm/served.hpp"
 #include "progress/host_progress.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/ofi.hpp"
@@ -1796,7 +1796,7 @@ TEST(OfiErrors, AFailedCompletionIsReportedAtTheCompletionPointThatCompletesIt) 
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// ---- small puts and gets served by the target's CPU (ops/served.hpp) ------------------
+// ---- small puts and gets served by the target's CPU (transport/shm/served.hpp) ------------------
 //
 // Create windows over plain memory and dynamic windows: a node peer's part is not mapped
 // here. A drain of a few puts and gets of up to served::kMaxBytes goes to the peer's

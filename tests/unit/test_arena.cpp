@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/fds.hpp"
-#include "transport/shm_arena.hpp"
+#include "transport/shm/arena.hpp"
 
 using namespace fastrma::detail;
 

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cma_batch.hpp"
+#include "transport/shm/cma_batch.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 

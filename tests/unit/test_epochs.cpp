@@ -228,9 +228,8 @@ public:
         return MPI_SUCCESS;
     }
     bool completes_later(const Completion&) const override { return false; }
-    int complete_deferred() override { return MPI_SUCCESS; }
     void flush_every_target() override { tp_.flush_all(); }
-    int refused_by_targets(const char*, int, int) override { return MPI_SUCCESS; }
+    int completion_error(const char*, int, int) override { return MPI_SUCCESS; }
     void register_lock_wait(int) override {}
     void ring_lock_waiters(int) override {}
 

@@ -1,5 +1,5 @@
 // test_served.cpp — fetch_and_op / compare_and_swap and small puts and gets applied by the
-// target's CPU through its state page (ops/served.hpp), with origin and target as threads.
+// target's CPU through its state page (transport/shm/served.hpp), with origin and target as threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ops/op.hpp"
-#include "ops/served.hpp"
+#include "transport/shm/served.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
 

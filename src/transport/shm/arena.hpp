@@ -1,4 +1,4 @@
-// shm_arena.hpp — memory from FRMA_Alloc_mem (and MPI_Alloc_mem through the drop-in), in
+// arena.hpp — memory from FRMA_Alloc_mem (and MPI_Alloc_mem through the drop-in), in
 // shared memory, so that a create or dynamic window over it can be mapped by node peers and
 // reached by load/store and CPU atomics — the allocate-window path — instead of cross-memory
 // copies. This is the pattern of ARMCI-MPI and most PGAS layers: MPI_Alloc_mem, then
@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "transport/shm_segment.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace fastrma::detail {
 

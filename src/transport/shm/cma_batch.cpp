@@ -1,5 +1,5 @@
 // cma_batch.cpp — see cma_batch.hpp.
-#include "ops/cma_batch.hpp"
+#include "transport/shm/cma_batch.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,8 +11,8 @@
 #include "ops/layout.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
-#include "ops/served.hpp"
-#include "transport/cma.hpp"
+#include "transport/shm/served.hpp"
+#include "transport/shm/cma.hpp"
 #include "transport/copy.hpp"
 
 namespace fastrma::detail {

@@ -1,5 +1,5 @@
 // shm.cpp — see shm.hpp.
-#include "transport/shm.hpp"
+#include "transport/shm/shm.hpp"
 
 #include <sys/uio.h>
 #include <unistd.h>

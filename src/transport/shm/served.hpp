@@ -3,7 +3,7 @@
 // load and store instead of cross-memory syscalls from here: fetch_and_op,
 // compare_and_swap and contiguous accumulates and get_accumulates of up to kMaxBytes
 // (ops/issue.cpp), and contiguous puts and gets of up to kMaxBytes (the drain of a small
-// CmaBatch, ops/cma_batch.cpp); large and strided transfers stream through a bulk area
+// CmaBatch, transport/shm/cma_batch.cpp); large and strided transfers stream through a bulk area
 // (BulkChannel below, used by ops/issue.cpp).
 //
 // The peer's state page holds kServedSlots request slots (state_words.hpp): a header and

@@ -1,4 +1,4 @@
-// shm_arena.cpp — see shm_arena.hpp.
+// arena.cpp — see arena.hpp.
 //
 // Free space is kept twice: per chunk by offset (to merge a freed block with its free
 // neighbours) and across chunks by (length, chunk, offset) (best fit: the smallest free
@@ -6,7 +6,7 @@
 // before new ones are reserved). Blocks are carved from the low end of the free block
 // chosen, so a chunk fills from offset 0 upward and its reserved pages are always the
 // prefix [0, reserved): a block reaching past it reserves the difference.
-#include "transport/shm_arena.hpp"
+#include "transport/shm/arena.hpp"
 
 #include <sys/mman.h>
 #include <sys/random.h>

@@ -1,4 +1,4 @@
-// shm_segment.hpp — shared-memory segments that node-local peers map.
+// segment.hpp — shared-memory segments that node-local peers map.
 //
 // Default: an anonymous memfd; a peer takes a duplicate of the owner's descriptor with
 // pidfd_getfd() and maps it. Such a segment has no name, so nothing can outlive the

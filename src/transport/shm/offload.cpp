@@ -1,5 +1,5 @@
 // offload.cpp — see offload.hpp.
-#include "progress/offload.hpp"
+#include "transport/shm/offload.hpp"
 
 #include <mpi.h>
 #include <sched.h>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transport/cma.hpp"
+#include "transport/shm/cma.hpp"
 #include "transport/copy.hpp"
 
 namespace fastrma::detail {

@@ -1,5 +1,5 @@
-// shm_segment.cpp — see shm_segment.hpp.
-#include "transport/shm_segment.hpp"
+// segment.cpp — see segment.hpp.
+#include "transport/shm/segment.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "engine/errors.hpp"
-#include "transport/cma.hpp"
+#include "transport/shm/cma.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

@@ -1,7 +1,7 @@
 // cma.hpp — cross-memory attach (process_vm_readv / process_vm_writev): one copy between
 // this process and another's address space, no mapping. The shared-memory transport moves
 // unmapped peers' data with it; the batches of small transfers (ops/cma_batch) and the
-// offloaded copies (progress/offload) call it directly.
+// offloaded copies (shm/offload) call it directly.
 #pragma once
 
 #include <sys/types.h>

@@ -7,12 +7,12 @@
 
 #include <sys/uio.h>
 
-#include "transport/cma.hpp"
+#include "transport/shm/cma.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
 
-class ShmTransport final : public Transport {
+class ShmTransport : public Transport {
 public:
     const char* name() const override { return "shm"; }
     Caps caps(const PeerRegion& peer) const override { return {peer.mapped != nullptr, peer.mapped != nullptr, false}; }

@@ -8,7 +8,7 @@
 // accumulates under the target's accumulate-lock stripes, in one readv + one writev; then
 // all gets in one readv. A drain of a few small puts and gets (no accumulates) to a peer
 // with a thread inside MPI is moved by that peer's CPU instead, through the slots of its
-// state page (ops/served.hpp), and what it does not take by cross-memory attach: either
+// state page (transport/shm/served.hpp), and what it does not take by cross-memory attach: either
 // way everything has landed when the drain returns.
 //
 // Lanes: each application thread queues into a lane of its own (threads take lanes in turn,
@@ -79,7 +79,7 @@ public:
     // Moves what is left. 0, or the errno of the first piece that failed (the others moved).
     int finish();
     // Between its syscalls, serve(arg) serves what node peers posted to this process (a
-    // transfer of many pieces takes milliseconds; ops/served.hpp).
+    // transfer of many pieces takes milliseconds; transport/shm/served.hpp).
     void serve_while_moving(bool (*serve)(void*), void* arg) { serve_ = serve, serve_arg_ = arg; }
 
 private:
@@ -199,11 +199,11 @@ private:
     void drain_lanes(Lane* const* ls, unsigned n);
     void move(Buf* const* bs, unsigned n, int* err);  // the syscalls (no lock held)
     // A drain of a few small puts and gets (no accumulates) to a peer with a thread in MPI:
-    // moved by the peer's CPU (ops/served.hpp), what it did not take by cross-memory attach.
+    // moved by the peer's CPU (transport/shm/served.hpp), what it did not take by cross-memory attach.
     // False: not eligible, nothing moved.
     bool move_served(const iovec* pl, const iovec* pr, std::size_t np, const iovec* gl, const iovec* gr, std::size_t ng,
                      int* err);
-    // One put or get through the peer's served bulk area (ops/served.hpp), moved here by
+    // One put or get through the peer's served bulk area (transport/shm/served.hpp), moved here by
     // cross-memory attach if not taken. False: no area, stale beat or taken: nothing moved.
     bool move_bulk(bool put, const iovec& l, const iovec& r, int* err);
     void apply_accs(Buf& b, int* err);

@@ -1,5 +1,5 @@
 // served.cpp — see served.hpp.
-#include "ops/served.hpp"
+#include "transport/shm/served.hpp"
 
 #include <sched.h>
 #include <time.h>
