@@ -109,6 +109,7 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
     node_tp_ = std::make_unique<NodeTransport>(eng.offload(), [&eng] { eng.progress().wake(); }, nprocs_, 0,
                                                eng.config().acc_stripes);
     node_tp_->peer_failure = [this] { return peer_failure(); };
+    node_tp_->ring = [&eng](const SegmentExport& bell) { return eng.ring_peer(bell); };
     off_wake_min_ = eng.config().offload_wake_min;
     acc_stripes_ = eng.config().acc_stripes;
 }
@@ -125,7 +126,7 @@ int Window::node_barrier() {
     ProgressEngine& pe = eng_.progress();
     for (unsigned i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) < want; ++i) {
         if (!pe.running() && i % 64 == 0) pe.progress_once();  // other windows' requests
-        if (served_ && serve_peers(true)) spin.progressed();  // peers draining to my part
+        if (node_tp_->serving() && node_tp_->serve_requests(true)) spin.progressed();  // peers draining to my part
         if (!spin.yielding()) {
             spin.idle();
             continue;
@@ -599,15 +600,14 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // Node peers reach my part by cross-memory attach: their fetch_and_op, compare_and_swap
     // and small puts and gets are served here while a thread of mine is inside MPI
     // (transport/shm/served.hpp).
-    if (node_helpers && !w->cpu_atomics_) {
-        w->served_ = std::make_unique<served::Server>();
-        if (eng.config().host_progress)
-            w->served_hooked_ = host_progress_add(
-                w->served_.get(), [self] { return self->serve_peers(!ProgressEngine::on_progress_thread()); },
-                HookCalls::no_mpi);
-    }
     w->info.alloc_shared_noncontig = is_shared && noncontig;
     w->local_size_ = is_dynamic ? 0 : size;
+    if (node_helpers && !w->cpu_atomics_) {
+        NodeTransport* const node = w->node_tp_.get();
+        node->serve_for(w->local_target());
+        if (eng.config().host_progress)
+            w->served_hooked_ = host_progress_add(node, [node] { return node->serve(); }, HookCalls::no_mpi);
+    }
     w->disp_unit_ = disp_unit;
     w->attr_size_ = w->local_size_;
     w->attr_disp_unit_ = disp_unit;
@@ -668,21 +668,15 @@ PeerRegion Window::peer(int r) const {
     return p;
 }
 
-// The transport of the peers off my node segment, collective: a message transport, whose
-// target side (this process's progress thread, or a thread inside MPI) executes their
-// requests on my part through a LocalTarget, or a network transport, which registers my
-// part with the NIC and serves this process's own sync atomics too.
-int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
-    Engine& eng = eng_;
-    Bootstrap& b = *bs_;
-    const char* call = create_call(flavor_);
+// My part as the transports' target sides apply requests to it (LocalTarget): the node
+// transport's served requests, a message transport's agent, a network transport's lock
+// grants. After build() set base_, local_size_ and my state.
+LocalTarget Window::local_target() {
     const bool is_dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
-    const bool has_data = flavor_ == MPI_WIN_FLAVOR_ALLOCATE;
-    int err = MPI_SUCCESS;
     Window* const self = this;
     LocalTarget local;
     local.base = static_cast<unsigned char*>(is_dynamic ? nullptr : base_);
-    local.size = is_dynamic ? 0 : std::uint64_t(size);
+    local.size = is_dynamic ? 0 : std::uint64_t(local_size_);
     local.state = my_state_;
     local.state_words = node_tp_->layout.state_bytes / 8;
     // A request from a peer: kind, op and type as the origin's checks leave them.
@@ -690,8 +684,9 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
                            const void* src, const void* cmp, const void* res) {
         const TypeInfo* ti = type_id >= 0 && type_id <= 255 ? type_by_id(std::uint8_t(type_id)) : nullptr;
         if (!ti || elem_bytes != ti->extent) return MPI_ERR_TYPE;
-        if (op_id < 0 || op_id >= int(OpKind::invalid) || !op_defined_on(OpKind(op_id), *ti)) return MPI_ERR_OP;
-        const bool is_cas = kind == int(RmaKind::cas);
+        const bool is_cas = kind == int(RmaKind::cas);  // (its op is not a reduction: not checked)
+        if (!is_cas && (op_id < 0 || op_id >= int(OpKind::invalid) || !op_defined_on(OpKind(op_id), *ti)))
+            return MPI_ERR_OP;
         const bool is_acc = kind == int(RmaKind::acc) || kind == int(RmaKind::get_acc) || kind == int(RmaKind::fop);
         if ((!is_cas && !is_acc) || (is_cas && (!src || !cmp || !res || count != 1)) ||
             (is_acc && !src && OpKind(op_id) != OpKind::no_op))
@@ -716,6 +711,22 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
     };
     if (is_dynamic)
         local.attached = [self](std::uint64_t addr, std::uint64_t bytes) { return self->attached_here(addr, bytes); };
+    return local;
+}
+
+// The transport of the peers off my node segment, collective: a message transport, whose
+// target side (this process's progress thread, or a thread inside MPI) executes their
+// requests on my part through a LocalTarget, or a network transport, which registers my
+// part with the NIC and serves this process's own sync atomics too.
+int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
+    Engine& eng = eng_;
+    Bootstrap& b = *bs_;
+    const char* call = create_call(flavor_);
+    const bool is_dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
+    const bool has_data = flavor_ == MPI_WIN_FLAVOR_ALLOCATE;
+    int err = MPI_SUCCESS;
+    Window* const self = this;
+    LocalTarget local = local_target();
     if (net) {
         NetworkPart part;
         part.data = flavor_ == MPI_WIN_FLAVOR_CREATE ? user_base : has_data ? base_ : nullptr;
@@ -816,39 +827,11 @@ int Window::free_collective() {
 // and buy nothing (docs/progress.md, doorbells).
 // A release between a waiter's failed try and its bit costs that waiter one back-off.
 void Window::register_lock_wait(int rank) {
-    if (remote_peer(rank)) return;  // doorbells need the peer's state words mapped here
-    std::uint64_t* state = state_of(rank);
-    __atomic_fetch_or(&state[lock_waiters_word0(nprocs_) + std::size_t(rank_) / 64], 1ull << (rank_ % 64),
-                      __ATOMIC_SEQ_CST);
+    if (!remote_peer(rank)) node_tp_->register_lock_wait(rank, rank_);  // (mapped words only)
 }
 
 void Window::ring_lock_waiters(int rank) {
-    if (remote_peer(rank)) return;  // (as in register_lock_wait)
-    std::uint64_t* const state = state_of(rank);
-    // One waiter per release, the one after the releaser in rank order (round robin, so no
-    // rank starves): one process can take what was released, and waking every sleeper on
-    // a node with fewer cores than ranks only takes the cores from the next holder.
-    const std::size_t nw = post_bitmap_words(nprocs_);
-    std::uint64_t* words = &state[lock_waiters_word0(nprocs_)];
-    std::size_t start = std::size_t(rank_ + 1) / 64;  // my successor's word (no division below:
-    if (start >= nw) start = 0;  // this runs at every unlock)
-    for (std::size_t k = 0; k <= nw; ++k) {
-        std::size_t w = start + k;
-        while (w >= nw) w -= nw;
-        std::uint64_t bits = __atomic_load_n(&words[w], __ATOMIC_SEQ_CST);
-        if (k == 0) bits &= ~0ull << ((rank_ + 1) % 64);  // ranks after me in my own word
-        if (!bits) continue;
-        const int r = int(w * 64) + __builtin_ctzll(bits);
-        if (!(__atomic_fetch_and(&words[w], ~(1ull << (r % 64)), __ATOMIC_SEQ_CST) & (1ull << (r % 64))))
-            continue;  // another releaser took it
-        std::uint64_t* info = state_of(r);
-        if (!info) return;
-        __atomic_fetch_add(&info[kLockKick], 1, __ATOMIC_SEQ_CST);
-        SegmentExport bell;
-        std::memcpy(static_cast<void*>(&bell), &info[kInfoBell], sizeof bell);
-        if (eng_.ring_peer(bell)) bump(Stat::bells_rung);
-        return;
-    }
+    if (!remote_peer(rank)) node_tp_->ring_lock_waiters(rank, rank_);
 }
 
 // Remote completion at every target: each transport's flush_all (a message transport sends
@@ -881,71 +864,13 @@ int Window::sync() {
 // ---------------------------------------------------------------------------------------
 // Progress: retry lock acquisitions whose time has come, issue queues of granted targets.
 
-bool Window::serve_peers(bool beat) {
-    if (served_->nothing_posted(my_state_, beat)) return false;
-    const bool dynamic = flavor_ == MPI_WIN_FLAVOR_DYNAMIC;
-    // A bulk part: count pieces of `piece` bytes from toff at stride, its whole footprint
-    // inside my part (dynamic: inside one attached region run, toff the address), checked
-    // once; puts and gets by copy_strided, accumulates by the strided accumulate path.
-    const auto bulk = [this, dynamic](int kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,
-                                      std::uint64_t piece, std::uint64_t count, const void* src, void* res) {
-        std::uint64_t lo = 0, span = 0;
-        if (!strided_footprint(toff, stride, piece, count, &lo, &span)) return served::kRefused;
-        if (dynamic ? !attached_here(lo, span)
-                    : !base_ || lo > std::uint64_t(local_size_) || span > std::uint64_t(local_size_) - lo)
-            return served::kRefused;  // the origin moves it, and reports a failure
-        unsigned char* at = dynamic ? reinterpret_cast<unsigned char*>(toff) : static_cast<unsigned char*>(base_) + toff;
-        if (kind == int(RmaKind::put)) {
-            copy_strided(at, stride, src, std::int64_t(piece), piece, count);
-            return int(MPI_SUCCESS);
-        }
-        if (kind == int(RmaKind::get)) {
-            copy_strided(res, std::int64_t(piece), at, stride, piece, count);
-            return int(MPI_SUCCESS);
-        }
-        const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
-        if (!ti || piece % ti->extent != 0) return int(MPI_ERR_TYPE);
-        return apply_local_strided(kind, op_id, type_id, toff, stride, piece / ti->extent, count, src, res);
-    };
-    return served_->serve(
-        my_state_,
-        [this, dynamic](int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
-                        const void* cmp, void* res) {
-            if (kind == int(RmaKind::put) || kind == int(RmaKind::get)) {
-                // count bytes at toff of my part (dynamic: at the address, if attached).
-                unsigned char* at = nullptr;
-                if (dynamic && attached_here(toff, count))
-                    at = reinterpret_cast<unsigned char*>(toff);
-                else if (!dynamic && base_ && toff <= std::uint64_t(local_size_) &&
-                         count <= std::uint64_t(local_size_) - toff)
-                    at = static_cast<unsigned char*>(base_) + toff;
-                if (!at) return served::kRefused;  // the origin moves it, and reports a failure
-                if (kind == int(RmaKind::put))
-                    std::memcpy(at, src, count);
-                else
-                    std::memcpy(res, at, count);
-                return int(MPI_SUCCESS);
-            }
-            // Accumulates: count is bytes, whole elements of the type, inside my part.
-            const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
-            if (!ti || count == 0 || count % ti->extent != 0) return int(MPI_ERR_TYPE);
-            if (dynamic ? !attached_here(toff, count)
-                        : toff > std::uint64_t(local_size_) || count > std::uint64_t(local_size_) - toff)
-                return served::kRefused;  // the origin applies it, and reports a failure
-            return apply_local(kind, op_id, type_id, toff, count / ti->extent, src, cmp, res);
-        },
-        bulk);
-}
-
-bool Window::serve_hook(void* w) {
-    return static_cast<Window*>(w)->serve_peers(!ProgressEngine::on_progress_thread());
-}
+bool Window::serve_hook(void* node) { return static_cast<NodeTransport*>(node)->serve(); }
 
 void Window::stop_serving() {
-    if (served_hooked_) host_progress_remove(served_.get());
+    if (served_hooked_) host_progress_remove(node_tp_.get());
     served_hooked_ = false;
     // No origin posts here any more (a recycled segment must not look served).
-    if (served_) __atomic_store_n(my_state_ + kServedBeat, 0, __ATOMIC_RELEASE);
+    node_tp_->stop_serving();
 }
 
 Poll Window::poll() {
@@ -953,7 +878,7 @@ Poll Window::poll() {
     // no wake-up for an incoming message, so while such a window exists the thread polls
     // with bounded back-off (Poll::waiting).
     bool served = remote_ && remote_->progress();
-    if (served_ && serve_peers(false)) served = true;
+    if (node_tp_->serving() && node_tp_->serve_requests(false)) served = true;
     Poll p = epochs_.poll();
     if (poll_requests()) served = true;
     if (served) return Poll::busy;

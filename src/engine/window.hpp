@@ -205,6 +205,7 @@ private:
     // build()'s last collective step where peers are off the node segment: the remote
     // transport (network or messages), the table of which peer takes it, its hooks.
     int connect_remote(bool net, void* user_base, MPI_Aint size);
+    LocalTarget local_target();  // my part, as transports' target sides apply requests to it
     int apply_local(int kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t count, const void* src,
                     const void* cmp, void* res);
     // ... and `pieces` runs of count elements, run i at toff + i * stride, origin data and old
@@ -223,9 +224,9 @@ private:
     // Whether [addr, addr + bytes) lies in a region attached here now (my own table; the
     // served requests' check, LocalTarget::attached).
     bool attached_here(std::uint64_t addr, std::uint64_t bytes) const;
-    // IssueContext::serve: serve_peers from a thread waiting in an op (the beat, unless it is
-    // the progress thread).
-    static bool serve_hook(void* w);
+    // IssueContext::serve: the node transport's serve() from a thread waiting in an op (the
+    // beat, unless it is the progress thread).
+    static bool serve_hook(void* node);
 
     IssueContext ctx(int r) const {
         return IssueContext{tp(r),
@@ -236,8 +237,8 @@ private:
                             node_tp_->batch_max(),
                             flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED,
                             bulk_max_,
-                            served_ ? &Window::serve_hook : nullptr,
-                            const_cast<Window*>(this)};
+                            node_tp_->serving() ? &Window::serve_hook : nullptr,
+                            node_tp_.get()};
     }
     int validate(const OpRequest& rq, Op* op) const;
 
@@ -265,9 +266,7 @@ private:
     void ring_lock_waiters(int rank) override;  // after releasing a lock word of rank's
     int peer_failure() override;  // a node peer's process has exited (Engine::exited)
     // (the progress thread serves without a beat: it dozes between passes)
-    bool serve_while_waiting() override {
-        return served_ && serve_peers(!ProgressEngine::on_progress_thread());
-    }
+    bool serve_while_waiting() override { return node_tp_->serve(); }
     // A barrier of my node segment's members on its shared state (a fence's: on one node
     // Bootstrap::fence_barrier; beside a message transport, after its fence_sync).
     int node_barrier();
@@ -311,12 +310,10 @@ private:
     bool net_ = false;
     bool net_counted_ = false;  // counted in the progress engine's network windows (net_window)
     bool host_hooked_ = false;  // remote_ is served from the host's progress loop too
-    // Create and dynamic windows on shared memory whose part peers cannot map: their
-    // fetch_and_op / compare_and_swap and small puts and gets served here (transport/shm/served.hpp) from the host's
-    // progress loop (served_hooked_) and the progress thread.
-    std::unique_ptr<served::Server> served_;
+    // Create and dynamic windows on shared memory whose part peers cannot map: the node
+    // transport serves their requests (transport/shm/served.hpp), also from the host's
+    // progress loop (served_hooked_).
     bool served_hooked_ = false;
-    bool serve_peers(bool beat);
     void stop_serving();
     std::vector<std::uint64_t> remote_size_, remote_du_;
     std::vector<int> node_ranks_;  // the members, sorted

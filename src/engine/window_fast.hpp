@@ -38,9 +38,8 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     if (remote_peer(rank)) return nullptr;  // not in my node segment
     if (std::uint64_t(disp) >> 32) return nullptr;  // negative or huge: let validate() speak
     const std::uint64_t off = std::uint64_t(disp) * node_tp_->disp_unit(rank);  // < 2^63: no overflow
-    unsigned char* at = node_tp_->map(rank, off, bytes);
-    if (at && offset) *offset = off;
-    return at;
+    if (offset) *offset = off;
+    return node_tp_->map(rank, off, bytes);
 }
 
 // Cross-memory attach for an unmapped peer (create and dynamic windows): one contiguous

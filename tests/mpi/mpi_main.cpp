@@ -1,10 +1,18 @@
 // mpi_main.cpp — gtest main for MPI tests. MPI_THREAD_MULTIPLE; a failed assertion on any
 // rank prints and calls MPI_Abort at once, because its peers would otherwise wait forever
-// in the next collective.
+// in the next collective. A test that runs longer than FASTRMA_TEST_STUCK_S seconds (90;
+// 0: never) is named on stderr by every rank it holds, and the job aborted: the log then
+// says which test hung, before ctest's timeout kills the job without a word.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
 
 namespace {
 class AbortOnFailure : public ::testing::EmptyTestEventListener {
@@ -17,6 +25,43 @@ class AbortOnFailure : public ::testing::EmptyTestEventListener {
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+};
+
+class Watchdog : public ::testing::EmptyTestEventListener {
+public:
+    explicit Watchdog(long limit_s) : limit_s_(limit_s) {
+        std::thread([this] { watch(); }).detach();
+    }
+
+private:
+    void OnTestStart(const ::testing::TestInfo& t) override {
+        std::lock_guard lk(mu_);
+        name_ = std::string(t.test_suite_name()) + "." + t.name();
+        started_ = std::chrono::steady_clock::now();
+        running_ = true;
+    }
+    void OnTestEnd(const ::testing::TestInfo&) override {
+        std::lock_guard lk(mu_);
+        running_ = false;
+    }
+    void watch() {
+        for (;;) {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            std::lock_guard lk(mu_);
+            if (!running_ || std::chrono::steady_clock::now() - started_ < std::chrono::seconds(limit_s_)) continue;
+            int rank = -1;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            std::fprintf(stderr, "[rank %d] STUCK: %s has run for more than %ld s (FASTRMA_TEST_STUCK_S)\n", rank,
+                         name_.c_str(), limit_s_);
+            std::fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
+    const long limit_s_;
+    std::mutex mu_;
+    std::string name_;
+    std::chrono::steady_clock::time_point started_;
+    bool running_ = false;
 };
 }  // namespace
 
@@ -33,6 +78,8 @@ int main(int argc, char** argv) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     if (rank != 0) delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new AbortOnFailure);
+    const char* stuck = std::getenv("FASTRMA_TEST_STUCK_S");
+    if (const long limit = stuck ? std::atol(stuck) : 90; limit > 0) listeners.Append(new Watchdog(limit));
     int rc = RUN_ALL_TESTS();
     MPI_Finalize();
     return rc;

@@ -10,6 +10,9 @@
 //     waits for the last one this window queued;
 //   - accumulate stripes taken over from a dead holder (issue.hpp): a flush reports the
 //     dead peer.
+// Its target side serves what node peers that cannot map my part post to my state page
+// (served.hpp: the slots and the bulk area), applied through the window's LocalTarget, from
+// serve() (the progress thread, the host's progress loop, this process's waits).
 // flush() and flush_all() record the first error of what they completed; failed() hands it
 // to the completion point that asks, once.
 //
@@ -29,7 +32,9 @@
 #include "ops/spin_lock.hpp"
 #include "ops/state_words.hpp"
 #include "transport/shm/cma_batch.hpp"
+#include "transport/shm/served.hpp"
 #include "transport/shm/offload.hpp"
+#include "transport/shm/segment.hpp"
 #include "transport/shm/shm.hpp"
 
 namespace fastrma::detail {
@@ -61,6 +66,15 @@ public:
     // Run at a completion point after an accumulate stripe was taken over from a dead
     // holder: an MPI error class (raised) naming the dead node peer, or MPI_SUCCESS.
     std::function<int()> peer_failure;
+
+    // Rings a peer's doorbell (its futex page, Engine::ring_peer); true if it was rung.
+    std::function<bool(const SegmentExport&)> ring;
+
+    // Lock-wait doorbells on member rank's state words: me registers as a waiter for a lock
+    // word of rank's; after releasing one, me wakes one registered waiter (the next after
+    // me in rank order: round robin, no rank starves).
+    void register_lock_wait(int rank, int me);
+    void ring_lock_waiters(int rank, int me);
 
     // Completion (Transport).
     void flush(const PeerRegion& peer) override;
@@ -135,6 +149,17 @@ public:
     // one that failed is kept for failed().
     void wait_offloads();
 
+    // Target side. serve_for: from now on, node peers' requests are served on my part
+    // (target: my data, my state words, the window's accumulate paths); stop_serving: no
+    // longer (and my page no longer says a server is there).
+    void serve_for(LocalTarget target);
+    void stop_serving();
+    bool serving() const { return server_ != nullptr; }
+    // Serves what is posted; beat: advertise this thread as a prompt server (not the
+    // progress thread, which may doze). True if anything was served.
+    bool serve_requests(bool beat);
+    bool serve() override;
+
 private:
     static inline CmaBatch* const kNoBatch = reinterpret_cast<CmaBatch*>(std::uintptr_t(1));  // a mapped peer
     CmaBatch* make_batch(const PeerRegion& p) const;
@@ -160,6 +185,8 @@ private:
     mutable std::vector<std::unique_ptr<CmaBatch>> owned_;  // (mu_)
     mutable SpinLock mu_;
     mutable std::atomic<int> pending_{0};  // batches with something to drain
+    std::unique_ptr<served::Server> server_;
+    LocalTarget target_;
 };
 
 }  // namespace fastrma::detail
