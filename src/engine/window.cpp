@@ -206,13 +206,13 @@ struct NodeLeftover {
 // Every member clears its words before it enters that window's first exchange.
 void Window::leave_node() {
     Leftover* slot = bs_->leftover();
-    if (!slot || !node_.data()) return;
+    if (!slot || !node_tp_->segment.data()) return;
     std::uint64_t* mine = state_of(rank_);
     std::memset(mine, 0, kInfoPid * 8);
     std::memset(mine + kLockKick, 0, node_tp_->layout.state_bytes - kLockKick * 8);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     auto lo = std::make_shared<NodeLeftover>();
-    lo->node = std::move(node_);
+    lo->node = std::move(node_tp_->segment);
     lo->key = std::move(node_key_);
     slot->bytes = lo->node.size();
     slot->what = std::move(lo);
@@ -471,20 +471,20 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         }
     }
     const bool reused = left && is_alloc && !remote && left->key == w->node_key_;
-    if (reused) w->node_ = std::move(left->node);
+    if (reused) w->node_tp_->segment = std::move(left->node);
     left.reset();
     if (!reused && !err && me == leader) {
         // Pages are reserved by their owners (first touch on the owner's NUMA node).
-        err = w->node_.create(total, method, false);
-        if (!err) err = w->node_.reserve_range(my_off, w->node_tp_->layout.state_bytes);
-        if (!err && my_data_len) err = w->node_.reserve_range(doff[std::size_t(me)], my_data_len);
+        err = w->node_tp_->segment.create(total, method, false);
+        if (!err) err = w->node_tp_->segment.reserve_range(my_off, w->node_tp_->layout.state_bytes);
+        if (!err && my_data_len) err = w->node_tp_->segment.reserve_range(doff[std::size_t(me)], my_data_len);
         if (err) msg = last_error_message();
     }
     struct Hello {
         int err;
         SegmentExport seg;
     };
-    Hello hello{err, me == leader && !err ? w->node_.export_info() : SegmentExport{}};
+    Hello hello{err, me == leader && !err ? w->node_tp_->segment.export_info() : SegmentExport{}};
     std::vector<Hello> hellos(static_cast<std::size_t>(n));
     if (!reused) {
         b.allgather(&hello, sizeof hello, hellos.data());
@@ -496,13 +496,13 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     if (!reused && me != leader) {
         const SegmentExport& seg = hellos[std::size_t(leader)].seg;
-        err = w->node_.map_peer(seg, my_off, w->node_tp_->layout.state_bytes);
+        err = w->node_tp_->segment.map_peer(seg, my_off, w->node_tp_->layout.state_bytes);
         if (!err && my_data_len)
-            err = w->node_.map_peer(seg, std::size_t(doff[std::size_t(me)]), my_data_len);
+            err = w->node_tp_->segment.map_peer(seg, std::size_t(doff[std::size_t(me)]), my_data_len);
     }
     if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
-    w->node_tp_->layout.base = w->node_.data();
+    w->node_tp_->layout.base = w->node_tp_->segment.data();
 
     // 4. Publish what node peers need to know about my part, in my state page.
     if (!err) w->base_ = is_create ? user_base : has_data ? w->node_tp_->layout.base + doff[std::size_t(me)] : nullptr;
@@ -530,7 +530,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
 
     // 5. Node peers: watched for exit; create windows map their FRMA_Alloc_mem parts and
     // probe cross-memory attach.
-    w->node_.seal();  // everyone has mapped: the name (shm_open method) can go
+    w->node_tp_->segment.seal();  // everyone has mapped: the name (shm_open method) can go
     w->node_ranks_ = members;
     // Node peers in other processes are watched from now on (alive: they just published),
     // so that waits for them (and fences) fail instead of hanging once one dies.
@@ -549,7 +549,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             if (info[kInfoArena]) {
                 SegmentExport ex;
                 std::memcpy(static_cast<void*>(&ex), &info[kInfoArenaSeg], sizeof ex);
-                err = w->arena_maps_[r].map_peer(ex);
+                err = w->node_tp_->arena_maps[r].map_peer(ex);
             } else if (pid_t(info[kInfoPid]) != getpid()) {
                 if (int e = cma_probe(pid_t(info[kInfoPid]), info[kInfoBase]); e != 0)
                     err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
@@ -662,8 +662,8 @@ PeerRegion Window::peer(int r) const {
     } else if (r == rank_) {
         p.mapped = static_cast<unsigned char*>(base_);  // my own memory of a create window
     } else if (info[kInfoArena]) {
-        auto it = arena_maps_.find(r);
-        if (it != arena_maps_.end()) p.mapped = it->second.data() + info[kInfoArenaOff];
+        auto it = node_tp_->arena_maps.find(r);
+        if (it != node_tp_->arena_maps.end()) p.mapped = it->second.data() + info[kInfoArenaOff];
     }
     return p;
 }
@@ -789,7 +789,7 @@ std::size_t Window::metadata_bytes() const {
     b += tp_.capacity() * sizeof(Transport*) + epochs_.metadata_bytes() - sizeof(Epochs);
     b += node_tp_->layout.idx.capacity() * sizeof(int) + node_ranks_.capacity() * sizeof(int);
     b += (remote_size_.capacity() + remote_du_.capacity()) * sizeof(std::uint64_t);
-    b += arena_maps_.size() * (sizeof(ArenaPeerMap) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
+    b += node_tp_->arena_maps.size() * (sizeof(ArenaPeerMap) + 32) + dyn_cache_.size() * (sizeof(RegionCache) + 32);
     for (auto& [r, c] : dyn_cache_) b += c.regions.capacity() * sizeof(Region);
     return b + node_tp_->metadata_bytes();
 }

@@ -284,9 +284,8 @@ private:
     int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
 
     // Peers, in O(1) memory: one node segment holds every member's state area (and, for
-    // allocate and shared windows, the data after all of them); where each part is, is the
-    // node transport's layout (NodeTransport::Layout), which serves the members.
-    ShmSegment node_;
+    // allocate and shared windows, the data after all of them); the node transport holds it,
+    // its layout and the peers' FRMA_Alloc_mem mappings, and serves the members.
     std::unique_ptr<NodeTransport> node_tp_;
     // Allocate windows: the layout of node_ (flavor, ranks, state bytes, total, each rank's
     // size and disp unit); the next window of the group with the same key takes node_ over
@@ -299,7 +298,6 @@ private:
     std::vector<Transport*> tp_;  // else one per peer
     std::vector<Transport*> tps_;  // each transport in use once (window-wide operations;
         // the last one synchronizes the group)
-    std::unordered_map<int, ArenaPeerMap> arena_maps_;  // peers' FRMA_Alloc_mem (create)
     std::uint64_t* my_state_ = nullptr;
     // The transport serving the peers off my node segment (null: every peer on it), and what
     // every peer published (O(p): no shared page holds it for those off the node).

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/issue.hpp"
@@ -34,6 +35,7 @@
 #include "transport/shm/cma_batch.hpp"
 #include "transport/shm/served.hpp"
 #include "transport/shm/offload.hpp"
+#include "transport/shm/arena.hpp"
 #include "transport/shm/segment.hpp"
 #include "transport/shm/shm.hpp"
 
@@ -62,7 +64,9 @@ public:
     NodeTransport(const NodeTransport&) = delete;
     NodeTransport& operator=(const NodeTransport&) = delete;
 
+    ShmSegment segment;  // the node segment (this process's mapping of it)
     Layout layout;
+    std::unordered_map<int, ArenaPeerMap> arena_maps;  // members' FRMA_Alloc_mem chunks (create)
     // Run at a completion point after an accumulate stripe was taken over from a dead
     // holder: an MPI error class (raised) naming the dead node peer, or MPI_SUCCESS.
     std::function<int()> peer_failure;
