@@ -8,6 +8,9 @@
  *
  * In both, each window carries a put to the right neighbour between two fences (it must
  * land), and the PMPI wrapper linked in (osc_count_put.c) must have counted every MPI_Put.
+ *
+ *   osc_served fatal     a put out of range on a window left with MPI_ERRORS_ARE_FATAL: the
+ *                        job aborts (the test expects the engine's message and Open MPI's).
  */
 #include <stdint.h>
 
@@ -43,7 +46,17 @@ static void put_round(MPI_Win win, MPI_Aint disp, int64_t* mem, int round, int* 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     const char* mode = argc > 1 ? argv[1] : "fastrma";
-    if (strcmp(mode, "fastrma") && strcmp(mode, "host")) FAIL("usage: osc_served [fastrma|host]");
+    if (strcmp(mode, "fastrma") && strcmp(mode, "host") && strcmp(mode, "fatal"))
+        FAIL("usage: osc_served [fastrma|host|fatal]");
+    if (strcmp(mode, "fatal") == 0) {
+        int64_t* mem = NULL;
+        MPI_Win fatal;
+        MPI_OK(MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &fatal));
+        MPI_OK(MPI_Win_fence(0, fatal));
+        int64_t value = 1;
+        MPI_Put(&value, 1, MPI_INT64_T, 0, 1000, 1, MPI_INT64_T, fatal);
+        FAIL("a put out of range returned under MPI_ERRORS_ARE_FATAL");
+    }
     const int want = strcmp(mode, "fastrma") == 0;
     int puts = 0;
 

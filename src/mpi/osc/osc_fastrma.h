@@ -4,8 +4,9 @@
  * mca_osc_fastrma.so is an Open MPI osc component (docs/osc_component.md): Open MPI keeps the
  * MPI_Win object (attributes, keyvals, names, error handlers, language bindings) and calls the
  * module of each window this component selected; the module forwards every call to the
- * window's FRMA_Win. The FRMA_Win returns MPI error classes (its own handler is
- * MPI_ERRORS_RETURN), which Open MPI's bindings hand to the MPI_Win's handler.
+ * window's FRMA_Win. The FRMA_Win returns MPI error classes (its own handler only prints the
+ * engine's message when the MPI_Win's handler is fatal), which Open MPI's bindings hand to the
+ * MPI_Win's handler.
  *
  * C, not C++: Open MPI's internal headers do not compile as C++.
  */
@@ -31,10 +32,5 @@ extern const ompi_osc_base_module_t ompi_osc_fastrma_module_template;
 static inline FRMA_Win ompi_osc_fastrma_win(struct ompi_win_t* win) {
     return ((ompi_osc_fastrma_module_t*)win->w_osc_module)->win;
 }
-
-/* rc of an engine call on win, returned to Open MPI's binding; when the window's handler
- * is MPI_ERRORS_ARE_FATAL, the engine's message goes to stderr first (Open MPI's abort names
- * only the class). */
-int ompi_osc_fastrma_result(struct ompi_win_t* win, int rc);
 
 #endif /* FASTRMA_OSC_FASTRMA_H */

@@ -9,6 +9,7 @@
  */
 #include "osc_fastrma.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,30 @@ static void publish_engine_info(struct ompi_win_t* win, FRMA_Win fw) {
     PMPI_Info_free(&used);
 }
 
+/* Engine windows carry their Open MPI window as the attribute of this keyval, for
+ * report_error. */
+static int ompi_win_keyval = MPI_KEYVAL_INVALID;
+static MPI_Errhandler report_handler = MPI_ERRHANDLER_NULL;
+
+/* The engine windows' error handler: the engine's message goes to stderr when the Open MPI
+ * window's handler is MPI_ERRORS_ARE_FATAL (Open MPI's abort names only the class). The class
+ * itself goes back to Open MPI's binding, which calls that handler. */
+static void report_error(FRMA_Win* fw, int* code, ...) {
+    (void)code;
+    struct ompi_win_t* win = NULL;
+    int flag = 0;
+    if (FRMA_Win_get_attr(*fw, ompi_win_keyval, &win, &flag) == MPI_SUCCESS && flag &&
+        win->error_handler == &ompi_mpi_errors_are_fatal.eh) {
+        fprintf(stderr, "fastrma: %s\n", FRMA_Last_error_message());
+        fflush(stderr);
+    }
+}
+
+static void make_report_handler(void) {
+    FRMA_Win_create_keyval(NULL, NULL, &ompi_win_keyval, NULL);
+    FRMA_Win_create_errhandler(report_error, &report_handler);
+}
+
 /* Creates the engine's window. A creation failure reaches comm's handler once, from Open
  * MPI's binding (MPI_ERR_WIN): the engine's own report to that handler is held back meanwhile,
  * and its message printed when that handler is MPI_ERRORS_ARE_FATAL. */
@@ -199,7 +224,10 @@ static int component_select(struct ompi_win_t* win, void** base, size_t size, in
         free(module);
         return rc;
     }
-    FRMA_Win_set_errhandler(module->win, MPI_ERRORS_RETURN);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_report_handler);
+    FRMA_Win_set_attr(module->win, ompi_win_keyval, win);
+    FRMA_Win_set_errhandler(module->win, report_handler);
     module->super = ompi_osc_fastrma_module_template;
     win->w_osc_module = &module->super;
     publish_engine_info(win, module->win);
