@@ -4,6 +4,7 @@
  *
  *   osc_served [fastrma] every window (the four flavors) reports the engine's info key
  *                        fastrma_transport through MPI_Win_get_info: mca_osc_fastrma served it;
+ *                        and MPI_Win_set_info(no_locks) reaches the engine;
  *   osc_served host      no window reports it: one of Open MPI's own components served it.
  *
  * In both, each window carries a put to the right neighbour between two fences (it must
@@ -43,6 +44,25 @@ static void put_round(MPI_Win win, MPI_Aint disp, int64_t* mem, int round, int* 
     CHECK_EQ(*mem, (rank + size - 1) % size + 1000 * round);
 }
 
+/* MPI_Win_set_info reaches the engine: with no_locks=true it refuses MPI_Win_lock
+ * (MPI_ERR_RMA_SYNC), with no_locks=false it grants it again. */
+static void no_locks_reaches_engine(MPI_Win win) {
+    MPI_OK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
+    MPI_Info hint;
+    MPI_OK(MPI_Info_create(&hint));
+    MPI_OK(MPI_Info_set(hint, "no_locks", "true"));
+    MPI_OK(MPI_Win_set_info(win, hint));
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win), &cls);
+    CHECK_EQ(cls, MPI_ERR_RMA_SYNC);
+    MPI_OK(MPI_Info_set(hint, "no_locks", "false"));
+    MPI_OK(MPI_Win_set_info(win, hint));
+    MPI_OK(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+    MPI_OK(MPI_Win_unlock(0, win));
+    MPI_OK(MPI_Info_free(&hint));
+    MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     const char* mode = argc > 1 ? argv[1] : "fastrma";
@@ -69,6 +89,7 @@ int main(int argc, char** argv) {
     int flag = 0;
     MPI_OK(MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag));
     CHECK(flag && *model == MPI_WIN_UNIFIED, "the memory model is unified");
+    if (want) no_locks_reaches_engine(win);
     put_round(win, 0, base, 1, &puts);
     MPI_OK(MPI_Win_free(&win));
 

@@ -20,6 +20,7 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/hwloc/base/base.h"
 #include "opal/util/info.h"
+#include "opal/util/info_subscriber.h"
 
 static int priority = 0; /* osc_fastrma_priority */
 
@@ -147,9 +148,24 @@ static MPI_Info info_to_mpi(struct opal_info_t* info) {
     return out;
 }
 
-/* The engine's own keys (fastrma_transport, ...) join the Open MPI window's info, so
- * MPI_Win_get_info reports them. */
+/* MPI_Win_set_info of a hint the engine takes during the window's life: Open MPI calls this
+ * with the key's new value (and once at subscription, with the value in use). */
+static char* forward_hint(opal_infosubscriber_t* obj, char* key, char* value) {
+    struct ompi_win_t* win = (struct ompi_win_t*)obj;
+    if (!value || !win->w_osc_module) return value;
+    MPI_Info info = MPI_INFO_NULL;
+    PMPI_Info_create(&info);
+    PMPI_Info_set(info, key, value);
+    FRMA_Win_set_info(ompi_osc_fastrma_win(win), info);
+    PMPI_Info_free(&info);
+    return value;
+}
+
+/* The engine's info joins the Open MPI window's: its own keys (fastrma_transport, ...) as
+ * they are, so MPI_Win_get_info reports them; the hints it takes after creation (no_locks,
+ * accumulate_ordering, accumulate_ops) subscribed, so MPI_Win_set_info reaches it. */
 static void publish_engine_info(struct ompi_win_t* win, FRMA_Win fw) {
+    static const char* const hints[] = {"no_locks", "accumulate_ordering", "accumulate_ops"};
     MPI_Info used = MPI_INFO_NULL;
     if (FRMA_Win_get_info(fw, &used) != MPI_SUCCESS || used == MPI_INFO_NULL) return;
     int n = 0;
@@ -158,9 +174,14 @@ static void publish_engine_info(struct ompi_win_t* win, FRMA_Win fw) {
         char key[MPI_MAX_INFO_KEY + 1], value[MPI_MAX_INFO_VAL + 1];
         int flag = 0;
         PMPI_Info_get_nthkey(used, i, key);
-        if (strncmp(key, "fastrma_", 8) != 0) continue;
         PMPI_Info_get(used, key, MPI_MAX_INFO_VAL, value, &flag);
-        if (flag && win->super.s_info) opal_info_set(win->super.s_info, key, value);
+        if (!flag) continue;
+        if (strncmp(key, "fastrma_", 8) == 0) {
+            if (win->super.s_info) opal_info_set(win->super.s_info, key, value);
+            continue;
+        }
+        for (size_t h = 0; h < sizeof hints / sizeof hints[0]; ++h)
+            if (strcmp(key, hints[h]) == 0) opal_infosubscribe_subscribe(&win->super, key, value, forward_hint);
     }
     PMPI_Info_free(&used);
 }
