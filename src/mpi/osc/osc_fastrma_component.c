@@ -186,23 +186,28 @@ static void publish_engine_info(struct ompi_win_t* win, FRMA_Win fw) {
     PMPI_Info_free(&used);
 }
 
+/* The engine's message of the calling thread's last error, on stderr (Open MPI's own abort
+ * message names only the class). */
+static void print_engine_message(void) {
+    fprintf(stderr, "fastrma: %s\n", FRMA_Last_error_message());
+    fflush(stderr);
+}
+
 /* Engine windows carry their Open MPI window as the attribute of this keyval, for
  * report_error. */
 static int ompi_win_keyval = MPI_KEYVAL_INVALID;
 static MPI_Errhandler report_handler = MPI_ERRHANDLER_NULL;
 
 /* The engine windows' error handler: the engine's message goes to stderr when the Open MPI
- * window's handler is MPI_ERRORS_ARE_FATAL (Open MPI's abort names only the class). The class
- * itself goes back to Open MPI's binding, which calls that handler. */
+ * window's handler is MPI_ERRORS_ARE_FATAL. The class itself goes back to Open MPI's binding,
+ * which calls that handler. */
 static void report_error(FRMA_Win* fw, int* code, ...) {
     (void)code;
     struct ompi_win_t* win = NULL;
     int flag = 0;
     if (FRMA_Win_get_attr(*fw, ompi_win_keyval, &win, &flag) == MPI_SUCCESS && flag &&
-        win->error_handler == &ompi_mpi_errors_are_fatal.eh) {
-        fprintf(stderr, "fastrma: %s\n", FRMA_Last_error_message());
-        fflush(stderr);
-    }
+        win->error_handler == &ompi_mpi_errors_are_fatal.eh)
+        print_engine_message();
 }
 
 static void make_report_handler(void) {
@@ -241,7 +246,7 @@ static int component_select(struct ompi_win_t* win, void** base, size_t size, in
     const bool comm_fatal = comm_eh == &ompi_mpi_errors_are_fatal.eh;
     if (comm_eh != MPI_ERRORS_RETURN && !comm_fatal) PMPI_Errhandler_free(&comm_eh);
     if (rc != MPI_SUCCESS) {
-        if (comm_fatal) fprintf(stderr, "fastrma: %s\n", FRMA_Last_error_message());
+        if (comm_fatal) print_engine_message();
         free(module);
         return rc;
     }
