@@ -15,6 +15,8 @@ What runs, in this order (docs/performance.md):
                                      for node peers; quick sizes, every section but bibw).
                                      fastrma-offload: fastrma with FASTRMA_OFFLOAD=on, overlap
                                      only (the default, auto, does not offload on 2 cores).
+                                     osc-fastrma and dropin-fastrma: the MPI calls on fastrma
+                                     through Open MPI's osc component and through the drop-in.
                                      fastrma is measured in the sm run, and also in the rdma
                                      and ucx runs in full mode, so its spread over runs shows
                                      the machine's noise.
@@ -220,6 +222,24 @@ class Runner:
         self.stall_s = saved
         self.step_time(f"{label} p={ranks}", time.time() - t_start)
 
+    def fastrma_in_ompi(self, build, mpiexec):
+        """(label, 2-rank launch) of fastrma behind Open MPI's MPI calls: osc-fastrma (the osc
+        component, when built) and dropin-fastrma (libfastrma-mpi.so preloaded)."""
+        base = [mpiexec, "-n", "2", "--oversubscribe", "--bind-to", "none"]
+        ways = []
+        component_dir = os.path.join(build, "src", "mpi", "osc")
+        if os.path.exists(os.path.join(component_dir, "mca_osc_fastrma.so")):
+            out = subprocess.run(["ompi_info", "--path", "pkglibdir"], capture_output=True, text=True).stdout
+            ompi_dir = out.split(":", 1)[1].strip() if ":" in out else ""
+            ways.append(("osc-fastrma", base + ["--mca", "osc", "fastrma", "--mca", "mca_component_path",
+                                                f"{component_dir}:{ompi_dir}"]))
+        else:
+            log("== osc-fastrma: mca_osc_fastrma.so not built (FASTRMA_BUILD_OSC): not measured")
+        dropin = os.path.join(build, "src", "mpi", "libfastrma-mpi.so")
+        if os.path.exists(dropin):
+            ways.append(("dropin-fastrma", base + ["-x", f"LD_PRELOAD={dropin}"]))
+        return ways
+
     def run(self):
         a = self.args
         build = os.path.abspath(a.build)
@@ -290,6 +310,11 @@ class Runner:
             impl = "all" if label in fastrma_runs or (label == "mpich" and mpich_fastrma) else "mpi"
             self.run_suite(label, 2, launcher(2), [binary, "--mode", "p2p", "--impl", impl] + quick + extra, env,
                            skips=known_crashes.get(label, []) if a.quick else [])
+        # fastrma inside Open MPI (issue 38): the same binary's MPI calls on the osc component
+        # (--mca osc fastrma) and on the drop-in (preloaded), beside the peers above.
+        for label, cmd in self.fastrma_in_ompi(build, mpiexec):
+            self.run_suite(label, 2, cmd, [suite, "--mode", "p2p", "--impl", "mpi", "--mpi-label", label] + quick,
+                           shm, skips=[])
         am_flavors = ["--flavors", "allocate"] if a.quick else []  # (quick: allocate windows only)
         # Message rate with the target asleep (--target-wait poll: it calls MPI_Test every 200 µs
         # and sleeps between): the origin's threads may then use both cores, which a target

@@ -36,7 +36,10 @@ echo "bench_suite.sh: building in $build/ (Release)" >&2
 mkdir -p "$build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFASTRMA_BUILD_BENCH=ON > "$build/suite-configure.log" 2>&1 \
   || { cat "$build/suite-configure.log" >&2; exit 1; }
-cmake --build "$build" -j "$jobs" --target rma_suite phys_limits win_memory
+# The drop-in and, where it is built, the osc component: the dropin-fastrma and osc-fastrma peers.
+targets=(rma_suite phys_limits win_memory fastrma-mpi)
+grep -q '^FASTRMA_BUILD_OSC:BOOL=ON' "$build/CMakeCache.txt" && targets+=(mca_osc_fastrma)
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 # The MPICH peer: rma_suite of fastrma's MPICH build (build-mpich/, MPICH as the host), which
 # measures MPICH's own RMA and fastrma on MPICH in the same launch; if that build fails, the

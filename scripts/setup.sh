@@ -25,6 +25,7 @@ set -euo pipefail
 #   ofi transport ............... libfabric-dev libfabric-bin (libfabric 1.17: the network
 #                                 transport, tested over tcp;ofi_rxm and sockets on loopback)
 #   two hosts on one machine .... iproute2 (ip netns, veth: scripts/twohost.sh, tests/twohost)
+#   osc component tests ......... python3-mpi4py (osc_mpi4py: a Python client on mca_osc_fastrma)
 PACKAGES=(
   g++ cmake make pkg-config gfortran
   libopenmpi-dev openmpi-bin
@@ -36,6 +37,7 @@ PACKAGES=(
   libglobalarrays-dev libarmci-mpi-dev libscalapack-openmpi-dev libscalapack-mpich-dev linux-perf
   libfabric-dev libfabric-bin
   iproute2
+  python3-mpi4py
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

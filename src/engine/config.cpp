@@ -117,7 +117,8 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_FAULT", "",
          "Fault injection for tests: kill_after_segment kills the rank right after its segment exists; nondumpable "
          "makes the process non-dumpable at engine start, so that peers without CAP_SYS_PTRACE may not attach to it; "
-         "kill_holding_stripe kills the process right after it took an accumulate stripe on shared state words."},
+         "kill_holding_stripe kills the process right after it took an accumulate stripe on shared state words; "
+         "osc_version_mismatch makes mca_osc_fastrma.so see another Open MPI version at open (it refuses to load)."},
     };
     return table;
 }

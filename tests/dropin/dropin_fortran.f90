@@ -252,16 +252,17 @@ program dropin_fortran
   call MPI_Win_delete_attr(win4, keyval, ierr)
   call check(ierr == MPI_SUCCESS .and. deleted_calls == 1, 'MPI_Win_delete_attr runs the callback')
   ! Open MPI 4.1.4 passes Fortran window delete callbacks a wrong window handle (0 or
-  ! garbage); the check holds wherever the window is fastrma's.
+  ! garbage); the check holds wherever the window is the drop-in's (under the osc component
+  ! the window and its attributes are Open MPI's).
   call get_environment_variable('DROPIN_MODE', mode)
-  if (mode /= 'host') call check(deleted_win == win4, 'the delete callback gets the INTEGER window handle')
+  if (mode /= 'host' .and. mode /= 'osc') call check(deleted_win == win4, 'the delete callback gets the INTEGER window handle')
   call check(deleted_value == 31337 .and. deleted_extra == 4242, 'delete callback arguments')
   attr = 777
   call MPI_Win_set_attr(win4, keyval, attr, ierr)
   win_before = win4
   call MPI_Win_free(win4, ierr)
   call check(deleted_calls == 2 .and. deleted_value == 777, 'MPI_Win_free deletes the attribute')
-  if (mode /= 'host') call check(deleted_win == win_before, 'the callback at free gets the window')
+  if (mode /= 'host' .and. mode /= 'osc') call check(deleted_win == win_before, 'the callback at free gets the window')
   call MPI_Win_free_keyval(keyval, ierr)
   call check(keyval == MPI_KEYVAL_INVALID, 'MPI_Win_free_keyval')
   call MPI_Free_mem(b, ierr)

@@ -9,6 +9,9 @@
 #                 "fastrma stats: windows=N" with N > 0, i.e. its windows were fastrma's;
 #   MODE=linked   the program was linked with -lfastrma-mpi before -lmpi (PRELOAD unused):
 #                 the same check as fastrma;
+#   MODE=osc      Open MPI's osc component mca_osc_fastrma.so serves the windows (no preload):
+#                 mpiexec gets --mca osc fastrma and --mca mca_component_path PRELOAD (the
+#                 build's component directory and Open MPI's own); the same check as fastrma;
 #   MODE=ofi      as fastrma, over the network transport (FASTRMA_TRANSPORT=ofi, libfabric's
 #                 default provider here tcp;ofi_rxm, bound to the loopback interface): every
 #                 rank must also report windows_ofi=N, N > 0.
@@ -44,6 +47,7 @@ case "$mode" in
         setenv FI_SOCKETS_IFACE lo
         ;;
     linked) ;;
+    osc) cmd+=(--mca osc fastrma --mca mca_component_path "$preload") ;;
     *) echo "run_dropin.sh: unknown mode $mode"; exit 2 ;;
 esac
 cmd+=("$@")
