@@ -573,7 +573,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     }
     w->my_state_ = w->state_of(me);
     // Every peer on shared memory: the locks take the mapped words directly (epochs.hpp).
-    if (!remote) w->epochs_.map_states(w->node_tp_->layout.base, w->node_tp_->layout.state_bytes);
+    if (!remote) w->epochs_.map_states(w->node_tp_.get());
     // The atomicity domain of my part, the same at every node member (they see the same
     // parts): CPU atomics when every node part is mapped here (allocate, shared, and create
     // windows whose every part is FRMA_Alloc_mem memory), else the striped accumulate lock.

@@ -37,6 +37,7 @@
 #include "ops/spin_lock.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
+#include "transport/shm/node.hpp"
 
 namespace fastrma::detail {
 
@@ -48,20 +49,17 @@ public:
     Epochs(const Epochs&) = delete;
     Epochs& operator=(const Epochs&) = delete;
 
-    // Windows on shared memory only: every rank's state words are mapped here, rank r's at
-    // base + r * bytes, and every transport's atomics on them are CPU atomics (no message
-    // or network transport in the window). Set once at creation, before any epoch; the
-    // locks then take the words directly (lock_protocol.hpp, the shared-memory variant).
+    // Windows on shared memory only: the node transport maps every rank's state words here
+    // (NodeTransport::state), and every transport's atomics on them are CPU atomics (no
+    // message or network transport in the window). Set once at creation, before any epoch;
+    // the locks then take the words directly (lock_protocol.hpp, the shared-memory variant).
     // Lock epochs then keep no window-wide state (held_, below).
-    void map_states(unsigned char* base, std::size_t bytes) {
-        states_ = base;
-        state_bytes_ = bytes;
+    void map_states(const NodeTransport* node) {
+        states_ = node;
         held_ = std::make_unique<HeldWord[]>(std::size_t(nprocs_));
     }
     // Rank r's state words when mapped (above), else null.
-    std::uint64_t* mapped_state(int r) const {
-        return states_ ? reinterpret_cast<std::uint64_t*>(states_ + std::size_t(r) * state_bytes_) : nullptr;
-    }
+    std::uint64_t* mapped_state(int r) const { return states_ ? states_->state(r) : nullptr; }
 
     // The window's info no_locks=true: lock and lock_all are errors.
     void set_no_locks(bool yes) {
@@ -233,8 +231,7 @@ private:
     const int rank_, nprocs_;
     std::atomic<bool> no_locks_{false};
 
-    unsigned char* states_ = nullptr;  // map_states()
-    std::size_t state_bytes_ = 0;
+    const NodeTransport* states_ = nullptr;  // map_states()
 
     SpinLock epoch_mu_;  // held for a few dozen instructions (state checks, transitions)
     std::atomic<AccessMode> mode_{AccessMode::none};

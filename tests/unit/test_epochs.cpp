@@ -330,7 +330,10 @@ TEST_P(EpochsFake, DirectLocksQueueOnATargetWhenTheTransportRefuses) {
     run_ranks(
         n, GetParam(), 60,
         [&](int r, Epochs& e, FakeHost& host, FakeWorld& w) {
-            e.map_states(reinterpret_cast<unsigned char*>(w.words(0)), kWords * 8);
+            NodeTransport node(nullptr, [] {}, n, 0, 16);  // its layout: the fake world's words
+            node.layout.base = reinterpret_cast<unsigned char*>(w.words(0));
+            node.layout.state_bytes = kWords * 8;
+            e.map_states(&node);
             const int t = (r + 1) % n;
             for (int i = 0; i < iters; ++i) {
                 ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, t, 0));
