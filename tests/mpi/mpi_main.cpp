@@ -27,41 +27,48 @@ class AbortOnFailure : public ::testing::EmptyTestEventListener {
     }
 };
 
+// The watch's state lives as long as its thread (gtest deletes the listener at exit,
+// while the detached thread may still look).
+struct Watch {
+    long limit_s;
+    std::mutex mu;
+    std::string name;
+    std::chrono::steady_clock::time_point started;
+    bool running = false;
+};
+
 class Watchdog : public ::testing::EmptyTestEventListener {
 public:
-    explicit Watchdog(long limit_s) : limit_s_(limit_s) {
-        std::thread([this] { watch(); }).detach();
+    explicit Watchdog(long limit_s) : w_(new Watch{limit_s, {}, {}, {}, false}) {
+        std::thread([w = w_] { watch(w); }).detach();
     }
 
 private:
     void OnTestStart(const ::testing::TestInfo& t) override {
-        std::lock_guard lk(mu_);
-        name_ = std::string(t.test_suite_name()) + "." + t.name();
-        started_ = std::chrono::steady_clock::now();
-        running_ = true;
+        std::lock_guard lk(w_->mu);
+        w_->name = std::string(t.test_suite_name()) + "." + t.name();
+        w_->started = std::chrono::steady_clock::now();
+        w_->running = true;
     }
     void OnTestEnd(const ::testing::TestInfo&) override {
-        std::lock_guard lk(mu_);
-        running_ = false;
+        std::lock_guard lk(w_->mu);
+        w_->running = false;
     }
-    void watch() {
+    static void watch(Watch* w) {
         for (;;) {
             std::this_thread::sleep_for(std::chrono::seconds(1));
-            std::lock_guard lk(mu_);
-            if (!running_ || std::chrono::steady_clock::now() - started_ < std::chrono::seconds(limit_s_)) continue;
+            std::lock_guard lk(w->mu);
+            if (!w->running || std::chrono::steady_clock::now() - w->started < std::chrono::seconds(w->limit_s))
+                continue;
             int rank = -1;
             MPI_Comm_rank(MPI_COMM_WORLD, &rank);
             std::fprintf(stderr, "[rank %d] STUCK: %s has run for more than %ld s (FASTRMA_TEST_STUCK_S)\n", rank,
-                         name_.c_str(), limit_s_);
+                         w->name.c_str(), w->limit_s);
             std::fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
     }
-    const long limit_s_;
-    std::mutex mu_;
-    std::string name_;
-    std::chrono::steady_clock::time_point started_;
-    bool running_ = false;
+    Watch* const w_;
 };
 }  // namespace
 
