@@ -35,18 +35,23 @@ namespace {
 
 bool has_holes(const TypeInfo* ti) { return ti != nullptr && ti->size != ti->extent; }
 
-// disp + k * stride with two's-complement wrap instead of signed-overflow UB; types whose
-// offsets really wrap are rejected by MPI long before they reach us.
+// disp + k * stride with two's-complement wrap instead of signed-overflow UB (the cursors:
+// every block of a flattened type lies inside the signed 64-bit range, checked by push()).
 std::int64_t at(std::int64_t disp, std::uint64_t k, std::int64_t stride) {
     return static_cast<std::int64_t>(static_cast<std::uint64_t>(disp) + k * static_cast<std::uint64_t>(stride));
 }
+
+// Byte positions while flattening: wide enough that no displacement, stride or sum of them a
+// datatype can describe overflows, so push() can refuse a block outside the 64-bit range.
+using Wide = __int128;
 
 }  // namespace
 
 class LayoutBuilder {
 public:
     // n copies of child, the k-th at disp + k * stride. False (with *why) past kMaxLayoutBlocks.
-    bool add(const Layout& child, std::int64_t disp, std::uint64_t n, std::int64_t stride, std::string* why) {
+    // A block outside [INT64_MIN, INT64_MAX] (start or end) fails too, and sets out_of_range().
+    bool add(const Layout& child, Wide disp, std::uint64_t n, Wide stride, std::string* why) {
         if (n == 0 || child.size_ == 0) return true;  // no data: no say in basic() either
         if (state_ == State::none) {
             state_ = child.basic_ != nullptr ? State::one : State::mixed;
@@ -64,6 +69,9 @@ public:
             return repeat(runs_, child.runs_, basic_->extent, disp, n, stride, why);
         return true;
     }
+
+    // The last failure of add() was a block outside the signed 64-bit byte range.
+    bool out_of_range() const { return out_of_range_; }
 
     // MPI's view of the node: its size (must equal the bytes added), lb and extent.
     int finish(std::uint64_t mpi_size, std::int64_t lb, std::int64_t extent, const char* description,
@@ -137,23 +145,34 @@ private:
     // Appends n copies of src (offsets + disp + k * stride) to dst, merging a piece into the
     // previous one when it starts where that one ends. unit: bytes per len unit (1 for blocks,
     // the element extent for runs).
-    bool repeat(std::vector<Block>& dst, const std::vector<Block>& src, std::uint64_t unit, std::int64_t disp,
-                std::uint64_t n, std::int64_t stride, std::string* why) {
+    bool repeat(std::vector<Block>& dst, const std::vector<Block>& src, std::uint64_t unit, Wide disp, std::uint64_t n,
+                Wide stride, std::string* why) {
         std::uint64_t total = 0;
         // Dense: one piece that exactly fills the stride. The n copies are one piece; this keeps
         // PMPI_Type_contiguous(1 << 30, MPI_BYTE) from taking a billion steps.
-        if (src.size() == 1 && stride > 0 && src[0].len * unit == static_cast<std::uint64_t>(stride) &&
+        if (src.size() == 1 && stride > 0 && Wide(src[0].len) * unit == stride &&
             !__builtin_mul_overflow(src[0].len, n, &total))
-            return push(dst, {at(disp, 1, src[0].offset), total}, unit, why);
+            return push(dst, disp + src[0].offset, total, unit, why);
         for (std::uint64_t k = 0; k < n; ++k) {
-            const std::int64_t base = at(disp, k, stride);
+            const Wide base = disp + Wide(k) * stride;
             for (const Block& b : src)
-                if (!push(dst, {at(base, 1, b.offset), b.len}, unit, why)) return false;
+                if (!push(dst, base + b.offset, b.len, unit, why)) return false;
         }
         return true;
     }
 
-    bool push(std::vector<Block>& dst, Block b, std::uint64_t unit, std::string* why) {
+    // A piece of len units at offset. Refused when it starts or ends outside the signed
+    // 64-bit range: no memory holds it, and the cursors' and range checks' arithmetic on it
+    // would wrap.
+    bool push(std::vector<Block>& dst, Wide offset, std::uint64_t len, std::uint64_t unit, std::string* why) {
+        if (offset < INT64_MIN || offset + Wide(len) * unit > INT64_MAX) {
+            out_of_range_ = true;
+            if (why != nullptr)
+                *why = "its block of bytes [" + wide_text(offset) + ", " + wide_text(offset + Wide(len) * unit) +
+                       ") lies outside the signed 64-bit range: no memory holds it";
+            return false;
+        }
+        const Block b{static_cast<std::int64_t>(offset), len};
         if (!dst.empty()) {
             Block& last = dst.back();
             if (at(last.offset, last.len, static_cast<std::int64_t>(unit)) == b.offset) {
@@ -200,7 +219,19 @@ private:
         l.uniform_stride_ = step;
     }
 
+    static std::string wide_text(Wide v) {
+        const bool neg = v < 0;
+        unsigned __int128 u = neg ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
+        std::string t;
+        do {
+            t.insert(t.begin(), char('0' + int(u % 10)));
+            u /= 10;
+        } while (u != 0);
+        return neg ? "-" + t : t;
+    }
+
     std::vector<Block> blocks_, runs_;
+    bool out_of_range_ = false;
     State state_ = State::none;
     const TypeInfo* basic_ = nullptr;
     std::uint64_t data_ = 0;
@@ -362,20 +393,17 @@ struct IndexRun {
 // between consecutive indices of dim d. The fastest dim's runs become repeated children.
 bool emit_grid(LayoutBuilder& b, const Layout& child, const std::vector<int>& dims,
                const std::vector<std::vector<IndexRun>>& runs, const std::vector<std::int64_t>& stride,
-               std::size_t level, std::int64_t base, std::string* why) {
+               std::size_t level, Wide base, std::string* why) {
     if (dims.empty()) return b.add(child, base, 1, child.extent(), why);
     const int d = dims[level];
     const std::int64_t s = stride[static_cast<std::size_t>(d)];
     for (const IndexRun& r : runs[static_cast<std::size_t>(d)]) {
         if (level + 1 == dims.size()) {
-            if (!b.add(child, at(base, static_cast<std::uint64_t>(r.start), s), static_cast<std::uint64_t>(r.len), s,
-                       why))
-                return false;
+            if (!b.add(child, base + Wide(r.start) * s, static_cast<std::uint64_t>(r.len), s, why)) return false;
             continue;
         }
         for (std::int64_t i = r.start; i < r.start + r.len; ++i)
-            if (!emit_grid(b, child, dims, runs, stride, level + 1, at(base, static_cast<std::uint64_t>(i), s), why))
-                return false;
+            if (!emit_grid(b, child, dims, runs, stride, level + 1, base + Wide(i) * s, why)) return false;
     }
     return true;
 }
@@ -483,9 +511,8 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
         const bool bytes = c.combiner == MPI_COMBINER_HVECTOR;
         if (!need(bytes ? 2 : 3, bytes ? 1 : 0, 1)) return bad_contents();
         const Layout& k = *kids[0];
-        const std::int64_t stride = bytes ? addrs[0] : std::int64_t{ints[2]} * k.extent();
-        for (std::int64_t i = 0; ok && i < ints[0]; ++i)
-            ok = b.add(k, at(0, static_cast<std::uint64_t>(i), stride), u(ints[1]), k.extent(), &err);
+        const Wide stride = bytes ? Wide(addrs[0]) : Wide(ints[2]) * k.extent();
+        for (std::int64_t i = 0; ok && i < ints[0]; ++i) ok = b.add(k, Wide(i) * stride, u(ints[1]), k.extent(), &err);
         break;
     }
     case MPI_COMBINER_INDEXED:
@@ -496,7 +523,7 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
         if (!need(1 + (bytes ? n : 2 * n), bytes ? n : 0, 1)) return bad_contents();
         const Layout& k = *kids[0];
         for (std::size_t i = 0; ok && i < n; ++i) {
-            const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[1 + n + i]} * k.extent();
+            const Wide disp = bytes ? Wide(addrs[i]) : Wide(ints[1 + n + i]) * k.extent();
             ok = b.add(k, disp, u(ints[1 + i]), k.extent(), &err);
         }
         break;
@@ -509,7 +536,7 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
         if (!need(bytes ? 2 : 2 + n, bytes ? n : 0, 1)) return bad_contents();
         const Layout& k = *kids[0];
         for (std::size_t i = 0; ok && i < n; ++i) {
-            const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[2 + i]} * k.extent();
+            const Wide disp = bytes ? Wide(addrs[i]) : Wide(ints[2 + i]) * k.extent();
             ok = b.add(k, disp, u(ints[1]), k.extent(), &err);
         }
         break;
@@ -575,7 +602,10 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
     default:
         return type_error(why, "datatype combiner " + std::to_string(c.combiner) + " is not supported by fastrma");
     }
-    if (!ok) return type_error(why, std::move(err));
+    if (!ok) {
+        type_error(why, std::move(err));
+        return b.out_of_range() ? MPI_ERR_RMA_RANGE : MPI_ERR_TYPE;
+    }
     return b.finish(size, lb, extent, name, out, why);
 }
 

@@ -102,7 +102,9 @@ inline constexpr std::size_t kMaxLayoutBlocks = std::size_t{1} << 24;
 
 // MPI_SUCCESS and *out = the layout of `type`; or MPI_ERR_TYPE with a one-line reason in *why
 // (if non-null): MPI_DATATYPE_NULL, MPI_PACKED, an uncommitted derived type, a combiner this
-// file does not know, a type above kMaxLayoutBlocks. Thread-safe; the first call for a derived
+// file does not know, a type above kMaxLayoutBlocks; or MPI_ERR_RMA_RANGE (reason in *why) when
+// a block of the type starts or ends outside the signed 64-bit byte range (a displacement near
+// INT64_MAX: no memory holds it). Thread-safe; the first call for a derived
 // type builds (once, even when many threads ask at once), later calls read the cache.
 // Derived types need MPI to be initialised (and not finalised); predefined ones do not.
 int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::string* why);

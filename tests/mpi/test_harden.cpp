@@ -197,6 +197,79 @@ TEST(Datatypes, MpiBottomWithAbsoluteAddresses) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- issue 36, 1. a target type whose end wraps past INT64_MAX ---------------------------
+
+// Two MPI_INTs at byte displacements 0 and INT64_MAX - 1: the second block ends past the
+// signed 64-bit range. As a target type it touches bytes outside any window (MPI_ERR_RMA_RANGE,
+// as Open MPI answers) on every flavor, over every transport; as an origin type it is
+// MPI_ERR_TYPE. Nothing is written, nothing is read, and the window stays usable.
+TEST(Datatypes, ATargetTypeWhoseEndWrapsIsOutOfRange) {
+    const int me = world_rank(), n = world_size();
+    const int t = (me + 1) % n;
+    MPI_Datatype wrap;
+    const int lens[2] = {1, 1};
+    const MPI_Aint disps[2] = {0, INT64_MAX - 1};
+    ASSERT_EQ(MPI_SUCCESS, MPI_Type_create_hindexed(2, lens, disps, MPI_INT, &wrap));
+    ASSERT_EQ(MPI_SUCCESS, MPI_Type_commit(&wrap));
+    std::vector<int> user(16, -1);
+    for (const char* flavor : {"allocate", "create", "shared", "dynamic"}) {
+        SCOPED_TRACE(flavor);
+        const std::string f = flavor;
+        FRMA_Win win = FRMA_WIN_NULL;
+        int* mem = user.data();
+        if (f == "allocate")
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+        else if (f == "create")
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, 64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        else if (f == "shared") {
+            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+            const int rc = FRMA_Win_allocate_shared(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+            if (rc == MPI_ERR_RMA_SHARED) continue;  // ranks on several (fastrma) nodes
+            ASSERT_EQ(MPI_SUCCESS, rc);
+        } else
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        for (int i = 0; i < 16; ++i) mem[i] = -1;
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Aint at = 0;  // dynamic windows: the target's address
+        if (f == "dynamic") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem, 64));
+            MPI_Aint mine;
+            MPI_Get_address(mem, &mine);
+            std::vector<MPI_Aint> all(static_cast<std::size_t>(n));
+            MPI_Allgather(&mine, 1, MPI_AINT, all.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+            at = all[std::size_t(t)];
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        int src[2] = {7, 8}, got[2] = {-5, -5};
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(src, 2, MPI_INT, t, at, 1, wrap, win)) << FRMA_Last_error_message();
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Get(got, 2, MPI_INT, t, at, 1, wrap, win)) << FRMA_Last_error_message();
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Accumulate(src, 2, MPI_INT, t, at, 1, wrap, MPI_SUM, win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE,
+                  FRMA_Get_accumulate(src, 2, MPI_INT, got, 2, MPI_INT, t, at, 1, wrap, MPI_SUM, win));
+        EXPECT_EQ(MPI_ERR_TYPE, FRMA_Put(src, 1, wrap, t, at, 2, MPI_INT, win)) << "as an origin type";
+        EXPECT_NE(std::string(FRMA_Last_error_message()).find("64-bit"), std::string::npos)
+            << FRMA_Last_error_message();
+        // Still usable: a put and a get of the two ints.
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src, 2, MPI_INT, t, at + 8, 2, MPI_INT, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got, 2, MPI_INT, t, at + 8, 2, MPI_INT, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+        EXPECT_EQ(got[0], 7);
+        EXPECT_EQ(got[1], 8);
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(win));
+        for (int i = 0; i < 16; ++i) EXPECT_EQ(mem[i], i == 2 ? 7 : i == 3 ? 8 : -1) << "int " << i;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (f == "dynamic") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem));
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    MPI_Type_free(&wrap);
+}
+
 // ---- 8. large derived-type accumulates on user memory ------------------------------------
 
 // Every rank accumulates a vector (stride 2) and an indexed type of MPI_INT with 65,530 and

@@ -571,6 +571,35 @@ TEST(LayoutErrors, RejectedTypes) {
     EXPECT_EQ(get_layout(committed, &l, &why), MPI_SUCCESS) << why;
 }
 
+// Issue 36, 1: a block that starts or ends outside the signed 64-bit range is refused when
+// the type is flattened (MPI_ERR_RMA_RANGE), whatever the combiner that put it there; one
+// that ends exactly at INT64_MAX is fine.
+TEST(LayoutErrors, BlocksOutsideTheSigned64BitRangeAreRefused) {
+    const MPI_Aint kMax = INT64_MAX;
+    struct Case {
+        const char* what;
+        Type t;
+        int rc;
+    };
+    Case cases[] = {
+        {"hindexed, end past INT64_MAX", hindexed({1, 1}, {0, kMax - 1}, MPI_INT), MPI_ERR_RMA_RANGE},
+        {"hindexed, end at INT64_MAX", hindexed({1, 1}, {0, kMax - 4}, MPI_INT), MPI_SUCCESS},
+        {"hindexed, start below INT64_MIN + 1", hindexed({1, 1}, {0, -kMax}, MPI_INT), MPI_SUCCESS},
+        {"hvector, third block wraps", hvector(3, 1, kMax / 2 + 1, MPI_INT), MPI_ERR_RMA_RANGE},
+        {"struct of a hindexed near the top, moved up", structure({1}, {8}, {hindexed({1}, {kMax - 8}, MPI_INT)}),
+         MPI_ERR_RMA_RANGE},
+    };
+    for (Case& c : cases) {
+        LayoutPtr l;
+        std::string why;
+        EXPECT_EQ(get_layout(c.t, &l, &why), c.rc) << c.what << ": " << why;
+        if (c.rc != MPI_SUCCESS) {
+            EXPECT_NE(why.find("64-bit"), std::string::npos) << why;
+            EXPECT_EQ(l, nullptr);
+        }
+    }
+}
+
 TEST(LayoutErrors, SignatureAndAccumulateChecks) {
     Type v = vector(3, 2, 4, MPI_INT);  // 6 ints
     Type mixed = structure({1, 1}, {0, 8}, {MPI_INT, MPI_DOUBLE});
