@@ -127,7 +127,8 @@ int Window::refused_by_targets(const char* call, int lo, int hi) {
     // with the transport's message.
     for (int r = lo; r < hi; ++r)
         if (int e = tp(r).failed(peer(r), call)) return e;
-    if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
+    // Requests a target refused (am: its server checks every request against what it has),
+    // on every flavor: the notices have arrived before the answers that completed the wait.
     remote_->collect_refusals();
     int first = -1;
     std::uint64_t total = 0;
@@ -139,10 +140,12 @@ int Window::refused_by_targets(const char* call, int lo, int hi) {
         }
     }
     if (!total) return MPI_SUCCESS;
-    return raise(MPI_ERR_RMA_RANGE,
-                 "%s: %llu request(s) to rank %d%s were not applied: their addresses were no longer inside a "
-                 "region the target had attached when they arrived (detached after this process last read its regions)",
-                 call, static_cast<unsigned long long>(total), first, total > 1 && hi - lo > 1 ? " and others" : "");
+    const char* why = flavor_ == MPI_WIN_FLAVOR_DYNAMIC
+                          ? "their addresses were no longer inside a region the target had attached when they arrived "
+                            "(detached after this process last read its regions)"
+                          : "the target refused them (outside its part of the window, or malformed)";
+    return raise(MPI_ERR_RMA_RANGE, "%s: %llu request(s) to rank %d%s were not applied: %s", call,
+                 static_cast<unsigned long long>(total), first, total > 1 && hi - lo > 1 ? " and others" : "", why);
 }
 
 int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) const {
