@@ -779,6 +779,12 @@ int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b, std
 
 int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count, const Layout& target,
                              std::uint64_t target_count, std::string* why) {
+    // No data on either side: a no-op, whatever the types (as MPICH and Open MPI accept a
+    // zero-count MPI_SUM on MPI_BYTE, mpi4py's default); the op must still be a predefined one.
+    if ((origin_count == 0 || origin.size() == 0) && (target_count == 0 || target.size() == 0)) {
+        if (op_kind(op) != OpKind::invalid) return MPI_SUCCESS;
+        return check_accumulate(op, MPI_DATATYPE_NULL, why);  // MPI_ERR_OP with its reason
+    }
     for (const Layout* l : {&origin, &target}) {
         if (l->basic() == nullptr && l->size() != 0)
             return type_error(why, std::string(l == &origin ? "origin" : "target") + " datatype (" + l->description() +

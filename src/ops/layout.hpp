@@ -123,8 +123,9 @@ int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b, std
 
 // Accumulate family (MPI-3.1 §11.3.4): both layouts made of one predefined type, the same
 // one on both sides, `op` defined on it (check_accumulate) and the same number of elements.
-// MPI_ERR_TYPE / MPI_ERR_OP otherwise. With MPI_NO_OP the origin is ignored by MPI: pass the
-// result (Get_accumulate) or the target layout as `origin`.
+// MPI_ERR_TYPE / MPI_ERR_OP otherwise. When neither side carries data (zero counts) only the
+// op is checked (a predefined one): the operation is a no-op. With MPI_NO_OP the origin is
+// ignored by MPI: pass the result (Get_accumulate) or the target layout as `origin`.
 int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count, const Layout& target,
                              std::uint64_t target_count, std::string* why);
 

@@ -158,6 +158,35 @@ TEST(GetAccumulate, NoOpIgnoresTheOriginArguments) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- issue 36, 10. zero-count accumulates with an op the type does not define ------------
+
+// mpi4py's own RMA test: Get_accumulate of 0 MPI_BYTE with its default MPI_SUM. MPICH and
+// Open MPI accept it as a no-op; so does fastrma. With data, the op still has to fit the type,
+// and an op that is not a predefined one is MPI_ERR_OP at any count.
+TEST(Accumulate, ZeroCountWithAnOpTheTypeDoesNotDefineIsANoOp) {
+    const int me = world_rank(), n = world_size();
+    Alloc<unsigned char> w(8, 1);
+    const int t = (me + 1) % n;
+    unsigned char src[1] = {1}, res[1] = {9};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    EXPECT_EQ(MPI_SUCCESS,
+              FRMA_Get_accumulate(nullptr, 0, MPI_BYTE, nullptr, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_SUM, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(src, 0, MPI_BYTE, res, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_PROD, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(src, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_SUM, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(src, 0, MPI_DOUBLE, t, 0, 0, MPI_DOUBLE, MPI_BAND, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(src, 1, MPI_BYTE, t, 0, 1, MPI_BYTE, MPI_SUM, w.win)) << "with data";
+    EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(src, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_OP_NULL, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    EXPECT_EQ(res[0], 9);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(w.base[i], 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // ---- 4. MPI_BOTTOM with absolute addresses -----------------------------------------------
 
 TEST(Datatypes, MpiBottomWithAbsoluteAddresses) {
