@@ -74,6 +74,10 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_SERVED_BULK_MAX", "16384",
          "Largest contiguous put or get sent through a peer's served bulk area; larger ones go by one "
          "cross-memory-attach syscall (contiguous accumulates go there whatever their size)."},
+        {"FASTRMA_AM_PAYLOAD_MS", "5000",
+         "How long an am target waits for the payload of a request whose header arrived (a large put or "
+         "accumulate); past it the request is dropped, its origin told, and the target's next completion point "
+         "reports MPI_ERR_OTHER."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
         {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},
@@ -182,6 +186,7 @@ Config Config::from_env() {
     c.served_bulk_max = std::size_t(env_long("FASTRMA_SERVED_BULK_MAX", 16384, 0, 1L << 40));
     c.am_window = int(env_long("FASTRMA_AM_WINDOW", 256, 1, 65536));
     c.am_strided = env_long("FASTRMA_AM_STRIDED", 1, 0, 1) != 0;
+    c.am_payload_ms = int(env_long("FASTRMA_AM_PAYLOAD_MS", 5000, 1, 3600000));
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));
     c.win_op_pool = std::size_t(env_long("FASTRMA_WIN_OP_POOL", 256, 1, 1L << 30));
     c.target_pool = std::size_t(env_long("FASTRMA_TARGET_POOL", 1024, 0, 1L << 30));
