@@ -86,6 +86,10 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_ACC_STRIPES", "16", "Accumulate-lock stripes per window part (create windows, non-native types)."},
         {"FASTRMA_DYN_REGIONS", "4096",
          "Regions one process can attach to one dynamic window (16 bytes each in its state segment)."},
+        {"FASTRMA_LAYOUT_CACHE", "16777216",
+         "Bytes of flattened derived datatypes kept by construction (combiner and arguments) beyond the types' own "
+         "lives, so that a type built again after MPI_Type_free is not flattened again; least recently used out "
+         "first; an entry above 64 KiB goes when its last type is freed. 0: none kept."},
         {"FASTRMA_SHM_METHOD", "auto",
          "How node peers map a segment: pidfd (memfd + pidfd_getfd), shm_open (named, 0600, unlinked once mapped), "
          "auto (pidfd, else shm_open)."},
@@ -194,6 +198,7 @@ Config Config::from_env() {
     c.slots = std::size_t(env_long("FASTRMA_SLOTS", 64, 1, 1L << 20));
     c.acc_stripes = int(env_long("FASTRMA_ACC_STRIPES", 16, 1, 32));
     c.dyn_regions = std::size_t(env_long("FASTRMA_DYN_REGIONS", 4096, 1, 1L << 24));
+    c.layout_cache = std::size_t(env_long("FASTRMA_LAYOUT_CACHE", 16L << 20, 0, 1L << 40));
     if (const char* m = env("FASTRMA_SHM_METHOD")) {
         if (!std::strcmp(m, "pidfd"))
             c.shm_method = ShmMethod::pidfd;

@@ -41,6 +41,7 @@ struct Config {
     std::size_t slots = 64;  // FASTRMA_SLOTS
     int acc_stripes = 16;  // FASTRMA_ACC_STRIPES
     std::size_t dyn_regions = 4096;  // FASTRMA_DYN_REGIONS
+    std::size_t layout_cache = std::size_t{16} << 20;  // FASTRMA_LAYOUT_CACHE (bytes)
     ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD
     bool ptracer = true;  // FASTRMA_PTRACER
     std::string transport = "auto";  // FASTRMA_TRANSPORT

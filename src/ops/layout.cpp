@@ -22,6 +22,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -612,12 +613,109 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
 // ---------------------------------------------------------------------------------------------
 // (4) The cache: an attribute on the datatype.
 
+// The second cache, by construction: ARMCI-MPI (and layers like it) builds a new subarray,
+// vector or indexed type for every call and frees it right after, so the attribute below
+// never hits and every call flattened again. Types whose children are all in the predefined
+// table are also kept under their combiner and arguments (equal arguments, equal type map).
+// It is bounded in bytes (key and layout: set_layout_cache_bytes, FASTRMA_LAYOUT_CACHE),
+// least recently used out first; an entry above kKeepFreedMax bytes goes when the last live
+// type that uses it is freed (the attribute's delete callback tells us), so large types used
+// once and freed hold nothing. Its own mutex (shape_mu()), never held across an MPI call:
+// delete callbacks run inside MPI_Type_free, also under cache_mutex().
+constexpr std::size_t kKeepFreedMax = 64 * 1024;
+std::atomic<std::size_t> g_shape_limit{kLayoutCacheBytesDefault};
+
+struct ShapeEntry;
+using ShapeMap = std::map<std::vector<std::int64_t>, std::shared_ptr<ShapeEntry>>;
+struct ShapeEntry {
+    LayoutPtr layout;
+    std::size_t bytes = 0;
+    std::size_t live = 0;  // live types whose attribute refers to it (shape_mu)
+    bool cached = false;  // in the map and the recency list (shape_mu)
+    ShapeMap::iterator it;
+    std::list<ShapeEntry*>::iterator lru;
+};
+struct ShapeCache {
+    ShapeMap map;
+    std::list<ShapeEntry*> lru;  // most recently used first
+    std::size_t bytes = 0;
+    void drop(ShapeEntry& e) {
+        lru.erase(e.lru);
+        bytes -= e.bytes;
+        e.cached = false;
+        map.erase(e.it);  // (may free e: callers hold a shared_ptr of their own)
+    }
+    void trim(std::size_t limit) {
+        while (bytes > limit && !lru.empty()) {
+            std::shared_ptr<ShapeEntry> last = lru.back()->it->second;
+            drop(*last);
+        }
+    }
+};
+std::mutex& shape_mu() {
+    static auto* m = new std::mutex;  // lives past static destruction (MPI_Finalize may free types late)
+    return *m;
+}
+ShapeCache& shape_cache() {
+    static auto* c = new ShapeCache;
+    return *c;
+}
+
+std::shared_ptr<ShapeEntry> shape_find(const std::vector<std::int64_t>& key) {
+    std::lock_guard lk(shape_mu());
+    ShapeCache& c = shape_cache();
+    auto it = c.map.find(key);
+    if (it == c.map.end()) return nullptr;
+    c.lru.splice(c.lru.begin(), c.lru, it->second->lru);
+    return it->second;
+}
+
+std::shared_ptr<ShapeEntry> shape_insert(std::vector<std::int64_t>&& key, const LayoutPtr& l) {
+    auto e = std::make_shared<ShapeEntry>();
+    e->layout = l;
+    e->bytes = key.capacity() * sizeof(std::int64_t) + l->memory_bytes() + 128;  // + map and list nodes
+    std::lock_guard lk(shape_mu());
+    ShapeCache& c = shape_cache();
+    const std::size_t limit = g_shape_limit.load(std::memory_order_relaxed);
+    if (e->bytes > limit) return e;  // too large to keep at all
+    auto [it, fresh] = c.map.emplace(std::move(key), e);
+    if (!fresh) return it->second;  // another thread's build of the same shape came first
+    e->it = it;
+    e->cached = true;
+    c.lru.push_front(e.get());
+    e->lru = c.lru.begin();
+    c.bytes += e->bytes;
+    c.trim(limit);
+    return e;
+}
+
+void shape_retain(ShapeEntry* e) {
+    std::lock_guard lk(shape_mu());
+    ++e->live;
+}
+
+void shape_release(const std::shared_ptr<ShapeEntry>& e) {
+    std::lock_guard lk(shape_mu());
+    if (--e->live == 0 && e->cached && e->bytes > kKeepFreedMax) shape_cache().drop(*e);
+}
+
 // The attribute value. Built before MPI_Type_set_attr publishes it; `ready` is stored with
 // release and loaded with acquire by readers, so the layout pointer is visibly initialised
 // without relying on the ordering MPI's own locks give (which ThreadSanitizer cannot see).
+// shape: the shape-cache entry the type's layout came from or went into (null: none); the
+// type counts as one of its live users until it dies.
 struct CacheEntry {
-    explicit CacheEntry(LayoutPtr l) : layout(std::move(l)) { ready.store(true, std::memory_order_release); }
+    CacheEntry(LayoutPtr l, std::shared_ptr<ShapeEntry> s) : layout(std::move(l)), shape(std::move(s)) {
+        if (shape) shape_retain(shape.get());
+        ready.store(true, std::memory_order_release);
+    }
+    ~CacheEntry() {
+        if (shape) shape_release(shape);
+    }
+    CacheEntry(const CacheEntry&) = delete;
+    CacheEntry& operator=(const CacheEntry&) = delete;
     LayoutPtr layout;
+    std::shared_ptr<ShapeEntry> shape;
     std::atomic<bool> ready{false};
     LayoutPtr get() const { return ready.load(std::memory_order_acquire) ? layout : nullptr; }
 };
@@ -628,7 +726,7 @@ int copy_entry(MPI_Datatype, int, void*, void* in, void* out, int* flag) {
     const auto* e = static_cast<const CacheEntry*>(in);
     LayoutPtr l = e->get();
     *flag = l != nullptr ? 1 : 0;
-    if (l != nullptr) *static_cast<void**>(out) = new CacheEntry(std::move(l));
+    if (l != nullptr) *static_cast<void**>(out) = new CacheEntry(std::move(l), e->shape);
     return MPI_SUCCESS;
 }
 
@@ -675,17 +773,8 @@ bool committed(MPI_Datatype t) {
     return cls != MPI_ERR_TYPE;
 }
 
-// The second cache, by construction: ARMCI-MPI (and layers like it) builds a new subarray,
-// vector or indexed type for every call and frees it right after, so the attribute above
-// never hits and every call flattened again. Types whose children are all in the predefined
-// table are also kept under their combiner and arguments (equal arguments, equal type map),
-// in a map cleared when it grows past kShapeCacheMax entries. Called with cache_mutex() held.
-constexpr std::size_t kShapeCacheMax = 4096;
-std::map<std::vector<std::int64_t>, LayoutPtr>& shape_cache() {
-    static auto* m = new std::map<std::vector<std::int64_t>, LayoutPtr>;
-    return *m;
-}
-
+// The key of the shape cache (above): combiner, argument counts, arguments, children's table
+// ids. False when a child is not a predefined type of the table. Called with cache_mutex() held.
 bool shape_key(MPI_Datatype t, std::vector<std::int64_t>* key) {
     const Contents c(t);
     if (c.combiner == MPI_COMBINER_NAMED) return false;
@@ -732,22 +821,17 @@ int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::strin
     if (!named && !committed(type))
         return type_error(why, "derived datatype is not committed (call MPI_Type_commit before using it in RMA)");
     LayoutPtr l;
+    std::shared_ptr<ShapeEntry> shape;
     std::vector<std::int64_t> key;
     const bool keyed = !named && shape_key(type, &key);
-    if (keyed) {
-        auto it = shape_cache().find(key);
-        if (it != shape_cache().end()) l = it->second;
-    }
+    if (keyed && (shape = shape_find(key))) l = shape->layout;
     if (l == nullptr) {
         if (int rc = flatten(type, &l, why)) return rc;
-        if (keyed) {
-            if (shape_cache().size() >= kShapeCacheMax) shape_cache().clear();
-            shape_cache().emplace(std::move(key), l);
-        }
+        if (keyed) shape = shape_insert(std::move(key), l);
     }
     // Predefined types outside the table stay uncached (rebuilt each time: they are rare).
     if (!named) {
-        auto* entry = new CacheEntry(l);
+        auto* entry = new CacheEntry(l, std::move(shape));
         if (PMPI_Type_set_attr(type, keyval, entry) != MPI_SUCCESS) delete entry;
     }
     *out = std::move(l);
@@ -755,6 +839,17 @@ int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::strin
 }
 
 const Layout& predefined_layout(const TypeInfo& ti) { return *predefined_layouts()[ti.id]; }
+
+void set_layout_cache_bytes(std::size_t bytes) {
+    g_shape_limit.store(bytes, std::memory_order_relaxed);
+    std::lock_guard lk(shape_mu());
+    shape_cache().trim(bytes);
+}
+
+std::size_t layout_cache_bytes() {
+    std::lock_guard lk(shape_mu());
+    return shape_cache().bytes;
+}
 
 // ---------------------------------------------------------------------------------------------
 // (5) Validation and footprint.

@@ -75,6 +75,10 @@ public:
     std::uint64_t basic_count() const { return basic_ != nullptr ? size_ / basic_->size : 0; }
     // For messages: "MPI_INT" for predefined types, "derived (vector)" and so on otherwise.
     const char* description() const { return description_; }
+    // Bytes this layout holds in memory (the object and its block lists).
+    std::size_t memory_bytes() const {
+        return sizeof(Layout) + (blocks_.capacity() + runs_.capacity()) * sizeof(Block);
+    }
 
 private:
     friend class LayoutBuilder;
@@ -108,6 +112,14 @@ inline constexpr std::size_t kMaxLayoutBlocks = std::size_t{1} << 24;
 // type builds (once, even when many threads ask at once), later calls read the cache.
 // Derived types need MPI to be initialised (and not finalised); predefined ones do not.
 int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::string* why);
+
+// Derived types of predefined children are also cached by construction (combiner and
+// arguments), so that a type built again after MPI_Type_free is not flattened again; that
+// cache holds at most this many bytes (keys and layouts; FASTRMA_LAYOUT_CACHE), least recently
+// used out first, and an entry above 64 KiB goes when the last live type using it is freed.
+inline constexpr std::size_t kLayoutCacheBytesDefault = std::size_t{16} << 20;
+void set_layout_cache_bytes(std::size_t bytes);
+std::size_t layout_cache_bytes();  // held now
 
 // The static layout of a predefined type: lives until the process exits, so hot paths may
 // keep the reference without a shared_ptr (no reference-count traffic).

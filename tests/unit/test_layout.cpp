@@ -685,6 +685,45 @@ TEST(LayoutCache, ConcurrentFirstUseBuildsOne) {
     }
 }
 
+// Issue 36, 7: the cache by construction is bounded in bytes, not entries. Distinct large
+// indexed types (131,072 blocks: 2 MiB of layout and 2 MiB of key each), each used once and
+// freed, hold nothing once freed; medium ones freed stay within the bound (least recently used
+// out first); a small one freed and built again still gets its layout back (ARMCI's pattern,
+// TypesBuiltAlikeShareALayoutAfterTheFirstIsFreed).
+TEST(LayoutCache, FreedLargeTypesHoldNothingAndTheCacheIsBoundedInBytes) {
+    constexpr int kBlocks = 131072;
+    std::vector<std::weak_ptr<const Layout>> large;
+    for (int t = 0; t < 12; ++t) {
+        std::vector<int> lens(kBlocks, 1), disps(kBlocks);
+        for (int i = 0; i < kBlocks; ++i) disps[std::size_t(i)] = 2 * i + t;
+        Type ty = indexed(std::move(lens), std::move(disps), MPI_INT);
+        LayoutPtr l = layout_of(ty);
+        ASSERT_EQ(l->blocks().size(), std::size_t(kBlocks));
+        large.push_back(l);
+    }  // (each type freed at the end of its round; nothing else holds its layout)
+    int alive = 0;
+    for (const auto& w : large) alive += !w.expired();
+    EXPECT_EQ(alive, 0) << "layouts of large freed types still held";
+    EXPECT_LE(layout_cache_bytes(), kLayoutCacheBytesDefault);
+
+    constexpr std::size_t kLimit = 256 * 1024;
+    set_layout_cache_bytes(kLimit);
+    std::vector<std::weak_ptr<const Layout>> medium;  // ~32 KiB each (key and blocks)
+    for (int t = 0; t < 64; ++t) {
+        std::vector<int> lens(1000, 1), disps(1000);
+        for (int i = 0; i < 1000; ++i) disps[std::size_t(i)] = 3 * i + t;
+        Type ty = indexed(std::move(lens), std::move(disps), MPI_INT);
+        medium.push_back(layout_of(ty));
+        EXPECT_LE(layout_cache_bytes(), kLimit) << "round " << t;
+    }
+    alive = 0;
+    for (const auto& w : medium) alive += !w.expired();
+    EXPECT_GT(alive, 0) << "medium freed types are kept, within the bound";
+    EXPECT_LT(alive, 16) << "more kept than the bound allows";
+    EXPECT_FALSE(medium.back().expired()) << "the most recent one is kept";
+    set_layout_cache_bytes(kLayoutCacheBytesDefault);
+}
+
 // ---------------------------------------------------------------------------------------------
 // zip_chunks against MPI_Pack + MPI_Unpack.
 
