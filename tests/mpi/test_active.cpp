@@ -24,7 +24,7 @@ namespace {
 struct Alloc {
     FRMA_Win win = FRMA_WIN_NULL;
     std::int64_t* base = nullptr;
-    explicit Alloc(std::size_t n, MPI_Info info = MPI_INFO_NULL) {
+    explicit Alloc(std::size_t n, MPI_Info info = window_info()) {
         EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(n * 8), 8, info, MPI_COMM_WORLD, &base, &win));
         std::memset(base, 0, n * 8);
         FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);

@@ -66,6 +66,52 @@ TEST(Creation, AnIntercommunicatorIsRefusedWithErrComm) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- issue 36, 12. an am window nobody would serve ----------------------------------------
+
+// Run with FASTRMA_TRANSPORT=am, FASTRMA_PROGRESS=0 and FASTRMA_HOST_PROGRESS=0: no thread
+// and no hook serves a target while it sits in a host MPI call, so passive target would hang
+// (a peer's MPI_Rget while this process waits in MPI_Barrier). Every flavor that goes over am
+// is refused at creation, on every rank, with MPI_ERR_UNSUPPORTED_OPERATION and a message that
+// says why and what to do; with info no_locks=true the window is made (active target serves
+// while it waits) and a lock is MPI_ERR_RMA_SYNC. Shared windows stay on shared memory.
+TEST(Creation, AnAmWindowNobodyServesIsRefusedUnlessItTakesNoLocks) {
+    const char* tp = std::getenv("FASTRMA_TRANSPORT");
+    const char* pr = std::getenv("FASTRMA_PROGRESS");
+    const char* hp = std::getenv("FASTRMA_HOST_PROGRESS");
+    if (!tp || std::string(tp) != "am" || !pr || std::string(pr) != "0" || !hp || std::string(hp) != "0")
+        GTEST_SKIP() << "FASTRMA_TRANSPORT=am FASTRMA_PROGRESS=0 FASTRMA_HOST_PROGRESS=0 only";
+    const int me = world_rank(), n = world_size();
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    std::vector<std::int64_t> user(8, 0);
+    FRMA_Win win = FRMA_WIN_NULL;
+    std::int64_t* mem = nullptr;
+    EXPECT_EQ(MPI_ERR_UNSUPPORTED_OPERATION, FRMA_Win_allocate(64, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    EXPECT_EQ(win, FRMA_WIN_NULL);
+    const std::string msg = FRMA_Last_error_message();
+    EXPECT_NE(msg.find("FRMA_Win_allocate"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no_locks"), std::string::npos) << msg;
+    EXPECT_EQ(MPI_ERR_UNSUPPORTED_OPERATION, FRMA_Win_create(user.data(), 64, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    EXPECT_EQ(MPI_ERR_UNSUPPORTED_OPERATION, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    EXPECT_EQ(win, FRMA_WIN_NULL);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(64, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "no_locks", "true");
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(64, 8, info, MPI_COMM_WORLD, &mem, &win)) << FRMA_Last_error_message();
+    MPI_Info_free(&info);
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock_all(0, win));
+    for (int i = 0; i < 8; ++i) mem[i] = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win));
+    const std::int64_t v = 40 + me;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, (me + 1) % n, 0, 1, MPI_INT64_T, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, win));
+    EXPECT_EQ(mem[0], 40 + (me + n - 1) % n);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 // ---- 2. contended exclusive locks, then a fence ------------------------------------------
 
 TEST(Locks, ContendedExclusiveLocksWithGetsThenAFence) {
