@@ -151,7 +151,8 @@ int Window::refused_by_targets(const char* call, int lo, int hi) {
 // MPI-4.1 §12.2.3: every flavor. A shared window's parts are all mapped here; on other
 // flavors a part is returned where this process reaches it by load/store (its own part; node
 // peers' parts of allocate windows over shared memory; create-window memory from
-// FRMA_Alloc_mem's arena), else base NULL and size 0 — always on dynamic windows.
+// FRMA_Alloc_mem's arena), else base NULL and size 0 — always on dynamic windows. A part of
+// size 0 has base NULL (as MPICH answers, and Open MPI for non-contiguous shared windows).
 int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) const {
     if (rank != MPI_PROC_NULL && (rank < 0 || rank >= nprocs_))
         return raise(MPI_ERR_RANK, "FRMA_Win_shared_query: rank %d is outside the window's group of %d", rank, nprocs_);
@@ -169,7 +170,7 @@ int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) 
         }
     }
     *disp_unit = int(disp_unit_of(rank));
-    if (!reached(rank)) {
+    if (!reached(rank) || peer(rank).size == 0) {
         *size = 0;
         *base = nullptr;
         return MPI_SUCCESS;

@@ -419,24 +419,40 @@ TEST(Accumulate, LargeDerivedTypesOnACreateWindowAreExact) {
 
 // ---- 9. shared_query with zero-size parts ---------------------------------------------------
 
+// A zero-size part has base NULL, in the query and as the rank's own base pointer (as
+// MPICH answers, contiguous or not; Open MPI for non-contiguous windows), size 0.
 TEST(Shared, ZeroSizePartsAndTheQueryOfMpiProcNull) {
     const int me = world_rank(), n = world_size();
+    for (const bool noncontig : {false, true}) {
+        SCOPED_TRACE(noncontig ? "noncontig" : "contiguous");
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "alloc_shared_noncontig", noncontig ? "true" : "false");
+        int* base = reinterpret_cast<int*>(1);
+        FRMA_Win win = FRMA_WIN_NULL;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(me % 2 ? 0 : 64, 4, info, MPI_COMM_WORLD, &base, &win));
+        MPI_Info_free(&info);
+        if (me % 2) {
+            EXPECT_EQ(base, nullptr) << "the base of this rank's empty part";
+        }
+        for (int r = 0; r < n; ++r) {
+            MPI_Aint size = -1;
+            int du = -1;
+            void* p = reinterpret_cast<void*>(1);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, r, &size, &du, &p));
+            EXPECT_EQ(size, r % 2 ? 0 : 64) << "rank " << r;
+            EXPECT_EQ(du, 4);
+            if (r % 2 == 0) {
+                EXPECT_NE(p, nullptr);
+            } else {
+                EXPECT_EQ(p, nullptr) << "rank " << r << "'s empty part";
+            }
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    // Every part empty: MPI_PROC_NULL gives size 0 and the base MPI_Alloc_mem(0) gives (NULL).
     int* base = nullptr;
     FRMA_Win win = FRMA_WIN_NULL;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(me % 2 ? 0 : 64, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
-    for (int r = 0; r < n; ++r) {
-        MPI_Aint size = -1;
-        int du = -1;
-        void* p = nullptr;
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, r, &size, &du, &p));
-        EXPECT_EQ(size, r % 2 ? 0 : 64) << "rank " << r;
-        EXPECT_EQ(du, 4);
-        if (r % 2 == 0) {
-            EXPECT_NE(p, nullptr);
-        }
-    }
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
-    // Every part empty: MPI_PROC_NULL gives size 0 and the base MPI_Alloc_mem(0) gives (NULL).
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(0, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     MPI_Aint size = -1;
     int du = -1;
