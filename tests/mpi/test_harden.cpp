@@ -735,6 +735,41 @@ TEST(Threads, NamesInfoAndAttributesSetConcurrently) {
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k));
 }
 
+// ---- issue 36, 9. two threads setting one keyval's attribute ------------------------------
+
+// Each value set is deleted exactly once: by the set that replaces it, or by the final
+// delete. Two threads that both read the same old value used to both delete it, and the
+// value one of them set was overwritten without its delete callback.
+constexpr int kAttrThreads = 4, kAttrRounds = 5000;
+std::atomic<int> g_attr_deleted[kAttrThreads * kAttrRounds];
+int count_each_delete(FRMA_Win, int, void* value, void*) {
+    g_attr_deleted[reinterpret_cast<std::uintptr_t>(value) - 1].fetch_add(1);
+    return MPI_SUCCESS;
+}
+
+TEST(Threads, ConcurrentSetsOfOneAttributeDeleteEveryValueOnce) {
+    Alloc<int> w(1);
+    int k = MPI_KEYVAL_INVALID;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_keyval(nullptr, count_each_delete, &k, nullptr));
+    for (auto& d : g_attr_deleted) d = 0;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kAttrThreads; ++t)
+        ts.emplace_back([&, t] {
+            for (int r = 0; r < kAttrRounds; ++r)
+                FRMA_Win_set_attr(w.win, k, reinterpret_cast<void*>(std::uintptr_t(t * kAttrRounds + r + 1)));
+        });
+    for (auto& th : ts) th.join();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_delete_attr(w.win, k));
+    int never = 0, twice = 0;
+    for (auto& d : g_attr_deleted) {
+        never += d.load() == 0;
+        twice += d.load() > 1;
+    }
+    EXPECT_EQ(never, 0) << "values set whose delete callback never ran";
+    EXPECT_EQ(twice, 0) << "values deleted more than once";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k));
+}
+
 // ---- 10. no named segment outlives window creation ---------------------------------------
 
 int named_segments_of_this_process() {
