@@ -285,6 +285,8 @@ int FRMA_Initialized(int* flag) {
 
 const char* FRMA_Last_error_message(void) { return last_error_message().c_str(); }
 
+int FRMA_Last_error_class(void) { return last_error_class(); }
+
 int FRMA_Print_stats(void) {
     if (Engine* e = g_engine.load()) std::fprintf(stderr, "%s", e->stats_report().c_str());
     return MPI_SUCCESS;
