@@ -38,6 +38,8 @@ int FRMA_Finalize(void); /* optional: stop it now (every window must be freed) *
 int FRMA_Initialized(int* flag);
 /* The message of the last error raised on the calling thread ("" if none). */
 const char* FRMA_Last_error_message(void);
+/* Its MPI error class (MPI_SUCCESS if none). */
+int FRMA_Last_error_class(void);
 /* Print the engine's statistics counters to stderr (also at finalize when FASTRMA_STATS=1). */
 int FRMA_Print_stats(void);
 

@@ -7,20 +7,25 @@
 // of an attribute on MPI_COMM_SELF (MPI-3.1 §8.7.1 guarantees those run first).
 #include <fastrma/fastrma.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "engine/bootstrap_mpi.hpp"
 #include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
 #include "engine/window.hpp"
+#include "progress/host_progress.hpp"
 #include "transport/shm/arena.hpp"
 
 using namespace fastrma::detail;
@@ -129,6 +134,36 @@ void parse_info(MPI_Info info, Window::Info* out) {
     if (get("alloc_shared_noncontig", &v)) out->alloc_shared_noncontig = v == "true";
 }
 
+// Over am a target's requests are served by its progress thread or by the host MPI's
+// progress hook; with neither (FASTRMA_PROGRESS=0 and FASTRMA_HOST_PROGRESS=0, or a host
+// without the hook: MPICH) a process serves only inside its own fastrma calls, which is
+// enough for fence and PSCW (they serve while they wait) but not for passive target: an
+// origin would wait for ever for a target sitting in a host MPI call. Such a window is
+// refused unless its info says no_locks=true (active target only). Collective over comm;
+// every process returns the same verdict.
+int check_am_served(const char* call, MPI_Comm comm, Engine& e, const Window& w) {
+    if (std::strcmp(w.transport_name(), "am") != 0) return MPI_SUCCESS;  // (agreed: the same everywhere)
+    const bool served =
+        e.progress().running() || (e.config().host_progress && std::strcmp(host_progress_kind(), "opal_progress") == 0);
+    const int mine = !served && !w.info.no_locks;
+    int n = 0, me = 0;
+    PMPI_Comm_size(comm, &n);
+    PMPI_Comm_rank(comm, &me);
+    std::vector<int> all(static_cast<std::size_t>(n));
+    if (PMPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, comm) != MPI_SUCCESS)
+        return raise(MPI_ERR_INTERN, "%s: the group's exchange of its am servers failed", call);
+    int bad = mine ? me : -1;
+    for (int r = 0; r < n && bad < 0; ++r)
+        if (all[std::size_t(r)]) bad = r;
+    if (bad < 0) return MPI_SUCCESS;
+    return raise(MPI_ERR_UNSUPPORTED_OPERATION,
+                 "%s: nothing would serve passive-target requests to rank %d%s over the am transport (no progress "
+                 "thread and no host progress hook: FASTRMA_PROGRESS=0 and FASTRMA_HOST_PROGRESS=0, or a host MPI "
+                 "without the hook); run the progress thread or the hook there, or create the window with info "
+                 "no_locks=true (active target only: fence and PSCW serve while they wait)",
+                 call, bad, bad == me ? " (this process)" : "");
+}
+
 int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
                   const std::function<int(Engine&, std::unique_ptr<Bootstrap>, std::unique_ptr<Window>*)>& make) {
     if (!win) return comm_error(comm, raise(MPI_ERR_ARG, "%s: win is NULL", call));
@@ -158,6 +193,14 @@ int create_window(const char* call, MPI_Comm comm, MPI_Info info, FRMA_Win* win,
     parse_info(info, &w->info);
     w->info.alloc_shared_noncontig = noncontig;  // what was done, not what was asked
     w->info_changed();
+    if (int err = check_am_served(call, comm, *e, *w)) {
+        const std::string msg = last_error_message();
+        w->free_collective();
+        w.reset();
+        PMPI_Group_free(&group);
+        raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));  // (not the free's message)
+        return comm_error(comm, err);
+    }
     auto* h = new fastrma_window;
     h->w = std::move(w);
     h->group = group;
@@ -241,6 +284,8 @@ int FRMA_Initialized(int* flag) {
 }
 
 const char* FRMA_Last_error_message(void) { return last_error_message().c_str(); }
+
+int FRMA_Last_error_class(void) { return last_error_class(); }
 
 int FRMA_Print_stats(void) {
     if (Engine* e = g_engine.load()) std::fprintf(stderr, "%s", e->stats_report().c_str());

@@ -22,6 +22,11 @@ struct fastrma_window {
     MPI_Group group = MPI_GROUP_NULL;  // the window's group, for translating PSCW groups
     std::map<int, void*> attrs;  // user attributes by keyval (meta_mu)
     std::mutex meta_mu;  // attributes, name and info: MPI_THREAD_MULTIPLE callers
+    // Held across a whole set / delete of an attribute, its delete callback included, so
+    // that two threads changing one keyval's attribute each delete what the other set
+    // (never the same value twice, never none). Recursive: a callback may change the
+    // window's attributes itself.
+    std::recursive_mutex attr_mu;
 };
 
 namespace fastrma::detail {

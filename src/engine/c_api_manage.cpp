@@ -75,6 +75,7 @@ const char* bool_str(bool b) { return b ? "true" : "false"; }
 namespace fastrma::detail {
 
 void delete_all_attributes(FRMA_Win win) {
+    std::lock_guard al(win->attr_mu);
     std::map<int, void*> attrs;
     {
         std::lock_guard lk(win->meta_mu);
@@ -150,8 +151,9 @@ int FRMA_Win_set_attr(FRMA_Win win, int keyval, void* attribute_val) {
                            "FRMA_Win_set_attr: keyval %d was not created with FRMA_Win_create_keyval (or was freed)",
                            keyval));
     }
-    // A value already set is deleted first (its callback runs outside every lock of ours:
-    // it may call back into the window).
+    // A value already set is deleted first (its callback runs outside every lock of ours
+    // but attr_mu: it may call back into the window).
+    std::lock_guard al(win->attr_mu);
     bool had = false;
     void* old = nullptr;
     {
@@ -176,6 +178,7 @@ int FRMA_Win_set_attr(FRMA_Win win, int keyval, void* attribute_val) {
 
 int FRMA_Win_delete_attr(FRMA_Win win, int keyval) {
     FRMA_CHECK_WIN(win, "FRMA_Win_delete_attr");
+    std::lock_guard al(win->attr_mu);
     void* v = nullptr;
     {
         std::lock_guard lk(win->meta_mu);

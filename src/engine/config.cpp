@@ -74,6 +74,10 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_SERVED_BULK_MAX", "16384",
          "Largest contiguous put or get sent through a peer's served bulk area; larger ones go by one "
          "cross-memory-attach syscall (contiguous accumulates go there whatever their size)."},
+        {"FASTRMA_AM_PAYLOAD_MS", "5000",
+         "How long an am target waits for the payload of a request whose header arrived (a large put or "
+         "accumulate); past it the request is dropped, its origin told, and the target's next completion point "
+         "reports MPI_ERR_OTHER."},
         {"FASTRMA_OP_POOL", "4096", "Ops in the process-global pool (beyond the per-window pools)."},
         {"FASTRMA_WIN_OP_POOL", "256", "Ops in each window's own pool."},
         {"FASTRMA_TARGET_POOL", "1024", "Targets in the process-global pool."},
@@ -82,6 +86,10 @@ const std::vector<ConfigParam>& config_params() {
         {"FASTRMA_ACC_STRIPES", "16", "Accumulate-lock stripes per window part (create windows, non-native types)."},
         {"FASTRMA_DYN_REGIONS", "4096",
          "Regions one process can attach to one dynamic window (16 bytes each in its state segment)."},
+        {"FASTRMA_LAYOUT_CACHE", "16777216",
+         "Bytes of flattened derived datatypes kept by construction (combiner and arguments) beyond the types' own "
+         "lives, so that a type built again after MPI_Type_free is not flattened again; least recently used out "
+         "first; an entry above 64 KiB goes when its last type is freed. 0: none kept."},
         {"FASTRMA_SHM_METHOD", "auto",
          "How node peers map a segment: pidfd (memfd + pidfd_getfd), shm_open (named, 0600, unlinked once mapped), "
          "auto (pidfd, else shm_open)."},
@@ -183,6 +191,7 @@ Config Config::from_env() {
     c.served_bulk_max = std::size_t(env_long("FASTRMA_SERVED_BULK_MAX", 16384, 0, 1L << 40));
     c.am_window = int(env_long("FASTRMA_AM_WINDOW", 256, 1, 65536));
     c.am_strided = env_long("FASTRMA_AM_STRIDED", 1, 0, 1) != 0;
+    c.am_payload_ms = int(env_long("FASTRMA_AM_PAYLOAD_MS", 5000, 1, 3600000));
     c.op_pool = std::size_t(env_long("FASTRMA_OP_POOL", 4096, 0, 1L << 30));
     c.win_op_pool = std::size_t(env_long("FASTRMA_WIN_OP_POOL", 256, 1, 1L << 30));
     c.target_pool = std::size_t(env_long("FASTRMA_TARGET_POOL", 1024, 0, 1L << 30));
@@ -190,6 +199,7 @@ Config Config::from_env() {
     c.slots = std::size_t(env_long("FASTRMA_SLOTS", 64, 1, 1L << 20));
     c.acc_stripes = int(env_long("FASTRMA_ACC_STRIPES", 16, 1, 32));
     c.dyn_regions = std::size_t(env_long("FASTRMA_DYN_REGIONS", 4096, 1, 1L << 24));
+    c.layout_cache = std::size_t(env_long("FASTRMA_LAYOUT_CACHE", 16L << 20, 0, 1L << 40));
     if (const char* m = env("FASTRMA_SHM_METHOD")) {
         if (!std::strcmp(m, "pidfd"))
             c.shm_method = ShmMethod::pidfd;

@@ -33,6 +33,7 @@ struct Config {
     std::size_t served_bulk_max = 16384;  // FASTRMA_SERVED_BULK_MAX: largest contiguous put/get served in bulk
     bool am_strided = true;  // FASTRMA_AM_STRIDED: derived puts over am as strided requests (0: gathered)
     int am_window = 256;  // FASTRMA_AM_WINDOW: am requests beyond the newest answer before posts retry
+    int am_payload_ms = 5000;  // FASTRMA_AM_PAYLOAD_MS: an am target's wait for a payload behind its header
     std::size_t op_pool = 4096;  // FASTRMA_OP_POOL (process-global)
     std::size_t win_op_pool = 256;  // FASTRMA_WIN_OP_POOL (per window)
     std::size_t target_pool = 1024;  // FASTRMA_TARGET_POOL (process-global)
@@ -40,6 +41,7 @@ struct Config {
     std::size_t slots = 64;  // FASTRMA_SLOTS
     int acc_stripes = 16;  // FASTRMA_ACC_STRIPES
     std::size_t dyn_regions = 4096;  // FASTRMA_DYN_REGIONS
+    std::size_t layout_cache = std::size_t{16} << 20;  // FASTRMA_LAYOUT_CACHE (bytes)
     ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD
     bool ptracer = true;  // FASTRMA_PTRACER
     std::string transport = "auto";  // FASTRMA_TRANSPORT

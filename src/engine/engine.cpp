@@ -14,6 +14,7 @@
 
 #include "engine/errors.hpp"
 #include "ops/issue.hpp"
+#include "ops/layout.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/shm/segment.hpp"
 
@@ -25,6 +26,7 @@ Engine::Engine(const Config& cfg, int local_index, int local_size)
       target_pool_(cfg.target_pool),
       offload_(cfg.offload_piece, 1024),
       progress_(cfg, local_index, local_size) {
+    set_layout_cache_bytes(cfg_.layout_cache);
     sweep_stale_segments();  // names left by ranks that died mid-creation (shm_open method)
     if (cfg_.ptracer) allow_peer_attach();
     if (cfg_.fault == "nondumpable") prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);  // peers' attach is refused

@@ -8,6 +8,7 @@ namespace fastrma::detail {
 
 namespace {
 thread_local std::string t_last;
+thread_local int t_last_class = MPI_SUCCESS;
 }
 
 int raise(int cls, const char* fmt, ...) {
@@ -19,10 +20,13 @@ int raise(int cls, const char* fmt, ...) {
     t_last.assign(error_class_name(cls));  // (not operator+: GCC 12 warns falsely)
     t_last.append(": ");
     t_last.append(buf);
+    t_last_class = cls;
     return cls;
 }
 
 const std::string& last_error_message() { return t_last; }
+
+int last_error_class() { return t_last_class; }
 
 const char* error_class_name(int cls) {
     switch (cls) {

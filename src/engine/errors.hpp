@@ -14,6 +14,7 @@ namespace fastrma::detail {
 // Record the message (printf-style) for this thread and return cls.
 int raise(int cls, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 const std::string& last_error_message();
+int last_error_class();  // of that message (MPI_SUCCESS: none yet)
 const char* error_class_name(int cls);
 
 }  // namespace fastrma::detail

@@ -233,7 +233,8 @@ int Window::create(Engine& eng, std::unique_ptr<Bootstrap> bs, void* base, MPI_A
 int Window::allocate_shared(Engine& eng, std::unique_ptr<Bootstrap> bs, MPI_Aint size, int disp_unit, bool noncontig,
                             void** baseptr, std::unique_ptr<Window>* out) {
     int rc = build(eng, std::move(bs), MPI_WIN_FLAVOR_SHARED, nullptr, size, disp_unit, noncontig, out);
-    if (rc == MPI_SUCCESS && baseptr) *baseptr = (*out)->base_;
+    // A part of size 0 has no base (as MPICH answers; shared_query says the same).
+    if (rc == MPI_SUCCESS && baseptr) *baseptr = size > 0 ? (*out)->base_ : nullptr;
     return rc;
 }
 

@@ -134,10 +134,15 @@ int Window::apply_local_strided(int kind, int op_id, int type_id, std::uint64_t 
 }
 
 namespace {
+// A target type whose bytes leave the 64-bit range touches bytes outside any window:
+// MPI_ERR_RMA_RANGE (as Open MPI answers); on the origin side such a type is MPI_ERR_TYPE.
 int layout_of(const char* call, const char* what, MPI_Datatype t, std::shared_ptr<const Layout>* out) {
     std::string why;
-    if (get_layout(t, out, &why) != MPI_SUCCESS)
-        return raise(MPI_ERR_TYPE, "%s: %s datatype: %s", call, what, why.c_str());
+    if (const int rc = get_layout(t, out, &why)) {
+        const bool target = std::strcmp(what, "target") == 0;
+        return raise(rc == MPI_ERR_RMA_RANGE && target ? MPI_ERR_RMA_RANGE : MPI_ERR_TYPE, "%s: %s datatype: %s", call,
+                     what, why.c_str());
+    }
     return MPI_SUCCESS;
 }
 }  // namespace

@@ -130,7 +130,8 @@ int Window::completion_error(const char* call, int lo, int hi) {
     // with the transport's message.
     for (int r = lo; r < hi; ++r)
         if (int e = tp(r).failed(peer(r), call)) return e;
-    if (flavor_ != MPI_WIN_FLAVOR_DYNAMIC) return MPI_SUCCESS;
+    // Requests a target refused (am: its server checks every request against what it has),
+    // on every flavor: the notices have arrived before the answers that completed the wait.
     remote_->collect_refusals();
     int first = -1;
     std::uint64_t total = 0;
@@ -142,30 +143,42 @@ int Window::completion_error(const char* call, int lo, int hi) {
         }
     }
     if (!total) return MPI_SUCCESS;
-    return raise(MPI_ERR_RMA_RANGE,
-                 "%s: %llu request(s) to rank %d%s were not applied: their addresses were no longer inside a "
-                 "region the target had attached when they arrived (detached after this process last read its regions)",
-                 call, static_cast<unsigned long long>(total), first, total > 1 && hi - lo > 1 ? " and others" : "");
+    const char* why = flavor_ == MPI_WIN_FLAVOR_DYNAMIC
+                          ? "their addresses were no longer inside a region the target had attached when they arrived "
+                            "(detached after this process last read its regions)"
+                          : "the target refused them (outside its part of the window, or malformed)";
+    return raise(MPI_ERR_RMA_RANGE, "%s: %llu request(s) to rank %d%s were not applied: %s", call,
+                 static_cast<unsigned long long>(total), first, total > 1 && hi - lo > 1 ? " and others" : "", why);
 }
 
+// MPI-4.1 §12.2.3: every flavor. A shared window's parts are all mapped here; on other
+// flavors a part is returned where this process reaches it by load/store (its own part; node
+// peers' parts of allocate windows over shared memory; create-window memory from
+// FRMA_Alloc_mem's arena), else base NULL and size 0 — always on dynamic windows. A part of
+// size 0 has base NULL (as MPICH answers, and Open MPI for non-contiguous shared windows).
 int Window::shared_query(int rank, MPI_Aint* size, int* disp_unit, void** base) const {
-    if (flavor_ != MPI_WIN_FLAVOR_SHARED)
-        return raise(MPI_ERR_RMA_FLAVOR, "FRMA_Win_shared_query: the window is not of flavor shared");
-    if (rank == MPI_PROC_NULL) {  // the first process with a non-empty part
+    if (rank != MPI_PROC_NULL && (rank < 0 || rank >= nprocs_))
+        return raise(MPI_ERR_RANK, "FRMA_Win_shared_query: rank %d is outside the window's group of %d", rank, nprocs_);
+    const bool shared = flavor_ == MPI_WIN_FLAVOR_SHARED;
+    auto reached = [&](int r) { return shared || (flavor_ != MPI_WIN_FLAVOR_DYNAMIC && peer(r).mapped); };
+    if (rank == MPI_PROC_NULL) {  // the first process with a non-empty part reached here
         rank = -1;
         for (int r = 0; r < nprocs_ && rank < 0; ++r)
-            if (peer(r).size) rank = r;
+            if (peer(r).size && reached(r)) rank = r;
         if (rank < 0) {  // every part empty: size 0, base NULL (MPI-3.1 §11.2.3; Open MPI's answer)
             *size = 0;
             *disp_unit = int(disp_unit_of(0));
             *base = nullptr;
             return MPI_SUCCESS;
         }
-    } else if (rank < 0 || rank >= nprocs_) {
-        return raise(MPI_ERR_RANK, "FRMA_Win_shared_query: rank %d is outside the window's group of %d", rank, nprocs_);
+    }
+    *disp_unit = int(disp_unit_of(rank));
+    if (!reached(rank) || peer(rank).size == 0) {
+        *size = 0;
+        *base = nullptr;
+        return MPI_SUCCESS;
     }
     *size = MPI_Aint(peer(rank).size);
-    *disp_unit = int(disp_unit_of(rank));
     *base = peer(rank).mapped;
     return MPI_SUCCESS;
 }

@@ -1,6 +1,6 @@
 // c_bindings.cpp — the MPI_ C entry points of libfastrma-mpi: every one-sided call of
 // MPI-3.1 (chapter 11 and the window parts of chapters 6 and 8), plus MPI_Init*, MPI_Finalize,
-// MPI_Query_thread, MPI_Alloc_mem / MPI_Free_mem and MPI_Errhandler_free.
+// MPI_Query_thread, MPI_Alloc_mem / MPI_Free_mem, MPI_Errhandler_free and MPI_Error_string.
 //
 // Each one converts the window handle (dropin.hpp) and calls its FRMA_ counterpart, which
 // validates, routes errors through the window's handler and returns the MPI error class.
@@ -32,6 +32,10 @@ int MPI_Finalize(void) { return finalize(); }
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) { return FRMA_Alloc_mem(size, info, baseptr); }
 
 int MPI_Free_mem(void* base) { return FRMA_Free_mem(base); }
+
+// The class a fastrma call returned comes back as its own message (naming the call and the
+// bad value): the calling thread's last fastrma error of that class. Other codes: the host's.
+int MPI_Error_string(int errorcode, char* string, int* resultlen) { return error_string(errorcode, string, resultlen); }
 
 // ---- window creation and destruction ----
 

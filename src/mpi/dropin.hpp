@@ -108,5 +108,8 @@ int query_thread(int* provided);
 // With windows still alive (an application may free them in MPI_COMM_SELF delete callbacks,
 // which run inside PMPI_Finalize), fastrma's own MPI_COMM_SELF hook tears it down instead.
 int finalize();
+// MPI_Error_string: errorcode is the class of the calling thread's last fastrma error (what
+// fastrma calls return: classes): that error's message; any other code: the host's string.
+int error_string(int errorcode, char* string, int* resultlen);
 
 }  // namespace fastrma::dropin

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -364,6 +365,17 @@ int finalize() {
     // after the engine started (reverse order of setting), so the hook does the teardown.
     if (g_live_windows.load() == 0) FRMA_Finalize();
     return PMPI_Finalize();
+}
+
+int error_string(int errorcode, char* string, int* resultlen) {
+    if (errorcode == MPI_SUCCESS || errorcode != FRMA_Last_error_class() || !string || !resultlen)
+        return PMPI_Error_string(errorcode, string, resultlen);
+    const char* msg = FRMA_Last_error_message();
+    const std::size_t n = std::min<std::size_t>(std::strlen(msg), MPI_MAX_ERROR_STRING - 1);
+    std::memcpy(string, msg, n);
+    string[n] = '\0';
+    *resultlen = int(n);
+    return MPI_SUCCESS;
 }
 
 }  // namespace fastrma::dropin

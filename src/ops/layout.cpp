@@ -22,6 +22,7 @@
 #include <atomic>
 #include <climits>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -35,18 +36,23 @@ namespace {
 
 bool has_holes(const TypeInfo* ti) { return ti != nullptr && ti->size != ti->extent; }
 
-// disp + k * stride with two's-complement wrap instead of signed-overflow UB; types whose
-// offsets really wrap are rejected by MPI long before they reach us.
+// disp + k * stride with two's-complement wrap instead of signed-overflow UB (the cursors:
+// every block of a flattened type lies inside the signed 64-bit range, checked by push()).
 std::int64_t at(std::int64_t disp, std::uint64_t k, std::int64_t stride) {
     return static_cast<std::int64_t>(static_cast<std::uint64_t>(disp) + k * static_cast<std::uint64_t>(stride));
 }
+
+// Byte positions while flattening: wide enough that no displacement, stride or sum of them a
+// datatype can describe overflows, so push() can refuse a block outside the 64-bit range.
+using Wide = __int128;
 
 }  // namespace
 
 class LayoutBuilder {
 public:
     // n copies of child, the k-th at disp + k * stride. False (with *why) past kMaxLayoutBlocks.
-    bool add(const Layout& child, std::int64_t disp, std::uint64_t n, std::int64_t stride, std::string* why) {
+    // A block outside [INT64_MIN, INT64_MAX] (start or end) fails too, and sets out_of_range().
+    bool add(const Layout& child, Wide disp, std::uint64_t n, Wide stride, std::string* why) {
         if (n == 0 || child.size_ == 0) return true;  // no data: no say in basic() either
         if (state_ == State::none) {
             state_ = child.basic_ != nullptr ? State::one : State::mixed;
@@ -64,6 +70,9 @@ public:
             return repeat(runs_, child.runs_, basic_->extent, disp, n, stride, why);
         return true;
     }
+
+    // The last failure of add() was a block outside the signed 64-bit byte range.
+    bool out_of_range() const { return out_of_range_; }
 
     // MPI's view of the node: its size (must equal the bytes added), lb and extent.
     int finish(std::uint64_t mpi_size, std::int64_t lb, std::int64_t extent, const char* description,
@@ -137,23 +146,34 @@ private:
     // Appends n copies of src (offsets + disp + k * stride) to dst, merging a piece into the
     // previous one when it starts where that one ends. unit: bytes per len unit (1 for blocks,
     // the element extent for runs).
-    bool repeat(std::vector<Block>& dst, const std::vector<Block>& src, std::uint64_t unit, std::int64_t disp,
-                std::uint64_t n, std::int64_t stride, std::string* why) {
+    bool repeat(std::vector<Block>& dst, const std::vector<Block>& src, std::uint64_t unit, Wide disp, std::uint64_t n,
+                Wide stride, std::string* why) {
         std::uint64_t total = 0;
         // Dense: one piece that exactly fills the stride. The n copies are one piece; this keeps
         // PMPI_Type_contiguous(1 << 30, MPI_BYTE) from taking a billion steps.
-        if (src.size() == 1 && stride > 0 && src[0].len * unit == static_cast<std::uint64_t>(stride) &&
+        if (src.size() == 1 && stride > 0 && Wide(src[0].len) * unit == stride &&
             !__builtin_mul_overflow(src[0].len, n, &total))
-            return push(dst, {at(disp, 1, src[0].offset), total}, unit, why);
+            return push(dst, disp + src[0].offset, total, unit, why);
         for (std::uint64_t k = 0; k < n; ++k) {
-            const std::int64_t base = at(disp, k, stride);
+            const Wide base = disp + Wide(k) * stride;
             for (const Block& b : src)
-                if (!push(dst, {at(base, 1, b.offset), b.len}, unit, why)) return false;
+                if (!push(dst, base + b.offset, b.len, unit, why)) return false;
         }
         return true;
     }
 
-    bool push(std::vector<Block>& dst, Block b, std::uint64_t unit, std::string* why) {
+    // A piece of len units at offset. Refused when it starts or ends outside the signed
+    // 64-bit range: no memory holds it, and the cursors' and range checks' arithmetic on it
+    // would wrap.
+    bool push(std::vector<Block>& dst, Wide offset, std::uint64_t len, std::uint64_t unit, std::string* why) {
+        if (offset < INT64_MIN || offset + Wide(len) * unit > INT64_MAX) {
+            out_of_range_ = true;
+            if (why != nullptr)
+                *why = "its block of bytes [" + wide_text(offset) + ", " + wide_text(offset + Wide(len) * unit) +
+                       ") lies outside the signed 64-bit range: no memory holds it";
+            return false;
+        }
+        const Block b{static_cast<std::int64_t>(offset), len};
         if (!dst.empty()) {
             Block& last = dst.back();
             if (at(last.offset, last.len, static_cast<std::int64_t>(unit)) == b.offset) {
@@ -200,7 +220,19 @@ private:
         l.uniform_stride_ = step;
     }
 
+    static std::string wide_text(Wide v) {
+        const bool neg = v < 0;
+        unsigned __int128 u = neg ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
+        std::string t;
+        do {
+            t.insert(t.begin(), char('0' + int(u % 10)));
+            u /= 10;
+        } while (u != 0);
+        return neg ? "-" + t : t;
+    }
+
     std::vector<Block> blocks_, runs_;
+    bool out_of_range_ = false;
     State state_ = State::none;
     const TypeInfo* basic_ = nullptr;
     std::uint64_t data_ = 0;
@@ -362,20 +394,17 @@ struct IndexRun {
 // between consecutive indices of dim d. The fastest dim's runs become repeated children.
 bool emit_grid(LayoutBuilder& b, const Layout& child, const std::vector<int>& dims,
                const std::vector<std::vector<IndexRun>>& runs, const std::vector<std::int64_t>& stride,
-               std::size_t level, std::int64_t base, std::string* why) {
+               std::size_t level, Wide base, std::string* why) {
     if (dims.empty()) return b.add(child, base, 1, child.extent(), why);
     const int d = dims[level];
     const std::int64_t s = stride[static_cast<std::size_t>(d)];
     for (const IndexRun& r : runs[static_cast<std::size_t>(d)]) {
         if (level + 1 == dims.size()) {
-            if (!b.add(child, at(base, static_cast<std::uint64_t>(r.start), s), static_cast<std::uint64_t>(r.len), s,
-                       why))
-                return false;
+            if (!b.add(child, base + Wide(r.start) * s, static_cast<std::uint64_t>(r.len), s, why)) return false;
             continue;
         }
         for (std::int64_t i = r.start; i < r.start + r.len; ++i)
-            if (!emit_grid(b, child, dims, runs, stride, level + 1, at(base, static_cast<std::uint64_t>(i), s), why))
-                return false;
+            if (!emit_grid(b, child, dims, runs, stride, level + 1, base + Wide(i) * s, why)) return false;
     }
     return true;
 }
@@ -483,9 +512,8 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
         const bool bytes = c.combiner == MPI_COMBINER_HVECTOR;
         if (!need(bytes ? 2 : 3, bytes ? 1 : 0, 1)) return bad_contents();
         const Layout& k = *kids[0];
-        const std::int64_t stride = bytes ? addrs[0] : std::int64_t{ints[2]} * k.extent();
-        for (std::int64_t i = 0; ok && i < ints[0]; ++i)
-            ok = b.add(k, at(0, static_cast<std::uint64_t>(i), stride), u(ints[1]), k.extent(), &err);
+        const Wide stride = bytes ? Wide(addrs[0]) : Wide(ints[2]) * k.extent();
+        for (std::int64_t i = 0; ok && i < ints[0]; ++i) ok = b.add(k, Wide(i) * stride, u(ints[1]), k.extent(), &err);
         break;
     }
     case MPI_COMBINER_INDEXED:
@@ -496,7 +524,7 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
         if (!need(1 + (bytes ? n : 2 * n), bytes ? n : 0, 1)) return bad_contents();
         const Layout& k = *kids[0];
         for (std::size_t i = 0; ok && i < n; ++i) {
-            const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[1 + n + i]} * k.extent();
+            const Wide disp = bytes ? Wide(addrs[i]) : Wide(ints[1 + n + i]) * k.extent();
             ok = b.add(k, disp, u(ints[1 + i]), k.extent(), &err);
         }
         break;
@@ -509,7 +537,7 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
         if (!need(bytes ? 2 : 2 + n, bytes ? n : 0, 1)) return bad_contents();
         const Layout& k = *kids[0];
         for (std::size_t i = 0; ok && i < n; ++i) {
-            const std::int64_t disp = bytes ? addrs[i] : std::int64_t{ints[2 + i]} * k.extent();
+            const Wide disp = bytes ? Wide(addrs[i]) : Wide(ints[2 + i]) * k.extent();
             ok = b.add(k, disp, u(ints[1]), k.extent(), &err);
         }
         break;
@@ -575,19 +603,119 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
     default:
         return type_error(why, "datatype combiner " + std::to_string(c.combiner) + " is not supported by fastrma");
     }
-    if (!ok) return type_error(why, std::move(err));
+    if (!ok) {
+        type_error(why, std::move(err));
+        return b.out_of_range() ? MPI_ERR_RMA_RANGE : MPI_ERR_TYPE;
+    }
     return b.finish(size, lb, extent, name, out, why);
 }
 
 // ---------------------------------------------------------------------------------------------
 // (4) The cache: an attribute on the datatype.
 
+// The second cache, by construction: ARMCI-MPI (and layers like it) builds a new subarray,
+// vector or indexed type for every call and frees it right after, so the attribute below
+// never hits and every call flattened again. Types whose children are all in the predefined
+// table are also kept under their combiner and arguments (equal arguments, equal type map).
+// It is bounded in bytes (key and layout: set_layout_cache_bytes, FASTRMA_LAYOUT_CACHE),
+// least recently used out first; an entry above kKeepFreedMax bytes goes when the last live
+// type that uses it is freed (the attribute's delete callback tells us), so large types used
+// once and freed hold nothing. Its own mutex (shape_mu()), never held across an MPI call:
+// delete callbacks run inside MPI_Type_free, also under cache_mutex().
+constexpr std::size_t kKeepFreedMax = 64 * 1024;
+std::atomic<std::size_t> g_shape_limit{kLayoutCacheBytesDefault};
+
+struct ShapeEntry;
+using ShapeMap = std::map<std::vector<std::int64_t>, std::shared_ptr<ShapeEntry>>;
+struct ShapeEntry {
+    LayoutPtr layout;
+    std::size_t bytes = 0;
+    std::size_t live = 0;  // live types whose attribute refers to it (shape_mu)
+    bool cached = false;  // in the map and the recency list (shape_mu)
+    ShapeMap::iterator it;
+    std::list<ShapeEntry*>::iterator lru;
+};
+struct ShapeCache {
+    ShapeMap map;
+    std::list<ShapeEntry*> lru;  // most recently used first
+    std::size_t bytes = 0;
+    void drop(ShapeEntry& e) {
+        lru.erase(e.lru);
+        bytes -= e.bytes;
+        e.cached = false;
+        map.erase(e.it);  // (may free e: callers hold a shared_ptr of their own)
+    }
+    void trim(std::size_t limit) {
+        while (bytes > limit && !lru.empty()) {
+            std::shared_ptr<ShapeEntry> last = lru.back()->it->second;
+            drop(*last);
+        }
+    }
+};
+std::mutex& shape_mu() {
+    static auto* m = new std::mutex;  // lives past static destruction (MPI_Finalize may free types late)
+    return *m;
+}
+ShapeCache& shape_cache() {
+    static auto* c = new ShapeCache;
+    return *c;
+}
+
+std::shared_ptr<ShapeEntry> shape_find(const std::vector<std::int64_t>& key) {
+    std::lock_guard lk(shape_mu());
+    ShapeCache& c = shape_cache();
+    auto it = c.map.find(key);
+    if (it == c.map.end()) return nullptr;
+    c.lru.splice(c.lru.begin(), c.lru, it->second->lru);
+    return it->second;
+}
+
+std::shared_ptr<ShapeEntry> shape_insert(std::vector<std::int64_t>&& key, const LayoutPtr& l) {
+    auto e = std::make_shared<ShapeEntry>();
+    e->layout = l;
+    e->bytes = key.capacity() * sizeof(std::int64_t) + l->memory_bytes() + 128;  // + map and list nodes
+    std::lock_guard lk(shape_mu());
+    ShapeCache& c = shape_cache();
+    const std::size_t limit = g_shape_limit.load(std::memory_order_relaxed);
+    if (e->bytes > limit) return e;  // too large to keep at all
+    auto [it, fresh] = c.map.emplace(std::move(key), e);
+    if (!fresh) return it->second;  // another thread's build of the same shape came first
+    e->it = it;
+    e->cached = true;
+    c.lru.push_front(e.get());
+    e->lru = c.lru.begin();
+    c.bytes += e->bytes;
+    c.trim(limit);
+    return e;
+}
+
+void shape_retain(ShapeEntry* e) {
+    std::lock_guard lk(shape_mu());
+    ++e->live;
+}
+
+void shape_release(const std::shared_ptr<ShapeEntry>& e) {
+    std::lock_guard lk(shape_mu());
+    if (--e->live == 0 && e->cached && e->bytes > kKeepFreedMax) shape_cache().drop(*e);
+}
+
 // The attribute value. Built before MPI_Type_set_attr publishes it; `ready` is stored with
 // release and loaded with acquire by readers, so the layout pointer is visibly initialised
 // without relying on the ordering MPI's own locks give (which ThreadSanitizer cannot see).
+// shape: the shape-cache entry the type's layout came from or went into (null: none); the
+// type counts as one of its live users until it dies.
 struct CacheEntry {
-    explicit CacheEntry(LayoutPtr l) : layout(std::move(l)) { ready.store(true, std::memory_order_release); }
+    CacheEntry(LayoutPtr l, std::shared_ptr<ShapeEntry> s) : layout(std::move(l)), shape(std::move(s)) {
+        if (shape) shape_retain(shape.get());
+        ready.store(true, std::memory_order_release);
+    }
+    ~CacheEntry() {
+        if (shape) shape_release(shape);
+    }
+    CacheEntry(const CacheEntry&) = delete;
+    CacheEntry& operator=(const CacheEntry&) = delete;
     LayoutPtr layout;
+    std::shared_ptr<ShapeEntry> shape;
     std::atomic<bool> ready{false};
     LayoutPtr get() const { return ready.load(std::memory_order_acquire) ? layout : nullptr; }
 };
@@ -598,7 +726,7 @@ int copy_entry(MPI_Datatype, int, void*, void* in, void* out, int* flag) {
     const auto* e = static_cast<const CacheEntry*>(in);
     LayoutPtr l = e->get();
     *flag = l != nullptr ? 1 : 0;
-    if (l != nullptr) *static_cast<void**>(out) = new CacheEntry(std::move(l));
+    if (l != nullptr) *static_cast<void**>(out) = new CacheEntry(std::move(l), e->shape);
     return MPI_SUCCESS;
 }
 
@@ -645,17 +773,8 @@ bool committed(MPI_Datatype t) {
     return cls != MPI_ERR_TYPE;
 }
 
-// The second cache, by construction: ARMCI-MPI (and layers like it) builds a new subarray,
-// vector or indexed type for every call and frees it right after, so the attribute above
-// never hits and every call flattened again. Types whose children are all in the predefined
-// table are also kept under their combiner and arguments (equal arguments, equal type map),
-// in a map cleared when it grows past kShapeCacheMax entries. Called with cache_mutex() held.
-constexpr std::size_t kShapeCacheMax = 4096;
-std::map<std::vector<std::int64_t>, LayoutPtr>& shape_cache() {
-    static auto* m = new std::map<std::vector<std::int64_t>, LayoutPtr>;
-    return *m;
-}
-
+// The key of the shape cache (above): combiner, argument counts, arguments, children's table
+// ids. False when a child is not a predefined type of the table. Called with cache_mutex() held.
 bool shape_key(MPI_Datatype t, std::vector<std::int64_t>* key) {
     const Contents c(t);
     if (c.combiner == MPI_COMBINER_NAMED) return false;
@@ -702,22 +821,17 @@ int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::strin
     if (!named && !committed(type))
         return type_error(why, "derived datatype is not committed (call MPI_Type_commit before using it in RMA)");
     LayoutPtr l;
+    std::shared_ptr<ShapeEntry> shape;
     std::vector<std::int64_t> key;
     const bool keyed = !named && shape_key(type, &key);
-    if (keyed) {
-        auto it = shape_cache().find(key);
-        if (it != shape_cache().end()) l = it->second;
-    }
+    if (keyed && (shape = shape_find(key))) l = shape->layout;
     if (l == nullptr) {
         if (int rc = flatten(type, &l, why)) return rc;
-        if (keyed) {
-            if (shape_cache().size() >= kShapeCacheMax) shape_cache().clear();
-            shape_cache().emplace(std::move(key), l);
-        }
+        if (keyed) shape = shape_insert(std::move(key), l);
     }
     // Predefined types outside the table stay uncached (rebuilt each time: they are rare).
     if (!named) {
-        auto* entry = new CacheEntry(l);
+        auto* entry = new CacheEntry(l, std::move(shape));
         if (PMPI_Type_set_attr(type, keyval, entry) != MPI_SUCCESS) delete entry;
     }
     *out = std::move(l);
@@ -725,6 +839,17 @@ int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::strin
 }
 
 const Layout& predefined_layout(const TypeInfo& ti) { return *predefined_layouts()[ti.id]; }
+
+void set_layout_cache_bytes(std::size_t bytes) {
+    g_shape_limit.store(bytes, std::memory_order_relaxed);
+    std::lock_guard lk(shape_mu());
+    shape_cache().trim(bytes);
+}
+
+std::size_t layout_cache_bytes() {
+    std::lock_guard lk(shape_mu());
+    return shape_cache().bytes;
+}
 
 // ---------------------------------------------------------------------------------------------
 // (5) Validation and footprint.
@@ -749,6 +874,12 @@ int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b, std
 
 int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count, const Layout& target,
                              std::uint64_t target_count, std::string* why) {
+    // No data on either side: a no-op, whatever the types (as MPICH and Open MPI accept a
+    // zero-count MPI_SUM on MPI_BYTE, mpi4py's default); the op must still be a predefined one.
+    if ((origin_count == 0 || origin.size() == 0) && (target_count == 0 || target.size() == 0)) {
+        if (op_kind(op) != OpKind::invalid) return MPI_SUCCESS;
+        return check_accumulate(op, MPI_DATATYPE_NULL, why);  // MPI_ERR_OP with its reason
+    }
     for (const Layout* l : {&origin, &target}) {
         if (l->basic() == nullptr && l->size() != 0)
             return type_error(why, std::string(l == &origin ? "origin" : "target") + " datatype (" + l->description() +

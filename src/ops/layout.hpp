@@ -75,6 +75,10 @@ public:
     std::uint64_t basic_count() const { return basic_ != nullptr ? size_ / basic_->size : 0; }
     // For messages: "MPI_INT" for predefined types, "derived (vector)" and so on otherwise.
     const char* description() const { return description_; }
+    // Bytes this layout holds in memory (the object and its block lists).
+    std::size_t memory_bytes() const {
+        return sizeof(Layout) + (blocks_.capacity() + runs_.capacity()) * sizeof(Block);
+    }
 
 private:
     friend class LayoutBuilder;
@@ -102,10 +106,20 @@ inline constexpr std::size_t kMaxLayoutBlocks = std::size_t{1} << 24;
 
 // MPI_SUCCESS and *out = the layout of `type`; or MPI_ERR_TYPE with a one-line reason in *why
 // (if non-null): MPI_DATATYPE_NULL, MPI_PACKED, an uncommitted derived type, a combiner this
-// file does not know, a type above kMaxLayoutBlocks. Thread-safe; the first call for a derived
+// file does not know, a type above kMaxLayoutBlocks; or MPI_ERR_RMA_RANGE (reason in *why) when
+// a block of the type starts or ends outside the signed 64-bit byte range (a displacement near
+// INT64_MAX: no memory holds it). Thread-safe; the first call for a derived
 // type builds (once, even when many threads ask at once), later calls read the cache.
 // Derived types need MPI to be initialised (and not finalised); predefined ones do not.
 int get_layout(MPI_Datatype type, std::shared_ptr<const Layout>* out, std::string* why);
+
+// Derived types of predefined children are also cached by construction (combiner and
+// arguments), so that a type built again after MPI_Type_free is not flattened again; that
+// cache holds at most this many bytes (keys and layouts; FASTRMA_LAYOUT_CACHE), least recently
+// used out first, and an entry above 64 KiB goes when the last live type using it is freed.
+inline constexpr std::size_t kLayoutCacheBytesDefault = std::size_t{16} << 20;
+void set_layout_cache_bytes(std::size_t bytes);
+std::size_t layout_cache_bytes();  // held now
 
 // The static layout of a predefined type: lives until the process exits, so hot paths may
 // keep the reference without a shared_ptr (no reference-count traffic).
@@ -121,8 +135,9 @@ int check_signature(const Layout& a, std::uint64_t a_count, const Layout& b, std
 
 // Accumulate family (MPI-3.1 §11.3.4): both layouts made of one predefined type, the same
 // one on both sides, `op` defined on it (check_accumulate) and the same number of elements.
-// MPI_ERR_TYPE / MPI_ERR_OP otherwise. With MPI_NO_OP the origin is ignored by MPI: pass the
-// result (Get_accumulate) or the target layout as `origin`.
+// MPI_ERR_TYPE / MPI_ERR_OP otherwise. When neither side carries data (zero counts) only the
+// op is checked (a predefined one): the operation is a no-op. With MPI_NO_OP the origin is
+// ignored by MPI: pass the result (Get_accumulate) or the target layout as `origin`.
 int check_accumulate_layouts(MPI_Op op, const Layout& origin, std::uint64_t origin_count, const Layout& target,
                              std::uint64_t target_count, std::string* why);
 

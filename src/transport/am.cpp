@@ -221,13 +221,17 @@ bool AmEndpoint::host_ok(int rc, const char* call, int rank) {
                       text);
     else
         std::snprintf(what, sizeof what, "the host MPI's %s failed in the am transport: %s", call, text);
+    note_failure(cls, what);
+    return false;
+}
+
+void AmEndpoint::note_failure(int cls, const char* what) {
     std::lock_guard lk(failure_mu_);
     if (failure_class_ == MPI_SUCCESS) {  // the first one is reported; later ones follow from it
         failure_class_ = cls;
         failure_ = what;
     }
     failed_.store(true, std::memory_order_release);
-    return false;
 }
 
 int AmEndpoint::take_failure(std::string* what) {
@@ -1260,13 +1264,35 @@ void AmEndpoint::discard_data(int source) {  // serve_mu_ held
 // shorter than a large message is not safe with every host transport: Open MPI's ob1 over
 // its self path copied a whole rendezvous message into a 0-byte receive (a fuzzed request
 // crashed the server that way), so a payload longer than announced would land past dst.
+// A correct origin sends the payload right behind its header; one that never comes (an
+// origin killed between its two sends, a mismatched peer) is waited for payload_wait_ at
+// most, holding serve_mu_, then given up: the request is dropped and the failure recorded.
+// Should that payload arrive later, it is taken for the next payload of that origin (and
+// dropped there unless it has the size that one announced).
 bool AmEndpoint::receive_payload(int source, void* dst, std::size_t want, MPI_Request* rq) {  // serve_mu_ held
     MPI_Message m = MPI_MESSAGE_NULL;
     MPI_Status st;
-    for (int flag = 0; !flag;) {
-        if (!host_ok(PMPI_Improbe(source, kTagData, comm_, &flag, &m, &st), "MPI_Improbe (payload)", source))
+    std::chrono::steady_clock::time_point give_up{};
+    for (unsigned polls = 0;; ++polls) {
+        int found = 0;
+        if (!host_ok(PMPI_Improbe(source, kTagData, comm_, &found, &m, &st), "MPI_Improbe (payload)", source))
             return false;
-        if (!flag) __builtin_ia32_pause();
+        if (found) break;
+        if (polls % 256 == 0) {  // the clock now and then: the payload normally is there at once
+            const auto now = std::chrono::steady_clock::now();
+            if (polls == 0) {
+                give_up = now + payload_wait_;
+            } else if (now >= give_up) {
+                char what[200];
+                std::snprintf(what, sizeof what,
+                              "the payload of a request from rank %d did not arrive within %lld ms of its header "
+                              "(FASTRMA_AM_PAYLOAD_MS); the request was dropped",
+                              source, static_cast<long long>(payload_wait_.count()));
+                note_failure(MPI_ERR_OTHER, what);
+                return false;
+            }
+        }
+        __builtin_ia32_pause();
     }
     int count = 0;
     if (!host_ok(PMPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count (payload)", source) || count < 0) count = 0;

@@ -56,6 +56,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -189,6 +190,11 @@ public:
     // FASTRMA_HOST_PROGRESS=0, or a host MPI without the hook) a blocking collective here
     // would never give them.
     int barrier();
+    // How long the server waits for the payload of a kPutData / kAccData request whose
+    // header has arrived (FASTRMA_AM_PAYLOAD_MS). Past it the request is dropped (refused:
+    // its origin is told) and the failure recorded: this process's next completion point
+    // reports it (take_failure).
+    void set_payload_wait(std::chrono::milliseconds ms) { payload_wait_ = ms; }
     // Does a progress thread or the host hook serve us while an application thread blocks
     // in a host collective? Then fence() and barrier() use the blocking collectives (the
     // non-blocking ones cost more per fence); else they serve.
@@ -240,6 +246,7 @@ private:
     // rc of a host MPI call: true when MPI_SUCCESS, else the failure is recorded (the first
     // one, for take_failure) and false. rank: the peer it concerned (-1: none).
     bool host_ok(int rc, const char* call, int rank = -1);
+    void note_failure(int cls, const char* what);  // records a failure as host_ok does
     std::mutex failure_mu_;
     std::atomic<bool> failed_{false};
     int failure_class_ = MPI_SUCCESS;  // failure_mu_
@@ -425,7 +432,9 @@ private:
     void discard_data(int source);  // consumes a payload message that is not applied (serve_mu_ held)
     // The payload of source's request: its receive into dst started (*rq) when it is want
     // bytes long; else received and dropped, false (serve_mu_ held).
+    // A payload that has not arrived within payload_wait_: false, the failure recorded.
     bool receive_payload(int source, void* dst, std::size_t want, MPI_Request* rq);
+    std::chrono::milliseconds payload_wait_{5000};
     void serve_ring();  // serve_mu_ held: every request the ring has received
     std::uint64_t served_ring_ = 0;  // ring messages served (serve_mu_)
     // Origins whose lock request could not be granted yet (serve_mu_): their requests, in

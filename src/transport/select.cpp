@@ -51,6 +51,7 @@ int message_transport_usable(Bootstrap& group, const char* call) {
 std::unique_ptr<Transport> make_message_transport(Bootstrap& group, LocalTarget local, const Config& cfg,
                                                   const char* call, int* err) {
     auto ep = std::make_unique<AmEndpoint>(group.mpi_comm(), std::move(local), cfg.am_window);  // collective
+    ep->set_payload_wait(std::chrono::milliseconds(cfg.am_payload_ms));
     *err = MPI_SUCCESS;
     if (ep->error() != MPI_SUCCESS) {
         *err = raise(MPI_ERR_INTERN, "%s: am: cannot duplicate the communicator", call);

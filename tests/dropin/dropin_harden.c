@@ -6,7 +6,8 @@
  * (size 0, NULL base), and a
  * keyval freed while its attribute lives (the attribute stays its own, its delete callback
  * runs when the window is freed), a negative target displacement (MPI_ERR_DISP, as both
- * hosts answer). Runs with 2 or more ranks.
+ * hosts answer); preloaded, MPI_Error_string of such a code gives fastrma's message. Runs
+ * with 2 or more ranks.
  */
 #include <stdint.h>
 #include <string.h>
@@ -134,6 +135,15 @@ static void test_negative_disp(void) {
         MPI_OK(MPI_Error_class(rc[i], &cls));
         CHECK_EQ(cls, MPI_ERR_DISP);
     }
+    /* Preloaded, MPI_Error_string of the code gives fastrma's message, which names the bad
+     * value (the host's generic text does not). */
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_OK(MPI_Error_string(rc[5], text, &len));
+    CHECK_EQ(len > 0, 1);
+    const char* mode = getenv("DROPIN_MODE");
+    if (mode && strcmp(mode, "host") != 0 && !strstr(text, "target_disp -1 is negative"))
+        FAIL("MPI_Error_string gave \"%s\", not fastrma's message", text);
     MPI_OK(MPI_Put(&v, 1, MPI_INT64_T, t, 3, 1, MPI_INT64_T, win));
     MPI_OK(MPI_Win_unlock_all(win));
     MPI_OK(MPI_Barrier(MPI_COMM_WORLD));

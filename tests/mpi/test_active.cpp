@@ -24,7 +24,7 @@ namespace {
 struct Alloc {
     FRMA_Win win = FRMA_WIN_NULL;
     std::int64_t* base = nullptr;
-    explicit Alloc(std::size_t n, MPI_Info info = MPI_INFO_NULL) {
+    explicit Alloc(std::size_t n, MPI_Info info = window_info()) {
         EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(MPI_Aint(n * 8), 8, info, MPI_COMM_WORLD, &base, &win));
         std::memset(base, 0, n * 8);
         FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
@@ -295,12 +295,70 @@ void check_shared(bool noncontig) {
 TEST(Shared, ContiguousPartsByLoadStoreAndRma) { check_shared(false); }
 TEST(Shared, NoncontigPartsByLoadStoreAndRma) { check_shared(true); }
 
-TEST(Shared, QueryOnOtherFlavorsFails) {
-    Alloc w(1);
-    MPI_Aint sz;
-    int du;
-    void* p;
-    EXPECT_EQ(MPI_ERR_RMA_FLAVOR, FRMA_Win_shared_query(w.win, 0, &sz, &du, &p));
+// MPI-4.1: shared_query on every flavor (issue 36, 11). A part this process reaches by load
+// and store comes back with its base and size: its own, and over shared memory its node
+// peers' parts of an allocate window; others (peers over am or ofi, create windows on user
+// memory that only cross-memory attach reaches, every part of a dynamic window) come back as
+// base NULL, size 0. A rank outside the group is still MPI_ERR_RANK.
+TEST(Shared, QueryOnOtherFlavorsGivesTheMappedPartsElseNull) {
+    const int me = world_rank(), n = world_size();
+    Alloc w(2);
+    w.base[0] = 100 + me;
+    MPI_Info used;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_get_info(w.win, &used));
+    char tp[MPI_MAX_INFO_VAL + 1] = "";
+    int found = 0;
+    MPI_Info_get(used, "fastrma_transport", MPI_MAX_INFO_VAL, tp, &found);
+    MPI_Info_free(&used);
+    const bool node = std::string(tp) == "shm";
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(w.win));
+    for (int r = 0; r < n; ++r) {
+        MPI_Aint sz = -1;
+        int du = -1;
+        void* p = reinterpret_cast<void*>(1);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(w.win, r, &sz, &du, &p)) << FRMA_Last_error_message();
+        EXPECT_EQ(du, 8);
+        if (r == me || node) {
+            EXPECT_EQ(sz, 16) << "rank " << r << " over " << tp;
+            ASSERT_NE(p, nullptr) << "rank " << r;
+            EXPECT_EQ(*static_cast<std::int64_t*>(p), 100 + r) << "rank " << r << "'s part, loaded";
+            if (r == me) {
+                EXPECT_EQ(p, static_cast<void*>(w.base));
+            }
+        } else {
+            EXPECT_EQ(sz, 0) << "rank " << r << " over " << tp;
+            EXPECT_EQ(p, nullptr) << "rank " << r << " over " << tp;
+        }
+    }
+    MPI_Aint sz = -1;
+    int du = -1;
+    void* p = nullptr;
+    EXPECT_EQ(MPI_ERR_RANK, FRMA_Win_shared_query(w.win, n, &sz, &du, &p));
+    // A create window on user memory: its own part only.
+    std::vector<std::int64_t> mem(4, 0);
+    FRMA_Win cw = FRMA_WIN_NULL;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create(mem.data(), 32, 4, window_info(), MPI_COMM_WORLD, &cw));
+    for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(cw, r, &sz, &du, &p));
+        EXPECT_EQ(du, 4);
+        EXPECT_EQ(sz, r == me ? 32 : 0) << "rank " << r;
+        EXPECT_EQ(p, r == me ? static_cast<void*>(mem.data()) : nullptr) << "rank " << r;
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(cw, MPI_PROC_NULL, &sz, &du, &p));
+    EXPECT_EQ(p, static_cast<void*>(mem.data())) << "the first part reached here";
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&cw));
+    // A dynamic window: nothing, its own regions included.
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(window_info(), MPI_COMM_WORLD, &cw));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(cw, mem.data(), 32));
+    for (int r : {me, (me + 1) % n, MPI_PROC_NULL}) {
+        p = reinterpret_cast<void*>(1);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(cw, r, &sz, &du, &p));
+        EXPECT_EQ(sz, 0);
+        EXPECT_EQ(p, nullptr);
+    }
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(cw, mem.data()));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&cw));
 }
 
 // ---- dynamic windows ------------------------------------------------------------------------

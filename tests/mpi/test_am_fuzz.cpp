@@ -22,12 +22,15 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/am.hpp"
@@ -240,7 +243,7 @@ TEST(AmFuzz, MutatedRequestsAreRefusedNeverWrittenOutsideThePart) {
     int np = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     if (np != 1) GTEST_SKIP() << "one rank";
-    record_corpus();
+    if (corpus.empty()) record_corpus();
     ASSERT_GE(corpus.size(), 12u) << "the recorded traffic";
     const std::uint64_t seed = env_u64("FASTRMA_FUZZ_SEED", 1);
     const double seconds = double(env_u64("FASTRMA_FUZZ_SECONDS", 8));
@@ -251,6 +254,7 @@ TEST(AmFuzz, MutatedRequestsAreRefusedNeverWrittenOutsideThePart) {
     auto fresh = [&] {
         auto ep = std::make_unique<AmEndpoint>(MPI_COMM_WORLD, t.local(endpoints % 2 == 0), 256);
         ep->set_served_elsewhere(false);
+        ep->set_payload_wait(std::chrono::milliseconds(5));
         ++endpoints;
         return ep;
     };
@@ -263,8 +267,12 @@ TEST(AmFuzz, MutatedRequestsAreRefusedNeverWrittenOutsideThePart) {
             std::vector<unsigned char> m = rng() % 16 ? mutate(rng, corpus[pick]) : corpus[pick];
             std::uint32_t kind = 0;
             if (m.size() >= 4) std::memcpy(&kind, m.data(), 4);
-            if (kind == 7 || kind == 9) {  // announces a payload: send one, of a random size
-                const std::size_t n = rng() % 4 ? payload_after[pick] : rng() % payload.size();
+            // Announces a payload: send one, mostly of the recorded size, else truncated or of
+            // a random size; or none at all (the server gives up after its payload wait).
+            const unsigned how = unsigned(rng() % 64);
+            if ((kind == 7 || kind == 9) && how != 0) {
+                const std::size_t want = payload_after[pick];
+                const std::size_t n = how >= 16 ? want : how >= 8 ? (want ? rng() % want : 0) : rng() % payload.size();
                 MPI_Request rq;
                 MPI_Isend(payload.data(), int(n), MPI_BYTE, 0, AmEndpoint::kPayloadTag, ep->comm(), &rq);
                 MPI_Request_free(&rq);
@@ -295,6 +303,88 @@ TEST(AmFuzz, MutatedRequestsAreRefusedNeverWrittenOutsideThePart) {
     std::printf("am decoder fuzz: seed %llu, %llu requests served, %llu endpoints\n",
                 static_cast<unsigned long long>(seed), static_cast<unsigned long long>(served),
                 static_cast<unsigned long long>(endpoints));
+}
+
+// A header whose payload never comes (an origin killed between its two sends, a mismatched
+// peer) must not hold the server for ever (issue 36, 4): past the payload wait the request is
+// dropped, its origin told (a refusal), the failure recorded for this process's next
+// completion point, and the server goes on. A truncated payload is refused the same way.
+// A watchdog aborts the job if the server hangs.
+TEST(AmServer, AHeaderWhosePayloadNeverComesIsDroppedAndReported) {
+    int np = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    if (np != 1) GTEST_SKIP() << "one rank";
+    if (corpus.empty()) record_corpus();
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+        const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (!done.load() && std::chrono::steady_clock::now() < stop)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (!done.load()) {
+            std::fprintf(stderr, "the am server waited 30 s for a payload that never came\n");
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    });
+    Target t;
+    AmEndpoint ep(MPI_COMM_WORLD, t.local(), 256);
+    ASSERT_EQ(ep.error(), MPI_SUCCESS);
+    ep.set_served_elsewhere(false);
+    ep.set_payload_wait(std::chrono::milliseconds(200));
+    std::vector<unsigned char> payload(64 * 1024, 0x5A);
+    int headers = 0;
+    for (std::size_t i = 0; i < corpus.size(); ++i) {
+        std::uint32_t kind = 0;
+        std::memcpy(&kind, corpus[i].data(), 4);
+        if (kind != 7 && kind != 9) continue;
+        ++headers;
+        SCOPED_TRACE("corpus entry " + std::to_string(i) + ", kind " + std::to_string(kind));
+        for (const bool truncated : {false, true}) {
+            if (truncated) {
+                MPI_Request rq;
+                MPI_Isend(payload.data(), int(payload_after[i] / 2), MPI_BYTE, 0, AmEndpoint::kPayloadTag, ep.comm(),
+                          &rq);
+                MPI_Request_free(&rq);
+            }
+            const auto t0 = std::chrono::steady_clock::now();
+            ep.serve_message(corpus[i].data(), corpus[i].size(), 0);
+            const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ep.settle();
+            ep.serve_arrived();
+            EXPECT_EQ(ep.take_rejected(0), 1u) << (truncated ? "truncated payload" : "no payload") << ": refused";
+            std::string what;
+            const int cls = ep.take_failure(&what);
+            if (truncated) {
+                EXPECT_LT(waited, 0.2) << "a payload that came is not waited for";
+            } else {
+                EXPECT_EQ(cls, MPI_ERR_OTHER) << "the missing payload is reported";
+                EXPECT_NE(what.find("did not arrive"), std::string::npos) << what;
+                EXPECT_GE(waited, 0.15);
+                EXPECT_LT(waited, 5.0);
+            }
+            drain(ep.comm());
+        }
+    }
+    EXPECT_GE(headers, 2) << "a put and an accumulate with their data behind the header";
+    for (std::size_t i = 0; i < Target::kPart; ++i)
+        ASSERT_EQ(t.mem[Target::kGuard + i], Target::kFill) << "nothing of a dropped request landed, byte " << i;
+    EXPECT_TRUE(t.guards_intact());
+    // The server goes on: the put with its payload lands.
+    for (std::size_t i = 0; i < corpus.size(); ++i) {
+        std::uint32_t kind = 0;
+        std::memcpy(&kind, corpus[i].data(), 4);
+        if (kind != 7) continue;
+        MPI_Request rq;
+        MPI_Isend(payload.data(), int(payload_after[i]), MPI_BYTE, 0, AmEndpoint::kPayloadTag, ep.comm(), &rq);
+        MPI_Request_free(&rq);
+        ep.serve_message(corpus[i].data(), corpus[i].size(), 0);
+        ep.settle();
+        EXPECT_EQ(t.mem[Target::kGuard], 0x5A) << "the put landed";
+        break;
+    }
+    ep.settle();
+    drain(ep.comm());
+    done = true;
+    watchdog.join();
 }
 
 }  // namespace

@@ -66,6 +66,52 @@ TEST(Creation, AnIntercommunicatorIsRefusedWithErrComm) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- issue 36, 12. an am window nobody would serve ----------------------------------------
+
+// Run with FASTRMA_TRANSPORT=am, FASTRMA_PROGRESS=0 and FASTRMA_HOST_PROGRESS=0: no thread
+// and no hook serves a target while it sits in a host MPI call, so passive target would hang
+// (a peer's MPI_Rget while this process waits in MPI_Barrier). Every flavor that goes over am
+// is refused at creation, on every rank, with MPI_ERR_UNSUPPORTED_OPERATION and a message that
+// says why and what to do; with info no_locks=true the window is made (active target serves
+// while it waits) and a lock is MPI_ERR_RMA_SYNC. Shared windows stay on shared memory.
+TEST(Creation, AnAmWindowNobodyServesIsRefusedUnlessItTakesNoLocks) {
+    const char* tp = std::getenv("FASTRMA_TRANSPORT");
+    const char* pr = std::getenv("FASTRMA_PROGRESS");
+    const char* hp = std::getenv("FASTRMA_HOST_PROGRESS");
+    if (!tp || std::string(tp) != "am" || !pr || std::string(pr) != "0" || !hp || std::string(hp) != "0")
+        GTEST_SKIP() << "FASTRMA_TRANSPORT=am FASTRMA_PROGRESS=0 FASTRMA_HOST_PROGRESS=0 only";
+    const int me = world_rank(), n = world_size();
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    std::vector<std::int64_t> user(8, 0);
+    FRMA_Win win = FRMA_WIN_NULL;
+    std::int64_t* mem = nullptr;
+    EXPECT_EQ(MPI_ERR_UNSUPPORTED_OPERATION, FRMA_Win_allocate(64, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    EXPECT_EQ(win, FRMA_WIN_NULL);
+    const std::string msg = FRMA_Last_error_message();
+    EXPECT_NE(msg.find("FRMA_Win_allocate"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no_locks"), std::string::npos) << msg;
+    EXPECT_EQ(MPI_ERR_UNSUPPORTED_OPERATION, FRMA_Win_create(user.data(), 64, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    EXPECT_EQ(MPI_ERR_UNSUPPORTED_OPERATION, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    EXPECT_EQ(win, FRMA_WIN_NULL);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(64, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "no_locks", "true");
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(64, 8, info, MPI_COMM_WORLD, &mem, &win)) << FRMA_Last_error_message();
+    MPI_Info_free(&info);
+    FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    EXPECT_EQ(MPI_ERR_RMA_SYNC, FRMA_Win_lock_all(0, win));
+    for (int i = 0; i < 8; ++i) mem[i] = -1;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, win));
+    const std::int64_t v = 40 + me;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, (me + 1) % n, 0, 1, MPI_INT64_T, win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(MPI_MODE_NOSUCCEED, win));
+    EXPECT_EQ(mem[0], 40 + (me + n - 1) % n);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 // ---- 2. contended exclusive locks, then a fence ------------------------------------------
 
 TEST(Locks, ContendedExclusiveLocksWithGetsThenAFence) {
@@ -158,6 +204,35 @@ TEST(GetAccumulate, NoOpIgnoresTheOriginArguments) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// ---- issue 36, 10. zero-count accumulates with an op the type does not define ------------
+
+// mpi4py's own RMA test: Get_accumulate of 0 MPI_BYTE with its default MPI_SUM. MPICH and
+// Open MPI accept it as a no-op; so does fastrma. With data, the op still has to fit the type,
+// and an op that is not a predefined one is MPI_ERR_OP at any count.
+TEST(Accumulate, ZeroCountWithAnOpTheTypeDoesNotDefineIsANoOp) {
+    const int me = world_rank(), n = world_size();
+    Alloc<unsigned char> w(8, 1);
+    const int t = (me + 1) % n;
+    unsigned char src[1] = {1}, res[1] = {9};
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    EXPECT_EQ(MPI_SUCCESS,
+              FRMA_Get_accumulate(nullptr, 0, MPI_BYTE, nullptr, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_SUM, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(src, 0, MPI_BYTE, res, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_PROD, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(src, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_SUM, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(src, 0, MPI_DOUBLE, t, 0, 0, MPI_DOUBLE, MPI_BAND, w.win))
+        << FRMA_Last_error_message();
+    EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(src, 1, MPI_BYTE, t, 0, 1, MPI_BYTE, MPI_SUM, w.win)) << "with data";
+    EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(src, 0, MPI_BYTE, t, 0, 0, MPI_BYTE, MPI_OP_NULL, w.win));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    EXPECT_EQ(res[0], 9);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(w.base[i], 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // ---- 4. MPI_BOTTOM with absolute addresses -----------------------------------------------
 
 TEST(Datatypes, MpiBottomWithAbsoluteAddresses) {
@@ -195,6 +270,79 @@ TEST(Datatypes, MpiBottomWithAbsoluteAddresses) {
     EXPECT_EQ(w.base[2], 100 + from);
     EXPECT_EQ(w.base[3], 200 + from);
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// ---- issue 36, 1. a target type whose end wraps past INT64_MAX ---------------------------
+
+// Two MPI_INTs at byte displacements 0 and INT64_MAX - 1: the second block ends past the
+// signed 64-bit range. As a target type it touches bytes outside any window (MPI_ERR_RMA_RANGE,
+// as Open MPI answers) on every flavor, over every transport; as an origin type it is
+// MPI_ERR_TYPE. Nothing is written, nothing is read, and the window stays usable.
+TEST(Datatypes, ATargetTypeWhoseEndWrapsIsOutOfRange) {
+    const int me = world_rank(), n = world_size();
+    const int t = (me + 1) % n;
+    MPI_Datatype wrap;
+    const int lens[2] = {1, 1};
+    const MPI_Aint disps[2] = {0, INT64_MAX - 1};
+    ASSERT_EQ(MPI_SUCCESS, MPI_Type_create_hindexed(2, lens, disps, MPI_INT, &wrap));
+    ASSERT_EQ(MPI_SUCCESS, MPI_Type_commit(&wrap));
+    std::vector<int> user(16, -1);
+    for (const char* flavor : {"allocate", "create", "shared", "dynamic"}) {
+        SCOPED_TRACE(flavor);
+        const std::string f = flavor;
+        FRMA_Win win = FRMA_WIN_NULL;
+        int* mem = user.data();
+        if (f == "allocate")
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+        else if (f == "create")
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, 64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        else if (f == "shared") {
+            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+            const int rc = FRMA_Win_allocate_shared(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+            MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+            if (rc == MPI_ERR_RMA_SHARED) continue;  // ranks on several (fastrma) nodes
+            ASSERT_EQ(MPI_SUCCESS, rc);
+        } else
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        for (int i = 0; i < 16; ++i) mem[i] = -1;
+        FRMA_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+        MPI_Aint at = 0;  // dynamic windows: the target's address
+        if (f == "dynamic") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem, 64));
+            MPI_Aint mine;
+            MPI_Get_address(mem, &mine);
+            std::vector<MPI_Aint> all(static_cast<std::size_t>(n));
+            MPI_Allgather(&mine, 1, MPI_AINT, all.data(), 1, MPI_AINT, MPI_COMM_WORLD);
+            at = all[std::size_t(t)];
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
+        int src[2] = {7, 8}, got[2] = {-5, -5};
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Put(src, 2, MPI_INT, t, at, 1, wrap, win)) << FRMA_Last_error_message();
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Get(got, 2, MPI_INT, t, at, 1, wrap, win)) << FRMA_Last_error_message();
+        EXPECT_EQ(MPI_ERR_RMA_RANGE, FRMA_Accumulate(src, 2, MPI_INT, t, at, 1, wrap, MPI_SUM, win));
+        EXPECT_EQ(MPI_ERR_RMA_RANGE,
+                  FRMA_Get_accumulate(src, 2, MPI_INT, got, 2, MPI_INT, t, at, 1, wrap, MPI_SUM, win));
+        EXPECT_EQ(MPI_ERR_TYPE, FRMA_Put(src, 1, wrap, t, at, 2, MPI_INT, win)) << "as an origin type";
+        EXPECT_NE(std::string(FRMA_Last_error_message()).find("64-bit"), std::string::npos)
+            << FRMA_Last_error_message();
+        // Still usable: a put and a get of the two ints.
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(src, 2, MPI_INT, t, at + 8, 2, MPI_INT, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Get(got, 2, MPI_INT, t, at + 8, 2, MPI_INT, win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
+        EXPECT_EQ(got[0], 7);
+        EXPECT_EQ(got[1], 8);
+        MPI_Barrier(MPI_COMM_WORLD);
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(win));
+        for (int i = 0; i < 16; ++i) EXPECT_EQ(mem[i], i == 2 ? 7 : i == 3 ? 8 : -1) << "int " << i;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (f == "dynamic") {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_detach(win, mem));
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    MPI_Type_free(&wrap);
 }
 
 // ---- 8. large derived-type accumulates on user memory ------------------------------------
@@ -271,24 +419,40 @@ TEST(Accumulate, LargeDerivedTypesOnACreateWindowAreExact) {
 
 // ---- 9. shared_query with zero-size parts ---------------------------------------------------
 
+// A zero-size part has base NULL, in the query and as the rank's own base pointer (as
+// MPICH answers, contiguous or not; Open MPI for non-contiguous windows), size 0.
 TEST(Shared, ZeroSizePartsAndTheQueryOfMpiProcNull) {
     const int me = world_rank(), n = world_size();
+    for (const bool noncontig : {false, true}) {
+        SCOPED_TRACE(noncontig ? "noncontig" : "contiguous");
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "alloc_shared_noncontig", noncontig ? "true" : "false");
+        int* base = reinterpret_cast<int*>(1);
+        FRMA_Win win = FRMA_WIN_NULL;
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(me % 2 ? 0 : 64, 4, info, MPI_COMM_WORLD, &base, &win));
+        MPI_Info_free(&info);
+        if (me % 2) {
+            EXPECT_EQ(base, nullptr) << "the base of this rank's empty part";
+        }
+        for (int r = 0; r < n; ++r) {
+            MPI_Aint size = -1;
+            int du = -1;
+            void* p = reinterpret_cast<void*>(1);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, r, &size, &du, &p));
+            EXPECT_EQ(size, r % 2 ? 0 : 64) << "rank " << r;
+            EXPECT_EQ(du, 4);
+            if (r % 2 == 0) {
+                EXPECT_NE(p, nullptr);
+            } else {
+                EXPECT_EQ(p, nullptr) << "rank " << r << "'s empty part";
+            }
+        }
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
+    }
+    // Every part empty: MPI_PROC_NULL gives size 0 and the base MPI_Alloc_mem(0) gives (NULL).
     int* base = nullptr;
     FRMA_Win win = FRMA_WIN_NULL;
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(me % 2 ? 0 : 64, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
-    for (int r = 0; r < n; ++r) {
-        MPI_Aint size = -1;
-        int du = -1;
-        void* p = nullptr;
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_shared_query(win, r, &size, &du, &p));
-        EXPECT_EQ(size, r % 2 ? 0 : 64) << "rank " << r;
-        EXPECT_EQ(du, 4);
-        if (r % 2 == 0) {
-            EXPECT_NE(p, nullptr);
-        }
-    }
-    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free(&win));
-    // Every part empty: MPI_PROC_NULL gives size 0 and the base MPI_Alloc_mem(0) gives (NULL).
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(0, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     MPI_Aint size = -1;
     int du = -1;
@@ -568,6 +732,41 @@ TEST(Threads, NamesInfoAndAttributesSetConcurrently) {
     for (auto& th : ts) th.join();
     EXPECT_EQ(torn.load(), 0) << "a torn name, attribute or info value was read";
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_delete_attr(w.win, k));
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k));
+}
+
+// ---- issue 36, 9. two threads setting one keyval's attribute ------------------------------
+
+// Each value set is deleted exactly once: by the set that replaces it, or by the final
+// delete. Two threads that both read the same old value used to both delete it, and the
+// value one of them set was overwritten without its delete callback.
+constexpr int kAttrThreads = 4, kAttrRounds = 5000;
+std::atomic<int> g_attr_deleted[kAttrThreads * kAttrRounds];
+int count_each_delete(FRMA_Win, int, void* value, void*) {
+    g_attr_deleted[reinterpret_cast<std::uintptr_t>(value) - 1].fetch_add(1);
+    return MPI_SUCCESS;
+}
+
+TEST(Threads, ConcurrentSetsOfOneAttributeDeleteEveryValueOnce) {
+    Alloc<int> w(1);
+    int k = MPI_KEYVAL_INVALID;
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_create_keyval(nullptr, count_each_delete, &k, nullptr));
+    for (auto& d : g_attr_deleted) d = 0;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kAttrThreads; ++t)
+        ts.emplace_back([&, t] {
+            for (int r = 0; r < kAttrRounds; ++r)
+                FRMA_Win_set_attr(w.win, k, reinterpret_cast<void*>(std::uintptr_t(t * kAttrRounds + r + 1)));
+        });
+    for (auto& th : ts) th.join();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_delete_attr(w.win, k));
+    int never = 0, twice = 0;
+    for (auto& d : g_attr_deleted) {
+        never += d.load() == 0;
+        twice += d.load() > 1;
+    }
+    EXPECT_EQ(never, 0) << "values set whose delete callback never ran";
+    EXPECT_EQ(twice, 0) << "values deleted more than once";
     ASSERT_EQ(MPI_SUCCESS, FRMA_Win_free_keyval(&k));
 }
 

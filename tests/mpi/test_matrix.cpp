@@ -65,20 +65,20 @@ struct MatrixWin {
         const MPI_Aint bytes = kWords * 8;
         switch (f) {
         case Flavor::allocate:
-            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate(bytes, 1, window_info(), MPI_COMM_WORLD, &mem, &win));
             break;
         case Flavor::shared:
-            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_allocate_shared(bytes, 1, window_info(), MPI_COMM_WORLD, &mem, &win));
             break;
         case Flavor::create:
             user.assign(kWords, 0);
             mem = user.data();
-            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create(mem, bytes, 1, window_info(), MPI_COMM_WORLD, &win));
             break;
         case Flavor::dynamic: {
             user.assign(kWords, 0);
             mem = user.data();
-            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+            EXPECT_EQ(MPI_SUCCESS, FRMA_Win_create_dynamic(window_info(), MPI_COMM_WORLD, &win));
             EXPECT_EQ(MPI_SUCCESS, FRMA_Win_attach(win, mem, bytes));
             MPI_Aint mine;
             MPI_Get_address(mem, &mine);

@@ -1,4 +1,4 @@
-// CmaBatch (ops/cma_batch.*) by cross-memory attach to this very process: its lanes, their
+// CmaBatch (transport/shm/cma_batch.*) by cross-memory attach to this very process: its lanes, their
 // double buffers and the completion promise of drain() under several threads at once.
 #include <gtest/gtest.h>
 #include <mpi.h>

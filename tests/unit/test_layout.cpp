@@ -571,6 +571,35 @@ TEST(LayoutErrors, RejectedTypes) {
     EXPECT_EQ(get_layout(committed, &l, &why), MPI_SUCCESS) << why;
 }
 
+// Issue 36, 1: a block that starts or ends outside the signed 64-bit range is refused when
+// the type is flattened (MPI_ERR_RMA_RANGE), whatever the combiner that put it there; one
+// that ends exactly at INT64_MAX is fine.
+TEST(LayoutErrors, BlocksOutsideTheSigned64BitRangeAreRefused) {
+    const MPI_Aint kMax = INT64_MAX;
+    struct Case {
+        const char* what;
+        Type t;
+        int rc;
+    };
+    Case cases[] = {
+        {"hindexed, end past INT64_MAX", hindexed({1, 1}, {0, kMax - 1}, MPI_INT), MPI_ERR_RMA_RANGE},
+        {"hindexed, end at INT64_MAX", hindexed({1, 1}, {0, kMax - 4}, MPI_INT), MPI_SUCCESS},
+        {"hindexed, start below INT64_MIN + 1", hindexed({1, 1}, {0, -kMax}, MPI_INT), MPI_SUCCESS},
+        {"hvector, third block wraps", hvector(3, 1, kMax / 2 + 1, MPI_INT), MPI_ERR_RMA_RANGE},
+        {"struct of a hindexed near the top, moved up", structure({1}, {8}, {hindexed({1}, {kMax - 8}, MPI_INT)}),
+         MPI_ERR_RMA_RANGE},
+    };
+    for (Case& c : cases) {
+        LayoutPtr l;
+        std::string why;
+        EXPECT_EQ(get_layout(c.t, &l, &why), c.rc) << c.what << ": " << why;
+        if (c.rc != MPI_SUCCESS) {
+            EXPECT_NE(why.find("64-bit"), std::string::npos) << why;
+            EXPECT_EQ(l, nullptr);
+        }
+    }
+}
+
 TEST(LayoutErrors, SignatureAndAccumulateChecks) {
     Type v = vector(3, 2, 4, MPI_INT);  // 6 ints
     Type mixed = structure({1, 1}, {0, 8}, {MPI_INT, MPI_DOUBLE});
@@ -654,6 +683,45 @@ TEST(LayoutCache, ConcurrentFirstUseBuildsOne) {
         for (int k = 1; k < kThreads; ++k) EXPECT_EQ(got[std::size_t(k)], got[0]) << "round " << round;
         EXPECT_EQ(layout_of(t), got[0]);
     }
+}
+
+// Issue 36, 7: the cache by construction is bounded in bytes, not entries. Distinct large
+// indexed types (131,072 blocks: 2 MiB of layout and 2 MiB of key each), each used once and
+// freed, hold nothing once freed; medium ones freed stay within the bound (least recently used
+// out first); a small one freed and built again still gets its layout back (ARMCI's pattern,
+// TypesBuiltAlikeShareALayoutAfterTheFirstIsFreed).
+TEST(LayoutCache, FreedLargeTypesHoldNothingAndTheCacheIsBoundedInBytes) {
+    constexpr int kBlocks = 131072;
+    std::vector<std::weak_ptr<const Layout>> large;
+    for (int t = 0; t < 12; ++t) {
+        std::vector<int> lens(kBlocks, 1), disps(kBlocks);
+        for (int i = 0; i < kBlocks; ++i) disps[std::size_t(i)] = 2 * i + t;
+        Type ty = indexed(std::move(lens), std::move(disps), MPI_INT);
+        LayoutPtr l = layout_of(ty);
+        ASSERT_EQ(l->blocks().size(), std::size_t(kBlocks));
+        large.push_back(l);
+    }  // (each type freed at the end of its round; nothing else holds its layout)
+    int alive = 0;
+    for (const auto& w : large) alive += !w.expired();
+    EXPECT_EQ(alive, 0) << "layouts of large freed types still held";
+    EXPECT_LE(layout_cache_bytes(), kLayoutCacheBytesDefault);
+
+    constexpr std::size_t kLimit = 256 * 1024;
+    set_layout_cache_bytes(kLimit);
+    std::vector<std::weak_ptr<const Layout>> medium;  // ~32 KiB each (key and blocks)
+    for (int t = 0; t < 64; ++t) {
+        std::vector<int> lens(1000, 1), disps(1000);
+        for (int i = 0; i < 1000; ++i) disps[std::size_t(i)] = 3 * i + t;
+        Type ty = indexed(std::move(lens), std::move(disps), MPI_INT);
+        medium.push_back(layout_of(ty));
+        EXPECT_LE(layout_cache_bytes(), kLimit) << "round " << t;
+    }
+    alive = 0;
+    for (const auto& w : medium) alive += !w.expired();
+    EXPECT_GT(alive, 0) << "medium freed types are kept, within the bound";
+    EXPECT_LT(alive, 16) << "more kept than the bound allows";
+    EXPECT_FALSE(medium.back().expired()) << "the most recent one is kept";
+    set_layout_cache_bytes(kLayoutCacheBytesDefault);
 }
 
 // ---------------------------------------------------------------------------------------------

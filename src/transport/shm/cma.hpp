@@ -1,6 +1,6 @@
 // cma.hpp — cross-memory attach (process_vm_readv / process_vm_writev): one copy between
 // this process and another's address space, no mapping. The shared-memory transport moves
-// unmapped peers' data with it; the batches of small transfers (ops/cma_batch) and the
+// unmapped peers' data with it; the batches of small transfers (shm/cma_batch) and the
 // offloaded copies (shm/offload) call it directly.
 #pragma once
 
