@@ -1,10 +1,11 @@
 /* derived_large.c — large transfers with derived datatypes against a contiguous transfer of
  * the same bytes (issue 26, item 8): put, get, accumulate and get_accumulate (gacc; both
  * MPI_SUM) of COUNT MPI_INTs (or doubles: -e) whose target is a vector (stride 2) or an
- * indexed type (blocks of one element, stride 2), or COUNT contiguous ones, on allocate, create and dynamic windows, under lock + flush, lock +
- * flush_local, lock_all + flush_all, lock_all + flush, fence and PSCW. Every rank is an
- * origin, to rank + 1 (a ring), REPS times per case. A plain MPI program: run it on Open MPI
- * alone and with libfastrma-mpi.so preloaded (and FASTRMA_TRANSPORT=am for the am path).
+ * indexed type (blocks of one element, stride 2), or COUNT contiguous ones, on allocate, create and
+ * dynamic windows, under lock + flush, lock + flush_local, lock_all + flush_all, lock_all + flush,
+ * fence and PSCW. Every rank is an origin, to rank + 1 (a ring), REPS times per case. A plain MPI
+ * program: run it on Open MPI alone and with libfastrma-mpi.so preloaded (and FASTRMA_TRANSPORT=am
+ * for the am path).
  *
  * Usage: derived_large [-c COUNT (65530)] [-r REPS (16)] [-f allocate,create,dynamic]
  *                      [-s lock,lock_local,lockall,lockall_flush,fence,pscw] [-o put,get,acc,gacc]
@@ -176,7 +177,7 @@ int main(int argc, char** argv) {
                 }
             }
         }
-        MPI_Barrier(MPI_COMM_WORLD);  /* every origin's last epoch has ended before the region goes */
+        MPI_Barrier(MPI_COMM_WORLD); /* every origin's last epoch has ended before the region goes */
         if (f == 2) MPI_Win_detach(win, base);
         MPI_Win_free(&win);
         if (f != 0) free(base);

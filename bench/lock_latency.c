@@ -99,8 +99,9 @@ int main(int argc, char** argv) {
         for (int k = 0; k < threads; ++k) {
             char who[48] = "";
             if (threads > 1) snprintf(who, sizeof who, " thread %d of %d (target %d)", k, threads, t[k].target);
-            printf("lock_latency %s %s%s: min %.1f median %.1f ns per lock + op + unlock%s\n", shared ? "shared" : "excl",
-                   op, who, t[k].mean[0], t[k].mean[kBatches / 2], wrong ? " WRONG VALUE" : "");
+            printf("lock_latency %s %s%s: min %.1f median %.1f ns per lock + op + unlock%s\n",
+                   shared ? "shared" : "excl", op, who, t[k].mean[0], t[k].mean[kBatches / 2],
+                   wrong ? " WRONG VALUE" : "");
         }
         if (wrong) MPI_Abort(MPI_COMM_WORLD, 1);
         free(t);

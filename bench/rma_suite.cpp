@@ -28,8 +28,9 @@
  *                      target computes without calling MPI.
  *   The target is idle in MPI_Barrier during the passive sections (so a host MPI that needs
  *   target progress gets it; with --target-wait poll it sleeps instead, calling MPI_Test
- *   every 200 us: a target that computes, whose core the origin's threads may use), computes during overlap, and takes part in fence, PSCW and
- *   bidirectional sections. A get of the target's pattern at the start, a final put and the
+ *   every 200 us: a target that computes, whose core the origin's threads may use),
+ *   computes during overlap, and takes part in fence, PSCW and bidirectional sections. A
+ *   get of the target's pattern at the start, a final put and the
  *   fetch_and_op counter checked by the target in its own memory at the end keep an engine
  *   that does not move data from posting numbers (status "invalid").
  *   --mode scale (any number of ranks): window creation and free time, RSS / VmSize / mapping
@@ -43,7 +44,7 @@
  * act ("collective") size the batches on rank 0, broadcast the size, start every batch with a
  * barrier and take, per batch, the slowest rank.
  *
- * Output (STYLE.md §10): rows run,impl,flavor,transport,section,sync,op,size,ranks,threads,
+ * Output: rows run,impl,flavor,transport,section,sync,op,size,ranks,threads,
  * metric,value,lo,hi,n in --csv; rows run,impl,flavor,transport,status,detail in --status-csv;
  * "impl flavor phase [size]" lines in --progress before each phase and size, flushed, so the
  * runner knows which phase a crash or hang interrupted and reruns with --skip-file for it and
@@ -839,8 +840,9 @@ struct P2P {
     // of work: a heartbeat the origin puts after each batch, and a stop flag it puts at the
     // end. overlap = (t_comm + t_comp - t_total) / t_comm over the medians of the three parts
     // (timed back to back in every batch), clamped to [0, 1]: 1 means the transfer was
-    // entirely hidden behind the work (lo, hi: the extreme per-batch values). An implementation whose ops need the target to
-    // call MPI never gets a heartbeat through: after `timeout_s` without one the target gives
+    // entirely hidden behind the work (lo, hi: the extreme per-batch values). An
+    // implementation whose ops need the target to call MPI never gets a heartbeat through:
+    // after `timeout_s` without one the target gives
     // up, says so in a third word (the origin then stops measuring) and enters MPI; the rows
     // are dropped.
     void overlap() {

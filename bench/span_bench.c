@@ -344,8 +344,8 @@ static int grouping(void) {
             printf("span_bench: rank %d on %s, node of rank %d (MPI_COMM_TYPE_SHARED)\n", r, lines + r * sizeof line,
                    leaders[r]);
         split = leaders[1] == 0 && leaders[2] == 2 && leaders[3] == 2;
-        printf("span_bench: host MPI sees %s\n", split ? "two hosts: {0,1} {2,3}"
-                                                     : "not {0,1} {2,3} (one host: the 'other' target is on this one)");
+        printf("span_bench: host MPI sees %s\n",
+               split ? "two hosts: {0,1} {2,3}" : "not {0,1} {2,3} (one host: the 'other' target is on this one)");
         free(leaders);
         free(lines);
     }
@@ -354,8 +354,9 @@ static int grouping(void) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: mpiexec -n 4 span_bench [multiple|serialized|funneled|single] [--quick] [--csv FILE] "
-                    "[--impl LABEL] [--idle mpi|sleep]\n");
+    fprintf(stderr,
+            "usage: mpiexec -n 4 span_bench [multiple|serialized|funneled|single] [--quick] [--csv FILE] "
+            "[--impl LABEL] [--idle mpi|sleep]\n");
 }
 
 int main(int argc, char** argv) {
@@ -363,14 +364,22 @@ int main(int argc, char** argv) {
     const char* csv_path = NULL;
     const char* impl_arg = NULL;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-        else if (!strcmp(argv[i], "--impl") && i + 1 < argc) impl_arg = argv[++i];
-        else if (!strcmp(argv[i], "--idle") && i + 1 < argc) idle_sleep = !strcmp(argv[++i], "sleep");
-        else if (!strcmp(argv[i], "multiple")) want = MPI_THREAD_MULTIPLE, level_name = "multiple";
-        else if (!strcmp(argv[i], "serialized")) want = MPI_THREAD_SERIALIZED, level_name = "serialized";
-        else if (!strcmp(argv[i], "funneled")) want = MPI_THREAD_FUNNELED, level_name = "funneled";
-        else if (!strcmp(argv[i], "single")) use_init = 1, level_name = "single";
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
+            csv_path = argv[++i];
+        else if (!strcmp(argv[i], "--impl") && i + 1 < argc)
+            impl_arg = argv[++i];
+        else if (!strcmp(argv[i], "--idle") && i + 1 < argc)
+            idle_sleep = !strcmp(argv[++i], "sleep");
+        else if (!strcmp(argv[i], "multiple"))
+            want = MPI_THREAD_MULTIPLE, level_name = "multiple";
+        else if (!strcmp(argv[i], "serialized"))
+            want = MPI_THREAD_SERIALIZED, level_name = "serialized";
+        else if (!strcmp(argv[i], "funneled"))
+            want = MPI_THREAD_FUNNELED, level_name = "funneled";
+        else if (!strcmp(argv[i], "single"))
+            use_init = 1, level_name = "single";
         else {
             usage();
             return 2;
@@ -407,8 +416,10 @@ int main(int argc, char** argv) {
     MPI_Win_get_info(win, &info);
     MPI_Info_get(info, "fastrma_transport", sizeof transport - 1, transport, &flag);
     MPI_Info_free(&info);
-    if (impl_arg) snprintf(impl, sizeof impl, "%s", impl_arg);
-    else if (flag) snprintf(impl, sizeof impl, "fastrma-%s", transport);
+    if (impl_arg)
+        snprintf(impl, sizeof impl, "%s", impl_arg);
+    else if (flag)
+        snprintf(impl, sizeof impl, "fastrma-%s", transport);
     char osc[64] = "";
     const char* e = getenv("OMPI_MCA_osc");
     if (e) snprintf(osc, sizeof osc, " OMPI_MCA_osc=%s", e);
@@ -448,10 +459,11 @@ int main(int argc, char** argv) {
             MPI_Get(&got, 1, MPI_INT64_T, t, 24, 1, MPI_INT64_T, win);
             MPI_Win_flush(t, win);
             if (fop != fop_count[t] || acc != acc_count[t] || got != magic) {
-                printf("span_bench: WRONG at rank %d: fetch_and_op counter %lld (want %lld), accumulate %lld (want %lld), "
-                       "put word %s\n",
-                       t, (long long)fop, (long long)fop_count[t], (long long)acc, (long long)acc_count[t],
-                       got == magic ? "ok" : "wrong");
+                printf(
+                    "span_bench: WRONG at rank %d: fetch_and_op counter %lld (want %lld), accumulate %lld (want %lld), "
+                    "put word %s\n",
+                    t, (long long)fop, (long long)fop_count[t], (long long)acc, (long long)acc_count[t],
+                    got == magic ? "ok" : "wrong");
                 wrong = 1;
             }
         }

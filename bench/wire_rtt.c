@@ -52,7 +52,7 @@ static void die(const char* what, int rc) {
 }
 
 static struct fid_cq* g_cq;
-static long g_banked;  /* completions read while a post was retried, not yet waited for */
+static long g_banked; /* completions read while a post was retried, not yet waited for */
 
 /* Reads the CQ until one completion arrived (an error completion aborts). */
 static void wait_one(void) {
@@ -75,14 +75,14 @@ static void wait_one(void) {
 }
 
 /* Posts with retry on -FI_EAGAIN (the provider's queue is full until someone reads the CQ). */
-#define POST(call)                                                   \
-    do {                                                             \
-        ssize_t rc_;                                                 \
-        while ((rc_ = (call)) == -FI_EAGAIN) {                       \
-            struct fi_cq_entry e_;                                   \
-            if (fi_cq_read(g_cq, &e_, 1) == 1) ++g_banked;              \
-        }                                                            \
-        if (rc_) die(#call, (int)rc_);                               \
+#define POST(call)                                         \
+    do {                                                   \
+        ssize_t rc_;                                       \
+        while ((rc_ = (call)) == -FI_EAGAIN) {             \
+            struct fi_cq_entry e_;                         \
+            if (fi_cq_read(g_cq, &e_, 1) == 1) ++g_banked; \
+        }                                                  \
+        if (rc_) die(#call, (int)rc_);                     \
     } while (0)
 
 int main(int argc, char** argv) {
@@ -154,8 +154,8 @@ int main(int argc, char** argv) {
     /* Memory: 4 words (target word, operand, result, message), registered for everything. */
     static uint64_t mem[4];
     struct fid_mr* mr;
-    if ((rc = fi_mr_reg(domain, mem, sizeof mem, FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                                                  FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL)))
+    if ((rc = fi_mr_reg(domain, mem, sizeof mem,
+                        FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL)))
         die("fi_mr_reg", rc);
     void* desc = fi_mr_desc(mr);
     uint64_t mine[2] = {(uint64_t)(uintptr_t)mem, fi_mr_key(mr)}, theirs[2];
@@ -188,15 +188,15 @@ int main(int argc, char** argv) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 1) {
             POST(fi_recv(ep, &mem[3], 8, desc, addr, NULL));
-            wait_one();  /* the stop message; the provider served rank 0's operations meanwhile */
+            wait_one(); /* the stop message; the provider served rank 0's operations meanwhile */
         } else {
             for (int b = -2; b < batches; ++b) {
                 const double t0 = MPI_Wtime();
                 for (int i = 0; i < kBatch; ++i) {
                     mem[1] = 1;
                     if (kind == 0)
-                        POST(fi_fetch_atomic(ep, &mem[1], 1, desc, &mem[2], desc, addr, theirs[0], theirs[1],
-                                             FI_UINT64, FI_SUM, NULL));
+                        POST(fi_fetch_atomic(ep, &mem[1], 1, desc, &mem[2], desc, addr, theirs[0], theirs[1], FI_UINT64,
+                                             FI_SUM, NULL));
                     else if (kind == 1)
                         POST(fi_write(ep, &mem[1], 8, desc, addr, theirs[0], theirs[1], NULL));
                     else

@@ -26,6 +26,7 @@ set -euo pipefail
 #                                 transport, tested over tcp;ofi_rxm and sockets on loopback)
 #   two hosts on one machine .... iproute2 (ip netns, veth: scripts/twohost.sh, tests/twohost)
 #   osc component tests ......... python3-mpi4py (osc_mpi4py: a Python client on mca_osc_fastrma)
+#   formatting check ............ clang-format (scripts/test.sh: the tree as .clang-format says)
 PACKAGES=(
   g++ cmake make pkg-config gfortran
   libopenmpi-dev openmpi-bin
@@ -38,6 +39,7 @@ PACKAGES=(
   libfabric-dev libfabric-bin
   iproute2
   python3-mpi4py
+  clang-format
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

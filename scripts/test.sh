@@ -42,6 +42,19 @@ done
 
 bash scripts/setup.sh
 
+# The tree is formatted as .clang-format says (a plain run only: sanitizer and filtered runs
+# are for code, not style).
+if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 ]]; then
+  unformatted=()
+  while IFS= read -r f; do
+    clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || unformatted+=("$f")
+  done < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.c' 2>/dev/null)
+  if ((${#unformatted[@]})); then
+    echo "test.sh: not formatted as .clang-format says (clang-format -i them): ${unformatted[*]}" >&2
+    exit 1
+  fi
+fi
+
 supp_dir="$repo_root/tests/sanitizers"
 launcher=()
 # The AddressSanitizer + UBSan run's environment (docs/building.md, "Sanitizer builds").

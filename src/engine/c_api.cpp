@@ -262,7 +262,6 @@ int win_failure(FRMA_Win win, int rc) {
     return rc;
 }
 
-
 }  // namespace fastrma::detail
 
 extern "C" {

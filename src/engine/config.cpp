@@ -102,7 +102,8 @@ const std::vector<ConfigParam>& config_params() {
          "not tcp, sockets, udp or shm, else by active messages), shm, am (every peer but oneself by active messages: "
          "each rank as its own node), ofi (every peer by libfabric, oneself included for atomics: each rank as its "
          "own node; dynamic windows use am, allocate_shared windows shared memory); shm+am (shared memory on the node, "
-         "active messages to other nodes), or shm+ofi (shared memory on the node for data, libfabric to other nodes and "
+         "active messages to other nodes), or shm+ofi (shared memory on the node for data, libfabric to other nodes "
+         "and "
          "for every synchronization word and accumulate)."},
         {"FASTRMA_OFI_PROVIDER", "tcp;ofi_rxm",
          "The libfabric provider of FASTRMA_TRANSPORT=ofi (a fi_info -p name: tcp;ofi_rxm, sockets, verbs;ofi_rxm, "

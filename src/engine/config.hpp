@@ -1,4 +1,4 @@
-// config.hpp — every FASTRMA_* tunable, read once at engine start (STYLE.md §8).
+// config.hpp — every FASTRMA_* tunable, read once at engine start.
 // The table in config.cpp is the single source of truth; docs/configuration.md lists it.
 #pragma once
 

@@ -132,10 +132,9 @@ std::string Engine::stats_report() const {
         (unsigned long long)stat_total(Stat::cma_drains), (unsigned long long)stat_total(Stat::atomics_served),
         (unsigned long long)stat_total(Stat::atomics_withdrawn), (unsigned long long)stat_total(Stat::transfers_served),
         (unsigned long long)stat_total(Stat::transfers_withdrawn), (unsigned long long)stat_total(Stat::bulk_served),
-        (unsigned long long)stat_total(Stat::bulk_withdrawn), op_pool_.peak(),
-        double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(), int(progress_.following()), progress_.spin_us(),
-        progress_.nice(), (unsigned long long)progress_.sleeps(), (unsigned long long)progress_.predictions(),
-        progress_.work_spin_us(),
+        (unsigned long long)stat_total(Stat::bulk_withdrawn), op_pool_.peak(), double(progress_.thread_cpu_ns()) / 1e6,
+        progress_.bound_pu(), int(progress_.following()), progress_.spin_us(), progress_.nice(),
+        (unsigned long long)progress_.sleeps(), (unsigned long long)progress_.predictions(), progress_.work_spin_us(),
         (unsigned long long)(g_wait_spin_ns.load(std::memory_order_relaxed) / 1000));
     return buf;
 }

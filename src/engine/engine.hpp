@@ -21,8 +21,8 @@
 #include "ops/op.hpp"
 #include "ops/pool.hpp"
 #include "ops/target.hpp"
-#include "transport/shm/offload.hpp"
 #include "progress/progress.hpp"
+#include "transport/shm/offload.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {

@@ -9,7 +9,7 @@ namespace fastrma::detail {
 namespace {
 thread_local std::string t_last;
 thread_local int t_last_class = MPI_SUCCESS;
-}
+}  // namespace
 
 int raise(int cls, const char* fmt, ...) {
     char buf[512];

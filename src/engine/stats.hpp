@@ -25,7 +25,7 @@ enum class Stat : int {
     locks_parked,  // am: origins' lock requests that waited at this target (taken)
     cma_batched,  // small puts/gets to unmapped peers that joined a CmaBatch
     cma_drains,  // process_vm_writev/readv calls that moved batches (a batch, a side)
-    atomics_served,  // fetch_and_op, compare_and_swap and small accumulates applied by a node peer's CPU (transport/shm/served.hpp)
+    atomics_served,  // fetch_and_op, compare_and_swap, small accumulates applied by a node peer's CPU (served.hpp)
     atomics_withdrawn,  // ... posted to it, not taken in time, applied by cross-memory attach
     transfers_served,  // small puts and gets of a CmaBatch moved by the peer's CPU (transport/shm/served.hpp)
     transfers_withdrawn,  // ... posted to it, not taken in time, moved by cross-memory attach

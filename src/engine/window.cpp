@@ -1,4 +1,4 @@
-// window.cpp — see window.hpp. Order inside each sync call (STYLE.md §7): check the state,
+// window.cpp — see window.hpp. Order inside each sync call: check the state,
 // complete what must complete, transition.
 #include "engine/window.hpp"
 
@@ -19,9 +19,9 @@
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "progress/host_progress.hpp"
-#include "transport/shm/cma.hpp"
 #include "transport/select.hpp"
 #include "transport/shm/arena.hpp"
+#include "transport/shm/cma.hpp"
 
 namespace fastrma::detail {
 
@@ -106,8 +106,8 @@ Window::Window(Engine& eng, std::unique_ptr<Bootstrap> bs)
       rank_(bs_->rank()),
       nprocs_(bs_->size()),
       epochs_(*this, eng.progress(), eng.config(), &eng.op_pool(), &eng.target_pool()) {
-    node_tp_ = std::make_unique<NodeTransport>(eng.offload(), [&eng] { eng.progress().wake(); }, nprocs_, 0,
-                                               eng.config().acc_stripes);
+    node_tp_ = std::make_unique<NodeTransport>(
+        eng.offload(), [&eng] { eng.progress().wake(); }, nprocs_, 0, eng.config().acc_stripes);
     node_tp_->peer_failure = [this] { return peer_failure(); };
     node_tp_->ring = [&eng](const SegmentExport& bell) { return eng.ring_peer(bell); };
     off_wake_min_ = eng.config().offload_wake_min;
@@ -363,9 +363,10 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // Parameters every process of a window must share (its state words' layout).
     auto same = [&](const char* var, unsigned long long mine, unsigned long long theirs, int r) {
         if (mine == theirs) return int(MPI_SUCCESS);
-        return raise(MPI_ERR_OTHER,
-                     "%s: %s is %llu here (rank %d) and %llu at rank %d; every process of a window needs the same value",
-                     call, var, mine, me, theirs, r);
+        return raise(
+            MPI_ERR_OTHER,
+            "%s: %s is %llu here (rank %d) and %llu at rank %d; every process of a window needs the same value", call,
+            var, mine, me, theirs, r);
     };
     for (int r = 0; r < n; ++r) {
         const Sizes& z = sizes[std::size_t(r)];
@@ -426,14 +427,16 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         if (!net && (err = message_transport_usable(b, call))) msg = last_error_message();
     }
     const int leader = members[0];
-    const std::uint64_t my_index = std::uint64_t(w->node_tp_->layout.idx.empty() ? me : w->node_tp_->layout.idx[std::size_t(me)]);
+    const std::uint64_t my_index =
+        std::uint64_t(w->node_tp_->layout.idx.empty() ? me : w->node_tp_->layout.idx[std::size_t(me)]);
 
     // 3. The node segment: the members' state areas, then (allocate, shared) their data
     // parts — consecutive for a contiguous shared window, page-aligned otherwise (a process
     // alone in its segment: half a page in, see kAmDataOffset).
     w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
     w->dyn_word0_ = dyn_table_word0(n);
-    w->node_tp_->layout.state_bytes = page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
+    w->node_tp_->layout.state_bytes =
+        page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
     // Create and dynamic windows with node peers: the served bulk area after that,
     // page-aligned (served.hpp).
     std::size_t bulk_word0 = 0;
@@ -607,7 +610,8 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         NodeTransport* const node = w->node_tp_.get();
         node->serve_for(w->local_target());
         if (eng.config().host_progress)
-            w->served_hooked_ = host_progress_add(node, [node] { return node->serve(); }, HookCalls::no_mpi);
+            w->served_hooked_ = host_progress_add(
+                node, [node] { return node->serve(); }, HookCalls::no_mpi);
     }
     w->disp_unit_ = disp_unit;
     w->attr_size_ = w->local_size_;

@@ -30,13 +30,13 @@
 #include "ops/completion.hpp"
 #include "ops/issue.hpp"
 #include "ops/reduce.hpp"
-#include "transport/shm/node.hpp"
-#include "transport/shm/served.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "transport/select.hpp"
 #include "transport/shm/arena.hpp"
+#include "transport/shm/node.hpp"
 #include "transport/shm/segment.hpp"
+#include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
 
@@ -122,8 +122,8 @@ public:
     // return done was not signalled; on success it is, exactly once.
     int post(const OpRequest& rq, Completion* done = nullptr);
 
-    // Fast paths (window_fast.hpp): the common case of a lock_all epoch, a predefined
-    // type, a mapped target and an in-range displacement, in a few dozen instructions.
+    // Fast paths (window_fast.hpp): the common case of an epoch that lets the op go now, a
+    // predefined type and an in-range displacement, in a few dozen instructions.
     // They return kSlowPath whenever anything is unusual; post() then decides (and
     // raises the error, if there is one). They never fail on their own.
     static constexpr int kSlowPath = -1;
@@ -323,9 +323,7 @@ private:
     // Rank r's state words in the node segment: r must be a member (not remote_peer(r)).
     std::uint64_t* state_of(int r) const { return node_tp_->state(r); }
 
-    std::uint64_t disp_unit_of(int r) const {
-        return remote_ ? remote_du_[std::size_t(r)] : node_tp_->disp_unit(r);
-    }
+    std::uint64_t disp_unit_of(int r) const { return remote_ ? remote_du_[std::size_t(r)] : node_tp_->disp_unit(r); }
     // The address of [disp, disp + bytes) of rank's part when it is in the node segment
     // (and its offset in the part, when asked), else nullptr.
     inline unsigned char* fast_target(int rank, MPI_Aint disp, std::uint64_t bytes,

@@ -1,8 +1,11 @@
 // window_fast.hpp — the inline fast paths of Window (included at the end of window.hpp).
 //
-// Taken only when: a lock_all epoch is granted (no per-target state to consult), the
-// types are one predefined type without holes, the target's memory is mapped here, and
-// the displacement is in range. Everything else — errors included — goes to post().
+// Taken only when: the epoch lets an op to the target go now with nothing queued before it
+// (Epochs::direct: a granted lock_all or lock, a fence or PSCW epoch), the types are one
+// predefined type without holes, and the displacement is in range; the target is then
+// reached through the capabilities of its transport (the node transport's mapped range,
+// batch or copier, or a remote transport's put/get/accumulate for a small contiguous op).
+// Everything else — errors included — goes to post().
 // The checks here are a subset of validate()'s, so a fast path never accepts what the
 // slow path would reject.
 #pragma once
@@ -42,10 +45,6 @@ inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t
     return node_tp_->map(rank, off, bytes);
 }
 
-// Cross-memory attach for an unmapped peer (create and dynamic windows): one contiguous
-// piece, into the peer's batch when it is small, else (create) in one syscall, or queued for
-// the progress thread when it is large. Anything partial or failed goes to the slow path,
-// which resumes or raises.
 // Where bytes at disp lie on a node peer reached by cross-memory attach (create: the offset
 // in its part, not FRMA_Alloc_mem memory; dynamic: the address, inside a region it has
 // attached): false when the range is not inside what the peer published (the slow path
@@ -61,6 +60,10 @@ inline bool Window::unmapped_offset(int rank, MPI_Aint disp, std::uint64_t bytes
     return !info[kInfoArena] && *off + bytes <= info[kInfoSize];
 }
 
+// Cross-memory attach for an unmapped peer (create and dynamic windows): one contiguous
+// piece, into the peer's batch when it is small, else (create) in one syscall, or queued for
+// the progress thread when it is large. Anything partial or failed goes to the slow path,
+// which resumes or raises.
 inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t bytes, bool write) {
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_) || remote_peer(rank)) return false;
     std::uint64_t off;
@@ -83,8 +86,8 @@ inline bool Window::fast_cma(int rank, MPI_Aint disp, void* local, std::uint64_t
     // A peer waiting in MPI takes a mid-size transfer through its served bulk area (issue.cpp).
     if (bytes <= bulk_max_ && info[kServedBulkWord] && served::fresh(info)) return false;
     if (offload_now(bytes)) {
-        if (node_tp_->queued(
-                node_tp_->offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes, node_tp_->offload_error())))
+        if (node_tp_->queued(node_tp_->offload()->submit_cma(pid, write, local, info[kInfoBase] + off, bytes,
+                                                             node_tp_->offload_error())))
             return true;
     }
     if (bytes > (1u << 20)) return false;
@@ -157,8 +160,8 @@ inline int Window::fast_remote_transfer(bool is_put, void* origin, int rank, MPI
 inline int Window::fast_remote_accumulate(const void* origin, const TypeInfo& ti, int rank, MPI_Aint disp,
                                           std::size_t n, MPI_Op op) {
     std::uint64_t off;
-    if (!remote_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) ||
-        !op_defined_fast(op_kind_fast(op), ti) || !epochs_.direct(rank))
+    if (!remote_fast_offset(rank, disp, std::uint64_t(n) * ti.extent, &off) || !op_defined_fast(op_kind_fast(op), ti) ||
+        !epochs_.direct(rank))
         return kSlowPath;
     if (!accepted(remote_->accumulate(peer(rank), int(RmaKind::acc), int(op_kind(op)), ti.id, off, n, ti.extent, origin,
                                       nullptr, nullptr)))
@@ -186,7 +189,9 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
     unsigned char* dst = fast_target(rank, disp, ti->extent, &off);
     const OpKind k = op_kind_fast(op);
     if (!op_defined_fast(k, *ti)) return kSlowPath;
-    if (!dst) return fast_served_atomic(RmaKind::fop, *ti, k, op == MPI_NO_OP ? nullptr : origin, nullptr, result, rank, disp);
+    if (!dst)
+        return fast_served_atomic(RmaKind::fop, *ti, k, op == MPI_NO_OP ? nullptr : origin, nullptr, result, rank,
+                                  disp);
     if (!epochs_.direct(rank)) return kSlowPath;
     if (!cpu_atomics_ || !ti->cpu_domain) return fast_locked(rank, off, dst, *ti, k, origin, 1, result);
     // The most common atomic of PGAS codes: a fetch-add on an aligned 8-byte integer.
@@ -251,7 +256,8 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     unsigned char* dst = fast_target(rank, disp, bytes, &off);
     const OpKind k = op_kind_fast(op);
     if (!dst || !op_defined_fast(k, *ti) || !epochs_.direct(rank)) return kSlowPath;
-    if (!cpu_atomics_ || !ti->cpu_domain) return fast_locked(rank, off, dst, *ti, k, origin, std::size_t(ocount), nullptr);
+    if (!cpu_atomics_ || !ti->cpu_domain)
+        return fast_locked(rank, off, dst, *ti, k, origin, std::size_t(ocount), nullptr);
     acc_order();
     if (offload_now(bytes) && reinterpret_cast<std::uintptr_t>(dst) % ti->extent == 0) [[unlikely]] {
         // Large: the progress thread accumulates while the caller goes on (one accumulate

@@ -1,5 +1,5 @@
 // epoch_state.hpp — a window's synchronization states and the one table of which call is
-// legal in which of them (MPI-3.1 §11.5; STYLE.md §7: every entry checks the state first).
+// legal in which of them (MPI-3.1 §11.5; every entry checks the state first).
 //
 // Access side: at most one kind of access epoch is open at a time. fence_called: a fence
 // opened a possible epoch and no op has been issued since (a lock or start may still

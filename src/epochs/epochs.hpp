@@ -4,11 +4,11 @@
 // in a file of its own: fence.cpp, pscw.cpp, lock.cpp, flush.cpp; the queue in queue.cpp).
 //
 // Every call checks the state against the one table of epoch_state.hpp first, then
-// completes what must complete, then transitions (STYLE.md §7). Every blocking call waits
+// completes what must complete, then transitions. Every blocking call waits
 // with wait_until() (one primitive: spin, then yield, then sleep on the doorbell, helping
 // the progress engine and serving the window's requests meanwhile).
 //
-// The 3D queue (DESIGN.md §2): an op to a granted target with nothing queued before it is
+// The 3D queue: an op to a granted target with nothing queued before it is
 // issued by the posting thread at once (no Op allocated); otherwise — its lock not granted
 // yet, ops queued before it, or its transport full (Post::retry), in any synchronization
 // mode — it is queued on its Target and issued by the progress thread (poll) or by the
@@ -260,8 +260,8 @@ private:
     // slot table has the lock) or direct (granted, no Target; the flags say which lock).
     // Only a CAS leaves free or direct; a thread that moved a word to busy is its only
     // writer until it stores the next state.
-    static constexpr std::uint32_t kHeldFree = 0, kHeldBusy = 1, kHeldQueued = 2, kHeldDirect = 8,
-                                   kHeldShared = 1, kHeldNocheck = 2;  // flags of a direct word
+    static constexpr std::uint32_t kHeldFree = 0, kHeldBusy = 1, kHeldQueued = 2, kHeldDirect = 8, kHeldShared = 1,
+                                   kHeldNocheck = 2;  // flags of a direct word
     // One cache line each: threads that lock different targets do not share a line.
     struct alignas(64) HeldWord : std::atomic<std::uint32_t> {};
     std::unique_ptr<HeldWord[]> held_;
@@ -283,8 +283,8 @@ inline int Epochs::lock_mapped(int lock_type, int rank, int assert_) {
     }
     const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
     std::uint64_t* const tw = mapped_state(rank);
-    if (nocheck ||
-        (shared ? lockproto::try_shared_mapped(tw) : lockproto::try_exclusive_mapped(mapped_state(0), tw))) [[likely]] {
+    if (nocheck || (shared ? lockproto::try_shared_mapped(tw) : lockproto::try_exclusive_mapped(mapped_state(0), tw)))
+        [[likely]] {
         h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0), std::memory_order_release);
         return MPI_SUCCESS;
     }

@@ -1,9 +1,10 @@
 // flush.cpp — the flush family and unlock's completion core (see epochs.hpp).
 //
 // flush(r): every op issued to r complete at r — the queued ones issued first (waiting for
-// the lock grant and for the transport to take them), then the transport's flush(r) (its own count of what it has outstanding
-// to r: a fence on shared memory, answers up to the last request over messages), then what
-// the window left in flight beside the transports; and the first error any of them met.
+// the lock grant and for the transport to take them), then the transport's flush(r) (its
+// own count of what it has outstanding to r: on shared memory the node transport's batches
+// and offloaded copies, then a fence; over messages the answers up to the last request);
+// and the first error any of them met (completion_error).
 // flush_local(r): the same with local completion only. flush_all: every active target.
 #include "engine/errors.hpp"
 #include "epochs/epochs.hpp"
@@ -17,7 +18,8 @@ int Epochs::flush_direct(int rank, SyncFlag flag) {
         tp(rank).flush_local(peer(rank));
     else
         tp(rank).flush(peer(rank));
-    return h_.completion_error(flag == SyncFlag::flush_local ? "FRMA_Win_flush_local" : "FRMA_Win_flush", rank, rank + 1);
+    return h_.completion_error(flag == SyncFlag::flush_local ? "FRMA_Win_flush_local" : "FRMA_Win_flush", rank,
+                               rank + 1);
 }
 
 int Epochs::wait_target(int rank, SyncFlag flag, bool remove, Target** freed) {

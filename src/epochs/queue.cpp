@@ -1,6 +1,6 @@
 // queue.cpp — operations through the epochs: which epoch lets an op go, issuing it now or
 // queueing it on its Target, draining the queues of granted targets, and the pools with
-// their garbage collection (see epochs.hpp; DESIGN.md §2).
+// their garbage collection (see epochs.hpp; docs/epochs.md).
 #include <cstring>
 
 #include "engine/errors.hpp"

@@ -1,4 +1,4 @@
-// completion.hpp — what happens when an operation completes (STYLE.md §4).
+// completion.hpp — what happens when an operation completes.
 //
 // An operation that carries a Completion is signalled exactly once, with MPI_SUCCESS or
 // the MPI error class the operation met, once it is complete at the origin: its origin

@@ -14,9 +14,9 @@
 #include "engine/stats.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
-#include "transport/shm/served.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
+#include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
 
@@ -534,8 +534,8 @@ int accumulate(const IssueContext& ctx, const Op& op) {
                         for (std::uint64_t e = 0; e < elems && !failed; e += max_run) {
                             const std::int64_t at = std::int64_t(e * ti.extent);
                             send(reads ? byte_address(src, std::int64_t(j) * os + at) : nullptr,
-                                 byte_address(res, std::int64_t(j) * rs + at), toff + j * std::uint64_t(ts) + e * ti.extent,
-                                 std::min(max_run, elems - e));
+                                 byte_address(res, std::int64_t(j) * rs + at),
+                                 toff + j * std::uint64_t(ts) + e * ti.extent, std::min(max_run, elems - e));
                         }
                 }
                 t.skip(k, len);
@@ -686,17 +686,16 @@ bool bulk_walk(const Op& op, BulkPiece* runs, std::size_t* nruns) {
     }
     if (op.kind != RmaKind::get_acc) {
         void* local = get ? op.result : const_cast<void*>(op.origin);
-        return zip_strided(*op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset,
-                           [&](const StridedChunk* c, std::size_t n) {
-                               for (std::size_t i = 0; i < n; ++i) {
-                                   if (*nruns == kBulkRuns) return false;
-                                   auto* l = static_cast<unsigned char*>(c[i].local);
-                                   runs[(*nruns)++] = BulkPiece{c[i].offset,  c[i].rstride,      c[i].len,
-                                                                c[i].n,       get ? nullptr : l, c[i].lstride,
-                                                                get ? l : nullptr, c[i].lstride};
-                               }
-                               return true;
-                           });
+        return zip_strided(
+            *op.olay, op.ocount, local, *op.tlay, op.tcount, op.offset, [&](const StridedChunk* c, std::size_t n) {
+                for (std::size_t i = 0; i < n; ++i) {
+                    if (*nruns == kBulkRuns) return false;
+                    auto* l = static_cast<unsigned char*>(c[i].local);
+                    runs[(*nruns)++] = BulkPiece{c[i].offset,       c[i].rstride, c[i].len,          c[i].n,
+                                                 get ? nullptr : l, c[i].lstride, get ? l : nullptr, c[i].lstride};
+                }
+                return true;
+            });
     }
     if (!plain(op.rlay)) return false;
     const bool reads = op.op != MPI_NO_OP;
@@ -709,14 +708,15 @@ bool bulk_walk(const Op& op, BulkPiece* runs, std::size_t* nruns) {
         std::int64_t os = 0, rs = 0, ts = 0;
         std::uint64_t k = std::min(t.regular(len, &ts), r.regular(len, &rs));
         if (reads) k = std::min(k, o.regular(len, &os));
-        runs[(*nruns)++] = BulkPiece{op.offset + std::uint64_t(t.offset()),
-                                     ts,
-                                     len,
-                                     k,
-                                     reads ? static_cast<const unsigned char*>(byte_address(op.origin, o.offset())) : nullptr,
-                                     os,
-                                     static_cast<unsigned char*>(byte_address(op.result, r.offset())),
-                                     rs};
+        runs[(*nruns)++] =
+            BulkPiece{op.offset + std::uint64_t(t.offset()),
+                      ts,
+                      len,
+                      k,
+                      reads ? static_cast<const unsigned char*>(byte_address(op.origin, o.offset())) : nullptr,
+                      os,
+                      static_cast<unsigned char*>(byte_address(op.result, r.offset())),
+                      rs};
         t.skip(k, len);
         r.skip(k, len);
         if (reads) o.skip(k, len);
@@ -762,8 +762,7 @@ int bulk_fallback(const IssueContext& ctx, const Op& op, const BulkPiece& b) {
 // (bulk_fallback). kNotServed: nothing moved, the op goes its usual way.
 int served_bulk(const IssueContext& ctx, const Op& op) {
     if (!ctx.bulk_max || ctx.peer.mapped || !ctx.peer.state || ctx.peer.pid <= 0 || op.bytes == 0) return kNotServed;
-    if (op.kind != RmaKind::put && op.kind != RmaKind::get && op.kind != RmaKind::acc &&
-        op.kind != RmaKind::get_acc)
+    if (op.kind != RmaKind::put && op.kind != RmaKind::get && op.kind != RmaKind::acc && op.kind != RmaKind::get_acc)
         return kNotServed;
     const bool contiguous = (!op.olay || op.olay->contiguous()) && op.tlay && op.tlay->contiguous() &&
                             (op.kind != RmaKind::get_acc || (op.rlay && op.rlay->contiguous()));
@@ -800,23 +799,29 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
     // to each other both wait in MPI, and meet here.
     served::BulkChannel ch;
     ch.serve_while_waiting(ctx.serve, ctx.serve_arg);
-    const std::uint64_t patience = pieces >= kBulkWaitPieces ? std::min(kBulkWaitMaxNs, pieces * kBulkWaitNsPerPiece) : 0;
+    const std::uint64_t patience =
+        pieces >= kBulkWaitPieces ? std::min(kBulkWaitMaxNs, pieces * kBulkWaitNsPerPiece) : 0;
     if (!ch.claim(ctx.peer.state, patience, patience)) return kNotServed;
     const std::uint64_t unit = transfer ? 1 : op.type->extent;
     const std::uint64_t part = ch.part_bytes() - ch.part_bytes() % unit;
-    const bool has_origin = op.kind == RmaKind::put || ((op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) &&
-                                                        op.op != MPI_NO_OP);
+    const bool has_origin =
+        op.kind == RmaKind::put || ((op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) && op.op != MPI_NO_OP);
     const bool answers = op.kind == RmaKind::get || op.kind == RmaKind::get_acc;
     int err = MPI_SUCCESS, moved_err = MPI_SUCCESS;  // (the second: a fallback's, already raised)
     auto send = [&](const BulkPiece& b) {
-        const served::BulkRun r{int(op.kind), op.type ? int(op_kind(op.op)) : 0, op.type ? int(op.type->id) : 0,
-                                b.toff,       b.tstride,
-                                b.piece,      b.n,
+        const served::BulkRun r{int(op.kind),
+                                op.type ? int(op_kind(op.op)) : 0,
+                                op.type ? int(op.type->id) : 0,
+                                b.toff,
+                                b.tstride,
+                                b.piece,
+                                b.n,
                                 has_origin};
         const int rc = ch.run(
             r,
             [&](std::uint64_t first, std::uint64_t n, unsigned char* dst) {
-                copy_strided(dst, std::int64_t(b.piece), b.src + std::int64_t(first) * b.sstride, b.sstride, b.piece, n);
+                copy_strided(dst, std::int64_t(b.piece), b.src + std::int64_t(first) * b.sstride, b.sstride, b.piece,
+                             n);
             },
             [&](std::uint64_t first, std::uint64_t n, const unsigned char* src) {
                 if (answers)
@@ -835,8 +840,9 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
                 return e;
             });
         if (rc && !err)
-            err = rc == moved_err ? rc
-                                  : raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank);
+            err = rc == moved_err
+                      ? rc
+                      : raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank);
     };
     for (std::size_t i = 0; i < nruns; ++i) {
         const BulkPiece& b = runs[i];
@@ -851,8 +857,9 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
         const std::int64_t p = std::int64_t(part);
         send(BulkPiece{b.toff, p, part, k, b.src, p, b.res, p});
         if (rest)
-            send(BulkPiece{b.toff + k * part, std::int64_t(rest), rest, 1, b.src ? b.src + std::int64_t(k) * p : nullptr,
-                           std::int64_t(rest), b.res ? b.res + std::int64_t(k) * p : nullptr, std::int64_t(rest)});
+            send(BulkPiece{b.toff + k * part, std::int64_t(rest), rest, 1,
+                           b.src ? b.src + std::int64_t(k) * p : nullptr, std::int64_t(rest),
+                           b.res ? b.res + std::int64_t(k) * p : nullptr, std::int64_t(rest)});
     }
     return err;
 }
@@ -981,8 +988,7 @@ static bool served_here(const IssueContext& ctx, const Op& op) {
     auto plain = [&](const std::shared_ptr<const Layout>& l) {
         return l && l->contiguous() && l->basic() == &ti && (one || l->size() == ti.size);
     };
-    if (!plain(op.tlay) || (op.op != MPI_NO_OP && !plain(op.olay)) ||
-        (op.kind == RmaKind::get_acc && !plain(op.rlay)))
+    if (!plain(op.tlay) || (op.op != MPI_NO_OP && !plain(op.olay)) || (op.kind == RmaKind::get_acc && !plain(op.rlay)))
         return false;
     return served::fresh(ctx.peer.state);
 }
@@ -1005,8 +1011,13 @@ static int served_accumulate(const IssueContext& ctx, const Op& op) {
         Chunk& c = ch[nch++];
         c.off = off;
         c.len = std::min<std::uint64_t>(served::kMaxBytes, op.bytes - off);
-        const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id), op.offset + off,
-                                 c.len,        origin ? origin + off : nullptr, nullptr};
+        const served::Request rq{int(op.kind),
+                                 int(op_kind(op.op)),
+                                 int(op.type->id),
+                                 op.offset + off,
+                                 c.len,
+                                 origin ? origin + off : nullptr,
+                                 nullptr};
         c.posted = served::post(ctx.peer.state, rq, &c.p);
     }
     int err = MPI_SUCCESS;
@@ -1064,8 +1075,9 @@ int issue_op(const IssueContext& ctx, const Op& op) {
         if (op.kind == RmaKind::acc || op.kind == RmaKind::get_acc) {
             if (int rc = served_accumulate(ctx, op); rc != kNotServed) return rc;
         } else {
-            const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id), op.offset, op.type->size,
-                                     op.op == MPI_NO_OP ? nullptr : op.origin, op.compare};
+            const served::Request rq{int(op.kind), int(op_kind(op.op)), int(op.type->id),
+                                     op.offset,    op.type->size,       op.op == MPI_NO_OP ? nullptr : op.origin,
+                                     op.compare};
             int rc = MPI_SUCCESS;
             if (served::try_remote(ctx.peer.state, rq, op.result, &rc))
                 return rc ? raise(rc, "%s at rank %d: refused by the target", rma_kind_name(op.kind), ctx.peer.rank)

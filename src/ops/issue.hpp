@@ -1,7 +1,7 @@
 // issue.hpp — turning one operation into transport primitives.
 //
 // The choice between a native operation and its fallback lives here, one level above the
-// transports (STYLE.md §1):
+// transports:
 //   put/get        -> transport put/get of chunks contiguous on both sides, zipped from the
 //                     origin and target layouts (derived types, and pair types whose holes
 //                     MPI does not let us write), in bounded batches; small chunks to an
@@ -17,9 +17,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transport/shm/cma_batch.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
+#include "transport/shm/cma_batch.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {

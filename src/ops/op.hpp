@@ -1,10 +1,10 @@
 // op.hpp — one posted RMA operation while it waits to be issued.
 //
 // An Op exists only while pending (its target not granted yet, its transport full, or ops
-// queued before it);
-// once issued it returns to its pool. On the shared-memory transport every issue
-// completes at once, so no completion record outlives the issue. Buffers are the user's:
-// MPI forbids touching them before the epoch's completion, so no copy is made.
+// queued before it); once issued it returns to its pool, and what completes later is the
+// transport's to count. Buffers are the user's (MPI forbids touching them before the
+// epoch's completion), except small origin data of a queued put or accumulate whose
+// transport promised the buffer free at post: the Op holds a copy (held).
 #pragma once
 
 #include <mpi.h>

@@ -6,7 +6,7 @@
 // the byte layout of each type, and the element-wise kernels, in a plain (caller holds a lock)
 // and an atomic (lock-free: every element updated by one atomic access covering it) flavour.
 // Choosing between the two, and taking the lock, is the job of the caller one level up
-// (DESIGN.md §3 "Accumulates").
+// (docs/accumulate.md).
 //
 // Invariants the rest of the engine relies on:
 //  * The table needs no MPI_Init: handles of predefined types are addresses of globals in

@@ -29,7 +29,7 @@ constexpr std::size_t kDynHeaderWords = 2;  // [0] version (seqlock: odd while c
 enum StateWord : std::size_t {
     kLockLocal = 0 * kWordsPerLine,  // exclusive bit + shared count (every process)
     kLockGlobal = 1 * kWordsPerLine,  // lock_all holders << 32 | exclusive holders (master; the
-                                      // shared-memory variant keeps the low half 0: lock_protocol.hpp)
+    // shared-memory variant keeps the low half 0: lock_protocol.hpp)
     kPscwComplete = 2 * kWordsPerLine,  // completes received (monotone counter)
     kAccStripe0 = 3 * kWordsPerLine,  // accumulate-lock stripes, one line each
 };

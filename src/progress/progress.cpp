@@ -460,9 +460,11 @@ void ProgressEngine::loop() {
                 quiet_after_answer = burst_answered || a != answers_seen;  // (a helper's answers count)
                 answers_seen = a;
                 predicted_ns = cfg_.poll_predict && quiet_after_answer ? predictor.first_sleep_ns() : 0;
-                const int s = may_net_spin && net_windows_.load(std::memory_order_relaxed) > 0 ? cfg_.net_spin_us : spin_us;
+                const int s =
+                    may_net_spin && net_windows_.load(std::memory_order_relaxed) > 0 ? cfg_.net_spin_us : spin_us;
                 spin_ns = std::uint64_t(s) * 1000;
-                if (work_spin_us_.load(std::memory_order_relaxed) != s) work_spin_us_.store(s, std::memory_order_relaxed);
+                if (work_spin_us_.load(std::memory_order_relaxed) != s)
+                    work_spin_us_.store(s, std::memory_order_relaxed);
             }
             // Right after work, poll without sleeping for spin_us (net_spin_us with a network
             // window open): the next request of a conversation (an am origin's next op)

@@ -1,4 +1,4 @@
-// progress.hpp — the progress engine: one loop shape (STYLE.md §6).
+// progress.hpp — the progress engine: one loop shape.
 //
 // Transports and windows register pollers: a function that advances its work and says
 // whether it did any (Poll::busy), has work that only time will advance, such as a lock

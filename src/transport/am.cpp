@@ -706,25 +706,17 @@ Post AmEndpoint::get_accumulate_strided(int rank, int rma_kind, int op_id, int t
     for (std::uint64_t i = 0; i < n;) {
         const std::uint64_t m = std::min<std::uint64_t>(per, n - i);
         std::vector<unsigned char> msg(sizeof(Header) + 16 + (src ? m * len : 0));
-        const Header h{kGetAccStrided,
-                       0,
-                       -1,
-                       op_id,
-                       type_id,
-                       rma_kind,
-                       toff + i * std::uint64_t(rstride),
-                       elems,
-                       elem_bytes,
-                       src ? 4u : 0u,
-                       0};
+        const Header h{
+            kGetAccStrided, 0, -1, op_id, type_id, rma_kind, toff + i * std::uint64_t(rstride), elems, elem_bytes,
+            src ? 4u : 0u,  0};
         std::memcpy(msg.data(), &h, sizeof h);
         std::memcpy(msg.data() + sizeof h, &rstride, 8);
         std::memcpy(msg.data() + sizeof h + 8, &m, 8);
         if (src)
             copy_strided(msg.data() + sizeof h + 16, std::int64_t(len), from + std::int64_t(i) * lstride, lstride, len,
                          m);
-        Landing land = strided_landing(rank, static_cast<unsigned char*>(result) + std::int64_t(i) * res_stride, m,
-                                       len, res_stride);
+        Landing land = strided_landing(rank, static_cast<unsigned char*>(result) + std::int64_t(i) * res_stride, m, len,
+                                       res_stride);
         send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, m * len + 1, -1, true, &land);
         throttle(rank);
         i += m;
@@ -762,8 +754,8 @@ Post AmEndpoint::get_strided(int rank, void* local, std::int64_t lstride, std::u
         const Header h{kGetStrided, 0, -1, 0, 0, 0, offset + i * std::uint64_t(rstride), len, m, 0, 0};
         std::memcpy(msg.data(), &h, sizeof h);
         std::memcpy(msg.data() + sizeof h, &rstride, 8);
-        Landing land = strided_landing(rank, static_cast<unsigned char*>(local) + std::int64_t(i) * lstride, m, len,
-                                       lstride);
+        Landing land =
+            strided_landing(rank, static_cast<unsigned char*>(local) + std::int64_t(i) * lstride, m, len, lstride);
         send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, m * len + 1, -1, false, &land);
         throttle(rank);
         i += m;
@@ -1378,8 +1370,8 @@ int AmEndpoint::accumulate_runs(int rma_kind, int op_id, int type_id, std::uint6
     for (std::uint64_t i = 0; i < pieces; ++i) {
         const void* s = src ? static_cast<const unsigned char*>(src) + i * piece : nullptr;
         void* r = res ? static_cast<unsigned char*>(res) + i * piece : nullptr;
-        if (int rc = local_.accumulate(rma_kind, op_id, type_id, toff + i * std::uint64_t(stride), elems, eb, s,
-                                       nullptr, r))
+        if (int rc =
+                local_.accumulate(rma_kind, op_id, type_id, toff + i * std::uint64_t(stride), elems, eb, s, nullptr, r))
             return rc;
     }
     return MPI_SUCCESS;
@@ -1541,9 +1533,8 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         std::uint64_t lo = 0, span = 0;
         if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
             refuse(source);
-        else if (accepts(source, lo, span) &&
-                 accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb, p + 16, nullptr) !=
-                     MPI_SUCCESS)
+        else if (accepts(source, lo, span) && accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb,
+                                                              p + 16, nullptr) != MPI_SUCCESS)
             refuse(source);
         if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
         break;

@@ -63,8 +63,9 @@ bool strided_footprint(std::uint64_t off, std::int64_t stride, std::uint64_t pie
 // ~2 KiB and its stop threshold, and the kernel's copy_to_user / copy_from_user, hence
 // cross-memory attach and Open MPI's single-copy shared-memory messages — runs 5-20x slower
 // when (dst - src) mod 4096 is in [1, 31] (4K aliasing: each load waits for the store just
-// issued to the same page offset; figures in docs/performance.md). A page-aligned window and a malloc'ed user buffer (page offset
-// 16) sit at distance 16 for a get. Our own copies avoid it (copy_bytes: no rep movsb);
+// issued to the same page offset; figures in docs/performance.md). A page-aligned window
+// and a malloc'ed user buffer (page offset 16) sit at distance 16 for a get. Our own copies
+// avoid it (copy_bytes: no rep movsb);
 // host copies we cannot change go through a buffer placed at the source's page offset.
 inline constexpr std::size_t kPageOffsetMin = 4096;  // below: one page, not worth a bounce
 inline bool slow_distance(std::uintptr_t dst, std::uintptr_t src) {

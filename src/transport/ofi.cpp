@@ -1265,8 +1265,7 @@ ssize_t OfiTransport::post_atomic8(const Peer& q, Scratch* s, std::size_t word, 
     if (op == AtomicOp::compare_swap)
         return fi_compare_atomic(ep_, &s->operand, 1, desc, &s->compare, desc, &s->result, desc, q.addr, addr,
                                  q.state_key, FI_UINT64, FI_CSWAP, ctx);
-    return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key, FI_UINT64, fop,
-                           ctx);
+    return fi_fetch_atomic(ep_, &s->operand, 1, desc, &s->result, desc, q.addr, addr, q.state_key, FI_UINT64, fop, ctx);
 }
 
 std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
@@ -1380,7 +1379,8 @@ void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, s
     // completion.
     before_sync(p.rank);
     if (!wait_usable(p.rank)) {
-        note_sync_failure(p.rank, FI_EHOSTUNREACH, word, "rank unreachable (its connection failed and did not come back)");
+        note_sync_failure(p.rank, FI_EHOSTUNREACH, word,
+                          "rank unreachable (its connection failed and did not come back)");
         return;
     }
     if (ofi::take_lost_notify()) {  // (tests) as if its completion had said -FI_ENOTCONN

@@ -1,8 +1,8 @@
 // split.hpp — a node peer of a window whose other peers are on the network: its data moves
 // by the node's shared memory (load/store, cross-memory attach), its synchronization words
 // and accumulates by the network transport. Every atomic on the peer's memory then stays in
-// the network's atomicity domain, which off-node origins use for the same words (DESIGN.md
-// §3: never CPU and NIC atomics on one location), while puts and gets cost a copy.
+// the network's atomicity domain, which off-node origins use for the same words (never CPU
+// and NIC atomics on one location: docs/accumulate.md), while puts and gets cost a copy.
 //
 // The data side completes at post (Post::done), so completion is the network side's: flush,
 // mark/reached and failed go there, after a memory fence for the data side. A put or get

@@ -24,19 +24,19 @@
 #include <string.h>
 
 static int me, np, failures;
-static int ld1[1] = {1};  /* GA reads ld even for 1-D patches */
+static int ld1[1] = {1}; /* GA reads ld even for 1-D patches */
 
-#define CHECK(cond, ...)                                            \
-    do {                                                            \
-        if (!(cond)) {                                              \
-            ++failures;                                             \
-            fprintf(stderr, "dropin_ga: rank %d: FAILED: ", me);    \
-            fprintf(stderr, __VA_ARGS__);                           \
-            fprintf(stderr, " (%s:%d)\n", __FILE__, __LINE__);      \
-        }                                                           \
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            ++failures;                                          \
+            fprintf(stderr, "dropin_ga: rank %d: FAILED: ", me); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, " (%s:%d)\n", __FILE__, __LINE__);   \
+        }                                                        \
     } while (0)
 
-enum { R = 37, C = 29 };  /* irregular: blocks of unequal sizes on every rank count */
+enum { R = 37, C = 29 }; /* irregular: blocks of unequal sizes on every rank count */
 
 static int value_of(int i, int j) { return 1000 * i + j; }
 
@@ -109,7 +109,7 @@ static void accumulates(void) {
     int subs_mem[K], *subs[K];
     double vals[K];
     for (int k = 0; k < K; ++k) {
-        subs_mem[k] = (me * K + k * 7) % N;  /* distinct within a rank (7 and 101 coprime) */
+        subs_mem[k] = (me * K + k * 7) % N; /* distinct within a rank (7 and 101 coprime) */
         subs[k] = &subs_mem[k];
         vals[k] = (double)(me + 1);
     }
@@ -229,7 +229,7 @@ static void linear_algebra(void) {
     CHECK(GA_Ddot(a, b) == dot, "ddot: %g, want %g", GA_Ddot(a, b), dot);
 
     double two = 2.0, minus = -1.0;
-    GA_Add(&two, a, &minus, b, cm);  /* C = 2A - B */
+    GA_Add(&two, a, &minus, b, cm); /* C = 2A - B */
     NGA_Get(cm, lo, hi, got, ld);
     bad = 0;
     for (int i = 0; i < N * N; ++i) bad += got[i] != 2 * la[i] - lb[i];
@@ -238,7 +238,7 @@ static void linear_algebra(void) {
     GA_Copy(a, cm);
     double three = 3.0;
     GA_Scale(cm, &three);
-    GA_Transpose(cm, b);  /* B = (3A)^T */
+    GA_Transpose(cm, b); /* B = (3A)^T */
     NGA_Get(b, lo, hi, got, ld);
     bad = 0;
     for (int i = 0; i < N; ++i)
@@ -248,8 +248,7 @@ static void linear_algebra(void) {
     double top = 0;
     int where[2] = {-1, -1};
     NGA_Select_elem(a, "max", &top, where);
-    CHECK(top == 3.0 && la[where[0] * N + where[1]] == 3.0, "select_elem max: %g at (%d, %d)", top, where[0],
-          where[1]);
+    CHECK(top == 3.0 && la[where[0] * N + where[1]] == 3.0, "select_elem max: %g at (%d, %d)", top, where[0], where[1]);
 
     /* The local block, in place: everyone adds its rank + 1 to its own elements. */
     int llo[2], lhi[2];

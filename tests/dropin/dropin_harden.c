@@ -136,13 +136,14 @@ static void test_negative_disp(void) {
         CHECK_EQ(cls, MPI_ERR_DISP);
     }
     /* Preloaded, MPI_Error_string of the code gives fastrma's message, which names the bad
-     * value (the host's generic text does not). */
+     * value (the host's generic text does not; under the osc component MPI_Error_string is
+     * the host's: the engine's message went to the window's handler instead). */
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_OK(MPI_Error_string(rc[5], text, &len));
     CHECK_EQ(len > 0, 1);
     const char* mode = getenv("DROPIN_MODE");
-    if (mode && strcmp(mode, "host") != 0 && !strstr(text, "target_disp -1 is negative"))
+    if (mode && strcmp(mode, "host") != 0 && strcmp(mode, "osc") != 0 && !strstr(text, "target_disp -1 is negative"))
         FAIL("MPI_Error_string gave \"%s\", not fastrma's message", text);
     MPI_OK(MPI_Put(&v, 1, MPI_INT64_T, t, 3, 1, MPI_INT64_T, win));
     MPI_OK(MPI_Win_unlock_all(win));

@@ -10,8 +10,9 @@
 // flushes, strided puts, gets, accumulates and get_accumulates (upward, downward, from a
 // strided origin, into a strided result, MPI_NO_OP without origin data, split in two
 // requests). Every other endpoint's target applies strided requests through a strided
-// accumulate path, the others run by run through the plain one. Each iteration mutates one of them (bit flips, byte runs, interesting 64-bit
-// values over aligned words, truncation, extension, splicing two requests) and serves it on
+// accumulate path, the others run by run through the plain one. Each iteration mutates one
+// of them (bit flips, byte runs, interesting 64-bit values over aligned words, truncation,
+// extension, splicing two requests) and serves it on
 // a second endpoint whose part lies between guard bytes. A request whose first word (the
 // kind) announces a payload (7: put data, 9: accumulate data) gets one of a random size sent
 // first, as an origin would. Answers the server sends are drained after every request.

@@ -635,11 +635,10 @@ void get_accumulate_three_layouts(Win& w, MPI_Datatype basic) {
             MPI_Barrier(MPI_COMM_WORLD);
             std::vector<T> got(blocks * 5, T(-7));
             w.epoch([&] {
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(noop ? nullptr : src.data(), noop ? 0 : 1,
-                                                           noop ? basic : ot.t, got.data(), 1, rt.t, to,
-                                                           w.disp(to, first * sizeof(T) / sizeof(int)), 1,
-                                                           upward ? upt.t : downt.t, noop ? MPI_NO_OP : MPI_SUM,
-                                                           w.win));
+                ASSERT_EQ(MPI_SUCCESS,
+                          FRMA_Get_accumulate(noop ? nullptr : src.data(), noop ? 0 : 1, noop ? basic : ot.t,
+                                              got.data(), 1, rt.t, to, w.disp(to, first * sizeof(T) / sizeof(int)), 1,
+                                              upward ? upt.t : downt.t, noop ? MPI_NO_OP : MPI_SUM, w.win));
             });
             for (std::size_t b = 0; b < blocks; ++b) {
                 for (std::size_t j = 0; j < 3; ++j)

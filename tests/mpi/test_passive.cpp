@@ -25,10 +25,10 @@
 #include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
 #include "engine/window.hpp"
-#include "transport/shm/served.hpp"
 #include "progress/host_progress.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/ofi.hpp"
+#include "transport/shm/served.hpp"
 
 namespace {
 
@@ -70,7 +70,8 @@ struct TestWin {
             }
             for (int r = 0; r < size; ++r) {
                 if (r == impl->rank() && impl->uses_network()) continue;  // (my words by the network's atomics)
-                EXPECT_NE(impl->peer_remote(r), std::count(impl->node_ranks().begin(), impl->node_ranks().end(), r) == 1)
+                EXPECT_NE(impl->peer_remote(r),
+                          std::count(impl->node_ranks().begin(), impl->node_ranks().end(), r) == 1)
                     << "rank " << r;
             }
             // CPU atomics are the domain where node peers share my part; a process alone in
@@ -558,8 +559,8 @@ TEST_P(Passive, NothingAppliesUnderAnUngrantedLock) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(20));  // time to break in
                 // Over am the requests park here once they arrive (they may still be on their way).
                 if (fastrma::detail::window_of(w.win)->uses_am() && !fastrma::detail::window_of(w.win)->uses_network())
-                    for (int i = 0; i < 200 && fastrma::detail::stat_total(fastrma::detail::Stat::locks_parked) == parked0;
-                         ++i)
+                    for (int i = 0;
+                         i < 200 && fastrma::detail::stat_total(fastrma::detail::Stat::locks_parked) == parked0; ++i)
                         std::this_thread::sleep_for(std::chrono::milliseconds(10));
                 EXPECT_EQ(*w.at<std::int64_t>(0), 100) << "a fetch_and_op applied under my exclusive lock";
                 for (int r = 0; r < n; ++r)
@@ -978,8 +979,8 @@ TEST_P(Passive, BadInputUnderLockAllGetsTheSameErrorClassesAsTheGeneralPath) {
         EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(&d, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE, user_op, w.win));
         EXPECT_EQ(MPI_ERR_OP, FRMA_Accumulate(&v, 1, MPI_INT, right, 0, 1, MPI_INT, MPI_OP_NULL, w.win));
         EXPECT_EQ(MPI_ERR_TYPE, FRMA_Accumulate(&v, 1, MPI_FLOAT, right, 0, 1, MPI_FLOAT, MPI_BOR, w.win));
-        EXPECT_EQ(MPI_ERR_TYPE,
-                  FRMA_Get_accumulate(&d, 1, MPI_DOUBLE, &dres, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE, MPI_BXOR, w.win));
+        EXPECT_EQ(MPI_ERR_TYPE, FRMA_Get_accumulate(&d, 1, MPI_DOUBLE, &dres, 1, MPI_DOUBLE, right, 0, 1, MPI_DOUBLE,
+                                                    MPI_BXOR, w.win));
         EXPECT_EQ(MPI_ERR_OP,
                   FRMA_Get_accumulate(&v, 1, MPI_INT, &vres, 1, MPI_INT, right, 0, 1, MPI_INT, user_op, w.win));
         EXPECT_EQ(MPI_ERR_TYPE, FRMA_Fetch_and_op(&d, &dres, MPI_DOUBLE, right, 0, MPI_BAND, w.win));
@@ -2028,8 +2029,8 @@ TEST(ServedTransfers, SmallAccumulatesAndGetAccumulatesWhileTheTargetWaits) {
                 for (int k = 0; k < kPerRound; ++k) {
                     const int len = len_of(k);
                     const std::vector<int> ones(std::size_t(len), 1);
-                    EXPECT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), len, MPI_INT, 1, w.disp[1], len, MPI_INT,
-                                                           MPI_SUM, w.win));
+                    EXPECT_EQ(MPI_SUCCESS,
+                              FRMA_Accumulate(ones.data(), len, MPI_INT, 1, w.disp[1], len, MPI_INT, MPI_SUM, w.win));
                     const double one = 1;
                     double old = -1;
                     EXPECT_EQ(MPI_SUCCESS, FRMA_Get_accumulate(&one, 1, MPI_DOUBLE, &old, 1, MPI_DOUBLE, 1,
@@ -2109,8 +2110,8 @@ TEST(ServedTransfers, FetchAndOpAndCompareAndSwapOnTheFastPathWhileTheTargetWait
                             for (std::int64_t seen = 0;;) {  // compare_and_swap increment
                                 const std::int64_t next = seen + 1;
                                 std::int64_t got = -1;
-                                errs[t] += FRMA_Compare_and_swap(&next, &seen, &got, MPI_INT64_T, 1, base + 64,
-                                                                 w.win) != 0;
+                                errs[t] +=
+                                    FRMA_Compare_and_swap(&next, &seen, &got, MPI_INT64_T, 1, base + 64, w.win) != 0;
                                 errs[t] += FRMA_Win_flush(1, w.win) != 0;  // (got is defined then)
                                 if (got == seen || got < 0) break;
                                 seen = got;
@@ -2132,8 +2133,8 @@ TEST(ServedTransfers, FetchAndOpAndCompareAndSwapOnTheFastPathWhileTheTargetWait
                 // Bad input on the same path: the error class, nothing applied.
                 const std::int64_t one = 1;
                 std::int64_t old = 0;
-                const int range = FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 1, dyn ? base + 4096 : 4096, MPI_SUM,
-                                                    w.win);
+                const int range =
+                    FRMA_Fetch_and_op(&one, &old, MPI_INT64_T, 1, dyn ? base + 4096 : 4096, MPI_SUM, w.win);
                 bad += range != MPI_ERR_RMA_RANGE;
                 bad += FRMA_Compare_and_swap(&one, &one, &old, MPI_INT64_T, 1, dyn ? base - 8 : -8, w.win) !=
                        (dyn ? MPI_ERR_RMA_RANGE : MPI_ERR_DISP);
@@ -2215,9 +2216,9 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
                     for (std::size_t i = 0; i < len; ++i) src[o + i] = put_value(round, len, i);
                     EXPECT_EQ(MPI_SUCCESS, FRMA_Put(src.data() + o, int(len), MPI_BYTE, 1, w.disp[1] + MPI_Aint(o),
                                                     int(len), MPI_BYTE, w.win));
-                    EXPECT_EQ(MPI_SUCCESS, FRMA_Get(got.data() + o, int(len), MPI_BYTE, 1,
-                                                    w.disp[1] + MPI_Aint(SizePlan::kGet + o), int(len), MPI_BYTE,
-                                                    w.win));
+                    EXPECT_EQ(MPI_SUCCESS,
+                              FRMA_Get(got.data() + o, int(len), MPI_BYTE, 1, w.disp[1] + MPI_Aint(SizePlan::kGet + o),
+                                       int(len), MPI_BYTE, w.win));
                 }
                 if (me == 0) fresh_seen += fastrma::detail::served::fresh(w.impl()->state_words(1));
                 if (pscw) {
@@ -2260,9 +2261,9 @@ TEST(ServedTransfers, ATargetWaitingInPscwOrFenceServes) {
                 const int cores = int(std::thread::hardware_concurrency());
                 const bool own_cores = n <= cores && getloadavg(&load, 1) == 1 && load <= 2.0 * cores;
                 if (expected && own_cores) {
-                    EXPECT_GT(served, 0u) << (dyn ? "dynamic " : "create ") << mode << ": nothing served in " << round
-                                          << " rounds while the target waited in fastrma, its beat seen fresh "
-                                          << fresh_seen << " times";
+                    EXPECT_GT(served, 0u)
+                        << (dyn ? "dynamic " : "create ") << mode << ": nothing served in " << round
+                        << " rounds while the target waited in fastrma, its beat seen fresh " << fresh_seen << " times";
                 }
                 std::printf("ServedTransfers (%s, %s): %llu served in %d rounds, the beat fresh %d times\n",
                             dyn ? "dynamic" : "create", mode, static_cast<unsigned long long>(served), round,
@@ -2514,7 +2515,8 @@ struct BulkPlan {
     }
     void add(BulkCase c) {
         const std::size_t step = std::size_t(std::abs(c.stride)) * c.esize();
-        c.span = c.stride == 0 ? c.elems() * c.esize() : std::size_t(c.pieces - 1) * step + std::size_t(c.bl) * c.esize();
+        c.span =
+            c.stride == 0 ? c.elems() * c.esize() : std::size_t(c.pieces - 1) * step + std::size_t(c.bl) * c.esize();
         c.base = bytes + kGuard;
         bytes = c.base + (c.span + 7) / 8 * 8;
         cases.push_back(c);
@@ -2578,9 +2580,7 @@ void bulk_model(const BulkPlan& plan, int round, std::size_t ci, unsigned char* 
 }
 
 std::uint64_t bulk_served_parts() { return fastrma::detail::stat_total(fastrma::detail::Stat::bulk_served); }
-std::uint64_t bulk_withdrawn_parts() {
-    return fastrma::detail::stat_total(fastrma::detail::Stat::bulk_withdrawn);
-}
+std::uint64_t bulk_withdrawn_parts() { return fastrma::detail::stat_total(fastrma::detail::Stat::bulk_withdrawn); }
 
 // Every rank but 1 runs the plan's ops on a region of its own in rank 1's part (each op
 // flushed), in rounds; rank 1 resets its part, then either waits in MPI_Barrier (served:
@@ -2608,7 +2608,8 @@ TEST(ServedBulk, LargeAndStridedTransfersLandExactly) {
             for (int more = 1; more; ++round) {
                 int bad = 0;
                 if (me == 1)
-                    for (int o = 0; o < origins; ++o) bulk_init(plan, w.mem.data() + std::size_t(o) * plan.bytes, plan.bytes);
+                    for (int o = 0; o < origins; ++o)
+                        bulk_init(plan, w.mem.data() + std::size_t(o) * plan.bytes, plan.bytes);
                 std::vector<unsigned char> model;
                 if (me != 1) {  // the origin's view of its region, for get results
                     model.resize(plan.bytes);
@@ -2681,7 +2682,8 @@ TEST(ServedBulk, LargeAndStridedTransfersLandExactly) {
                     for (int o = 0; o < origins; ++o) {  // (every region alike: origin o's at o * plan.bytes)
                         std::vector<unsigned char> one(plan.bytes);
                         bulk_init(plan, one.data(), one.size());
-                        for (std::size_t ci = 0; ci < plan.cases.size(); ++ci) bulk_model(plan, round, ci, one.data(), nullptr);
+                        for (std::size_t ci = 0; ci < plan.cases.size(); ++ci)
+                            bulk_model(plan, round, ci, one.data(), nullptr);
                         std::memcpy(want.data() + std::size_t(o) * plan.bytes, one.data(), plan.bytes);
                     }
                     for (std::size_t i = 0; i < want.size(); ++i)
@@ -2689,10 +2691,10 @@ TEST(ServedBulk, LargeAndStridedTransfersLandExactly) {
                             std::size_t ci = 0;
                             const std::size_t r = i % plan.bytes;
                             while (ci + 1 < plan.cases.size() && plan.cases[ci + 1].base <= r + BulkPlan::kGuard) ++ci;
-                            ADD_FAILURE() << (dyn ? "dynamic" : "create") << (computing ? ", computing" : ", waiting")
-                                          << ": target byte " << i << " (origin region " << i / plan.bytes
-                                          << ", near case " << ci << ") is " << int(w.mem[i]) << ", not "
-                                          << int(want[i]);
+                            ADD_FAILURE()
+                                << (dyn ? "dynamic" : "create") << (computing ? ", computing" : ", waiting")
+                                << ": target byte " << i << " (origin region " << i / plan.bytes << ", near case " << ci
+                                << ") is " << int(w.mem[i]) << ", not " << int(want[i]);
                             ++bad;
                             break;
                         }
@@ -2701,15 +2703,17 @@ TEST(ServedBulk, LargeAndStridedTransfersLandExactly) {
                 ASSERT_EQ(bad, 0) << (dyn ? "dynamic" : "create") << " round " << round;
                 all_served = served;
                 MPI_Allreduce(MPI_IN_PLACE, &all_served, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-                more = !computing && all_served == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
+                more =
+                    !computing && all_served == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);
                 MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
             }
             if (me == 0) {
-                std::printf("ServedBulk (%s, %s): %llu parts served in %d rounds (%llu withdrawn or refused so far), "
-                            "the beat fresh %d times\n",
-                            dyn ? "dynamic" : "create", computing ? "target computing" : "target waiting",
-                            static_cast<unsigned long long>(served), round,
-                            static_cast<unsigned long long>(bulk_withdrawn_parts()), fresh_seen);
+                std::printf(
+                    "ServedBulk (%s, %s): %llu parts served in %d rounds (%llu withdrawn or refused so far), "
+                    "the beat fresh %d times\n",
+                    dyn ? "dynamic" : "create", computing ? "target computing" : "target waiting",
+                    static_cast<unsigned long long>(served), round,
+                    static_cast<unsigned long long>(bulk_withdrawn_parts()), fresh_seen);
                 if (!computing && w.served_expected() && fresh_seen >= 5) {
                     EXPECT_GT(all_served, 0u) << "no bulk part served in " << round << " rounds";
                 }

@@ -111,8 +111,8 @@ TEST_P(Span, EachPeerOnItsMedium) {
         if (own_node || net_dynamic)
             EXPECT_TRUE(impl->peer_remote(r)) << "rank " << r << " with FASTRMA_TRANSPORT=" << t;
         else
-            EXPECT_EQ(!same, impl->peer_remote(r)) << "rank " << r << " (" << nodes[std::size_t(r)] << ", I am on "
-                                                   << nodes[std::size_t(me)] << ")";
+            EXPECT_EQ(!same, impl->peer_remote(r))
+                << "rank " << r << " (" << nodes[std::size_t(r)] << ", I am on " << nodes[std::size_t(me)] << ")";
         // A node peer of an allocate window is mapped here: loads and stores reach it.
         if (same && !own_node && GetParam() == Flavor::allocate) {
             EXPECT_TRUE(impl->peer_mapped(r)) << "rank " << r;
@@ -259,8 +259,8 @@ TEST_P(Span, HammeredElementsFromBothMediaAreExact) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&one, 1, MPI_INT64_T, 0, w.at(0, k), 1, MPI_INT64_T, MPI_SUM, w.win));
         ++mine[k];
         if (i % 16 == me % 16) {
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Fetch_and_op(&one, &olds[std::size_t(i) % 256], MPI_INT64_T, 0, w.at(0, 4),
-                                                     MPI_SUM, w.win));
+            ASSERT_EQ(MPI_SUCCESS,
+                      FRMA_Fetch_and_op(&one, &olds[std::size_t(i) % 256], MPI_INT64_T, 0, w.at(0, 4), MPI_SUM, w.win));
             ++mine[4];
         }
         if (i % 256 == 255) {
@@ -315,8 +315,8 @@ TEST_P(Span, FenceAndPscwCountBothMedia) {
         const std::int64_t v = 1000 * e + me;
         for (int t = 0; t < n; ++t) {
             ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, w.at(t, std::size_t(me)), 1, MPI_INT64_T, w.win));
-            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT64_T, t, w.at(t, std::size_t(n + me)), 1,
-                                                   MPI_INT64_T, MPI_SUM, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(&v, 1, MPI_INT64_T, t, w.at(t, std::size_t(n + me)), 1, MPI_INT64_T,
+                                                   MPI_SUM, w.win));
         }
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_fence(0, w.win));
         for (int r = 0; r < n; ++r) {

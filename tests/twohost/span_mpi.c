@@ -24,8 +24,8 @@
  *
  * Any failure prints rank, host, what, expected and got, then MPI_Abort(MPI_COMM_WORLD, 1).
  * A rank still in one phase after SPAN_TIMEOUT seconds (default 150) says which and exits;
- * SPAN_VERBOSE=1 makes rank 0 print each phase's time. SPAN_ITERS scales the accumulate counts (default 2000); SPAN_FLAVORS limits the
- * flavors run (a comma-separated list; default allocate,create,dynamic).
+ * SPAN_VERBOSE=1 makes rank 0 print each phase's time. SPAN_ITERS scales the accumulate
+ * counts (default 2000); SPAN_FLAVORS limits the flavors run (a comma-separated list; default allocate,create,dynamic).
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -55,32 +55,32 @@ static void fail(const char* what, long long expected, long long got, int line) 
     _exit(1);
 }
 
-#define EXPECT(what, expected, got)                                                             \
-    do {                                                                                        \
-        long long e_ = (long long)(expected), g_ = (long long)(got);                            \
-        if (e_ != g_) fail(what, e_, g_, __LINE__);                                             \
-        __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);                                       \
+#define EXPECT(what, expected, got)                                  \
+    do {                                                             \
+        long long e_ = (long long)(expected), g_ = (long long)(got); \
+        if (e_ != g_) fail(what, e_, g_, __LINE__);                  \
+        __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);            \
     } while (0)
 
-#define MC(call)                                                                                \
-    do {                                                                                        \
-        int rc_ = (call);                                                                       \
-        if (rc_ != MPI_SUCCESS) {                                                               \
-            char msg_[MPI_MAX_ERROR_STRING];                                                    \
-            int len_ = 0;                                                                       \
-            MPI_Error_string(rc_, msg_, &len_);                                                 \
-            fprintf(stderr, "span_mpi: FAIL rank %d on %s (line %d, %s): %s returned %d (%s)\n", \
-                    rank, host, __LINE__, (const char*)phase, #call, rc_, msg_);                \
-            fflush(stderr);                                                                     \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                       \
-        }                                                                                       \
+#define MC(call)                                                                                                       \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != MPI_SUCCESS) {                                                                                      \
+            char msg_[MPI_MAX_ERROR_STRING];                                                                           \
+            int len_ = 0;                                                                                              \
+            MPI_Error_string(rc_, msg_, &len_);                                                                        \
+            fprintf(stderr, "span_mpi: FAIL rank %d on %s (line %d, %s): %s returned %d (%s)\n", rank, host, __LINE__, \
+                    (const char*)phase, #call, rc_, msg_);                                                             \
+            fflush(stderr);                                                                                            \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                              \
+        }                                                                                                              \
     } while (0)
 
 static void on_alarm(int sig) {
     (void)sig;
     char buf[512];
-    int n = snprintf(buf, sizeof buf, "span_mpi: rank %d on %s: still in one phase after SPAN_TIMEOUT seconds: %s\n", rank,
-                     host, (const char*)phase);
+    int n = snprintf(buf, sizeof buf, "span_mpi: rank %d on %s: still in one phase after SPAN_TIMEOUT seconds: %s\n",
+                     rank, host, (const char*)phase);
     if (n > 0) write(2, buf, (size_t)n);
     _exit(3);
 }
@@ -109,18 +109,18 @@ static const int64_t SENT = 0x5A5A5A5A5A5A5A5ALL;
 static MPI_Aint GA, AT, TS, BA, NELEM;
 /* byte offsets inside the counter area */
 enum {
-    ACC_I64 = 0,   /* 4 int64 */
-    ACC_DBL = 32,  /* 4 double */
-    ACC_INT = 64,  /* 4 int */
-    FOP = 96,      /* int64 ticket counter */
+    ACC_I64 = 0, /* 4 int64 */
+    ACC_DBL = 32, /* 4 double */
+    ACC_INT = 64, /* 4 int */
+    FOP = 96, /* int64 ticket counter */
     CASLOCK = 104, /* int64 lock word */
-    RMW = 112,     /* int64 counter guarded by the CAS lock */
-    EXCL = 120,    /* int64 counter under exclusive locks */
-    PAIR = 128,    /* 2 int64 updated together under exclusive locks */
-    ECNT = 144,    /* int64 accumulated under lock_all */
-    RACC = 152,    /* int64 Raccumulate target */
-    TACC = 160,    /* int64 threads: accumulate */
-    TFOP = 168,    /* int64 threads: fetch_and_op */
+    RMW = 112, /* int64 counter guarded by the CAS lock */
+    EXCL = 120, /* int64 counter under exclusive locks */
+    PAIR = 128, /* 2 int64 updated together under exclusive locks */
+    ECNT = 144, /* int64 accumulated under lock_all */
+    RACC = 152, /* int64 Raccumulate target */
+    TACC = 160, /* int64 threads: accumulate */
+    TFOP = 168, /* int64 threads: fetch_and_op */
 };
 
 static int64_t V(int r, int o, int t, int i) { return 1000000LL * r + 10000LL * o + 100LL * t + i + 1; }
@@ -130,9 +130,9 @@ static int64_t G(int t, int i) { return 7000000LL + 1000LL * t + i; }
 typedef struct {
     MPI_Win win;
     int flavor;
-    int du;          /* displacement unit */
-    int64_t* mem;    /* local window memory */
-    MPI_Aint* addr;  /* dynamic: each rank's region address */
+    int du; /* displacement unit */
+    int64_t* mem; /* local window memory */
+    MPI_Aint* addr; /* dynamic: each rank's region address */
 } Win;
 
 /* Displacement at rank t of byte offset `bytes` into the window memory. */
@@ -431,8 +431,8 @@ static void sync_modes(Win* w) {
         MC(MPI_Wait(&q, MPI_STATUS_IGNORE));
         EXPECT("Rget_accumulate fetched after MPI_Wait", SENT, fetched);
         /* accumulate ordering (default rar,raw,war,waw): the NO_OP read sees the sum */
-        MC(MPI_Rget_accumulate(&dummy, 1, MPI_INT64_T, &noop, 1, MPI_INT64_T, t, D(w, t, slot + E(16)), 1,
-                               MPI_INT64_T, MPI_NO_OP, w->win, &q));
+        MC(MPI_Rget_accumulate(&dummy, 1, MPI_INT64_T, &noop, 1, MPI_INT64_T, t, D(w, t, slot + E(16)), 1, MPI_INT64_T,
+                               MPI_NO_OP, w->win, &q));
         MC(MPI_Wait(&q, MPI_STATUS_IGNORE));
         EXPECT("Rget_accumulate(NO_OP) after Rget_accumulate(SUM)", SENT + 5, noop);
         MC(MPI_Win_flush(t, w->win));
@@ -474,7 +474,8 @@ static void atom_accumulate(Win* w) {
                 int t = tgt[(j + rank) % ntgt];
                 if (variant == 1) MC(MPI_Win_lock(MPI_LOCK_SHARED, t, 0, w->win));
                 for (int k = k0; k < k0 + batch && k < iters; ++k) {
-                    MC(MPI_Accumulate(a64, 4, MPI_INT64_T, t, D(w, t, E(AT) + ACC_I64), 4, MPI_INT64_T, MPI_SUM, w->win));
+                    MC(MPI_Accumulate(a64, 4, MPI_INT64_T, t, D(w, t, E(AT) + ACC_I64), 4, MPI_INT64_T, MPI_SUM,
+                                      w->win));
                     MC(MPI_Accumulate(ad, 4, MPI_DOUBLE, t, D(w, t, E(AT) + ACC_DBL), 4, MPI_DOUBLE, MPI_SUM, w->win));
                     MC(MPI_Accumulate(ai, 4, MPI_INT, t, D(w, t, E(AT) + ACC_INT), 4, MPI_INT, MPI_SUM, w->win));
                 }
@@ -546,7 +547,8 @@ static void atom_fetch_and_op(Win* w) {
 static void atom_cas_lock(Win* w) {
     const int M = iters / 125 > 4 ? iters / 125 : 4;
     for (int v = 0; v < ntgt; ++v) {
-        set_phase(v ? "CAS lock (lock on the 2nd host, counter on the 1st)" : "CAS lock (lock on the 1st host, counter on the 2nd)");
+        set_phase(v ? "CAS lock (lock on the 2nd host, counter on the 1st)"
+                    : "CAS lock (lock on the 1st host, counter on the 2nd)");
         local_reset(w);
         int tl = tgt[v], tc = tgt[(v + 1) % ntgt];
         MC(MPI_Win_lock_all(0, w->win));
@@ -800,21 +802,30 @@ static void threaded(Win* w) {
 
 static const char* level_name(int l) {
     switch (l) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-    default: return "?";
+    case MPI_THREAD_SINGLE:
+        return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+        return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+        return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+        return "MPI_THREAD_MULTIPLE";
+    default:
+        return "?";
     }
 }
 
 int main(int argc, char** argv) {
     const char* how = argc > 1 ? argv[1] : "init";
     int want = -1, provided = -1;
-    if (!strcmp(how, "single")) want = MPI_THREAD_SINGLE;
-    else if (!strcmp(how, "funneled")) want = MPI_THREAD_FUNNELED;
-    else if (!strcmp(how, "serialized")) want = MPI_THREAD_SERIALIZED;
-    else if (!strcmp(how, "multiple")) want = MPI_THREAD_MULTIPLE;
+    if (!strcmp(how, "single"))
+        want = MPI_THREAD_SINGLE;
+    else if (!strcmp(how, "funneled"))
+        want = MPI_THREAD_FUNNELED;
+    else if (!strcmp(how, "serialized"))
+        want = MPI_THREAD_SERIALIZED;
+    else if (!strcmp(how, "multiple"))
+        want = MPI_THREAD_MULTIPLE;
     else if (strcmp(how, "init")) {
         fprintf(stderr, "usage: span_mpi init|single|funneled|serialized|multiple\n");
         return 2;
@@ -827,8 +838,10 @@ int main(int argc, char** argv) {
     signal(SIGALRM, on_alarm);
     phase = "MPI initialisation";
     alarm(watchdog);
-    if (want < 0) MC(MPI_Init(&argc, &argv));
-    else MC(MPI_Init_thread(&argc, &argv, want, &provided));
+    if (want < 0)
+        MC(MPI_Init(&argc, &argv));
+    else
+        MC(MPI_Init_thread(&argc, &argv, want, &provided));
     MC(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MC(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MC(MPI_Comm_size(MPI_COMM_WORLD, &size));

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "transport/shm/cma_batch.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
+#include "transport/shm/cma_batch.hpp"
 
 using namespace fastrma::detail;
 

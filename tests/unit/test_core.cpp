@@ -29,11 +29,11 @@
 #include "ops/pool.hpp"
 #include "ops/slot_table.hpp"
 #include "ops/state_words.hpp"
-#include "transport/shm/offload.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
-#include "transport/shm/shm.hpp"
+#include "transport/shm/offload.hpp"
 #include "transport/shm/segment.hpp"
+#include "transport/shm/shm.hpp"
 
 using namespace fastrma::detail;
 

@@ -330,7 +330,8 @@ TEST_P(EpochsFake, DirectLocksQueueOnATargetWhenTheTransportRefuses) {
     run_ranks(
         n, GetParam(), 60,
         [&](int r, Epochs& e, FakeHost& host, FakeWorld& w) {
-            NodeTransport node(nullptr, [] {}, n, 0, 16);  // its layout: the fake world's words
+            NodeTransport node(
+                nullptr, [] {}, n, 0, 16);  // its layout: the fake world's words
             node.layout.base = reinterpret_cast<unsigned char*>(w.words(0));
             node.layout.state_bytes = kWords * 8;
             e.map_states(&node);
@@ -364,7 +365,8 @@ TEST_P(EpochsFake, DirectLocksQueueOnATargetWhenTheTransportRefuses) {
         const int origin = (r + n - 1) % n;
         EXPECT_EQ(total[std::size_t(r)], iters) << "rank " << r << "'s counter";
         for (int k = 0; k < 3; ++k)
-            EXPECT_EQ(last[std::size_t(3 * r + k)], 1000 * origin + 10 * (iters - 1) + k) << "rank " << r << " put " << k;
+            EXPECT_EQ(last[std::size_t(3 * r + k)], 1000 * origin + 10 * (iters - 1) + k)
+                << "rank " << r << " put " << k;
     }
     EXPECT_GT(refused.load(), 0);
     EXPECT_GT(queued_seen.load(), 0) << "no refused op queued on a Target made from a direct lock";

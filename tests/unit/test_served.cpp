@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "ops/op.hpp"
-#include "transport/shm/served.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
+#include "transport/shm/served.hpp"
 
 using namespace fastrma::detail;
 
@@ -142,8 +142,8 @@ TEST(ServedAtomic, PostsAreFoundByTheFlagWhenIdleAndByTheSlotsAfterServing) {
     const auto t0 = std::chrono::steady_clock::now();
     // (On a loaded machine the target threads may miss whole bursts: go on until one was
     // answered, up to 5 s.)
-    for (int burst = 0; burst < 200 || (answered == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
-         ++burst) {
+    for (int burst = 0;
+         burst < 200 || (answered == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)); ++burst) {
         for (int k = 0; k < 5; ++k) {
             std::uint64_t old = 0;
             int rc = -2;
@@ -324,9 +324,9 @@ struct alignas(64) BulkState {
 };
 
 std::uint64_t mono_ns() {
-    return std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count());
+    return std::uint64_t(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 // The target's side of bulk puts and gets on mem (toff: an offset), counting the pieces applied.
@@ -355,7 +355,9 @@ TEST(ServedBulk, StridedPutAndGetStreamInParts) {
     served::Server server;
     std::atomic<bool> stop{false};
     std::thread target([&] {
-        while (!stop.load()) server.poll(st.w, [](auto...) { return int(MPI_SUCCESS); }, bulk_copier(mem.data(), mem.size(), &applied), true);
+        while (!stop.load())
+            server.poll(
+                st.w, [](auto...) { return int(MPI_SUCCESS); }, bulk_copier(mem.data(), mem.size(), &applied), true);
     });
     while (!__atomic_load_n(&st.w[kServedBeat], __ATOMIC_ACQUIRE)) std::this_thread::yield();
     constexpr std::uint64_t kN = 5000;
@@ -431,7 +433,8 @@ TEST(ServedBulk, EveryPieceIsAppliedOnceByOneSide) {
     };
     std::thread target([&] {
         for (unsigned k = 0; !stop.load(); ++k) {
-            server.poll(st.w, [](auto...) { return int(MPI_SUCCESS); }, counter, true);
+            server.poll(
+                st.w, [](auto...) { return int(MPI_SUCCESS); }, counter, true);
             if (k % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
         }
     });
@@ -444,12 +447,13 @@ TEST(ServedBulk, EveryPieceIsAppliedOnceByOneSide) {
          ++reps) {
         served::BulkChannel ch;
         while (!ch.claim(st.w)) std::this_thread::yield();
-        ch.run(served::BulkRun{int(RmaKind::acc), 0, 0, 0, 4, 4, kN, true}, [](auto...) {}, [](auto...) {},
-               [&](std::uint64_t first, std::uint64_t n) {
-                   for (std::uint64_t i = first; i < first + n; ++i) count[i].fetch_add(1);
-                   by_origin += n;
-                   return int(MPI_SUCCESS);
-               });
+        ch.run(
+            served::BulkRun{int(RmaKind::acc), 0, 0, 0, 4, 4, kN, true}, [](auto...) {}, [](auto...) {},
+            [&](std::uint64_t first, std::uint64_t n) {
+                for (std::uint64_t i = first; i < first + n; ++i) count[i].fetch_add(1);
+                by_origin += n;
+                return int(MPI_SUCCESS);
+            });
     }
     stop.store(true);
     target.join();

@@ -11,9 +11,9 @@
 #include "ops/layout.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
-#include "transport/shm/served.hpp"
-#include "transport/shm/cma.hpp"
 #include "transport/copy.hpp"
+#include "transport/shm/cma.hpp"
+#include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
 
@@ -334,7 +334,8 @@ bool CmaBatch::move_served(const iovec* pl, const iovec* pr, std::size_t np, con
     auto post_chunks = [&](bool put, const iovec& l, const iovec& r) {  // (l and r: the same length)
         for (std::size_t off = 0; off < r.iov_len; off += served::kMaxBytes) {
             const std::size_t len = std::min(served::kMaxBytes, r.iov_len - off);
-            post(put, iovec{static_cast<char*>(l.iov_base) + off, len}, iovec{static_cast<char*>(r.iov_base) + off, len});
+            post(put, iovec{static_cast<char*>(l.iov_base) + off, len},
+                 iovec{static_cast<char*>(r.iov_base) + off, len});
         }
     };
     for (std::size_t i = 0; i < np; ++i) post_chunks(true, pl[i], pr[i]);

@@ -32,11 +32,11 @@
 #include "ops/issue.hpp"
 #include "ops/spin_lock.hpp"
 #include "ops/state_words.hpp"
-#include "transport/shm/cma_batch.hpp"
-#include "transport/shm/served.hpp"
-#include "transport/shm/offload.hpp"
 #include "transport/shm/arena.hpp"
+#include "transport/shm/cma_batch.hpp"
+#include "transport/shm/offload.hpp"
 #include "transport/shm/segment.hpp"
+#include "transport/shm/served.hpp"
 #include "transport/shm/shm.hpp"
 
 namespace fastrma::detail {
@@ -58,8 +58,7 @@ public:
     // offload: the engine's copier (null: none); wake: wakes its worker after a submit;
     // batch_max: the largest transfer a batch takes (0: this window never batches);
     // acc_stripes: the accumulate stripes of a state area.
-    NodeTransport(CopyOffload* offload, std::function<void()> wake, int nprocs, std::size_t batch_max,
-                  int acc_stripes);
+    NodeTransport(CopyOffload* offload, std::function<void()> wake, int nprocs, std::size_t batch_max, int acc_stripes);
     ~NodeTransport() override;
     NodeTransport(const NodeTransport&) = delete;
     NodeTransport& operator=(const NodeTransport&) = delete;

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transport/shm/cma.hpp"
 #include "transport/copy.hpp"
+#include "transport/shm/cma.hpp"
 
 namespace fastrma::detail {
 

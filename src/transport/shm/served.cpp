@@ -32,9 +32,7 @@ bool cas(std::uint64_t* w, std::uint64_t from, std::uint64_t to) {
 
 // Bytes a slot carries for a kind: one element for fetch_and_op / compare_and_swap (an
 // operand and a compare word), up to kMaxBytes of data otherwise.
-std::size_t max_bytes(int kind) {
-    return kind == int(RmaKind::fop) || kind == int(RmaKind::cas) ? 8 : kMaxBytes;
-}
+std::size_t max_bytes(int kind) { return kind == int(RmaKind::fop) || kind == int(RmaKind::cas) ? 8 : kMaxBytes; }
 
 // After a post: the flag word, unless the target's passes read the slots (Server::posted:
 // the fence pairs with the target's when it stops reading them).
@@ -64,7 +62,8 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0)
     }
     if (!s) return false;
     ++t_first_slot;  // the next post of this thread starts at the next slot
-    if (req.kind == int(RmaKind::put) || ((req.kind == int(RmaKind::acc) || req.kind == int(RmaKind::get_acc)) && req.origin)) {
+    if (req.kind == int(RmaKind::put) ||
+        ((req.kind == int(RmaKind::acc) || req.kind == int(RmaKind::get_acc)) && req.origin)) {
         std::memcpy(s + kData, req.origin, req.bytes);
     } else if (req.kind == int(RmaKind::fop) || req.kind == int(RmaKind::cas)) {
         s[kData] = s[kData + 1] = 0;
@@ -147,8 +146,7 @@ bool BulkChannel::claim(std::uint64_t* state, std::uint64_t wait_ns, std::uint64
     std::uint64_t* a = state + word;
     const std::uint64_t t0 = wait_ns ? now() : 0;
     for (unsigned spins = 0;; ++spins) {
-        if (fresh(state, std::max(kFreshNs, patience_ns)) && __atomic_load_n(a, __ATOMIC_RELAXED) == 0 &&
-            cas(a, 0, 1))
+        if (fresh(state, std::max(kFreshNs, patience_ns)) && __atomic_load_n(a, __ATOMIC_RELAXED) == 0 && cas(a, 0, 1))
             break;
         if (!wait_ns || now() - t0 > wait_ns) return false;
         if (serve_ && (spins & 15) == 15) serve_(serve_arg_);

@@ -92,8 +92,8 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0 
 Outcome finish(Posted& p, void* result, int* rc);
 
 // An accumulate, get_accumulate, fetch_and_op or compare_and_swap, one at a time: true:
-// applied there, the old values (if asked) in *result and the answer in *rc. False: not taken (no fresh beat, no free slot, withdrawn
-// or refused): apply it yourself.
+// applied there, the old values (if asked) in *result and the answer in *rc. False: not
+// taken (no fresh beat, no free slot, withdrawn or refused): apply it yourself.
 bool try_remote(std::uint64_t* state, const Request& req, void* result, int* rc);
 
 // Target: applies one request to my memory: kind, op id, type id, offset, bytes, origin,
@@ -164,8 +164,8 @@ private:
 // Target: applies one bulk part: kind, op id, type id, toff, stride, piece, count, origin
 // (packed pieces, or null), result (where the packed answer goes, or null). An MPI error
 // class or kRefused, as Apply.
-using ApplyBulk = std::function<int(int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t,
-                                    const void*, void*)>;
+using ApplyBulk =
+    std::function<int(int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t, const void*, void*)>;
 // Words of a state area the bulk area of `bytes` takes (0: none).
 std::size_t bulk_words(std::size_t bytes);
 
