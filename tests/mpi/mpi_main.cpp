@@ -1,6 +1,6 @@
 // mpi_main.cpp — gtest main for MPI tests. MPI_THREAD_MULTIPLE; a failed assertion on any
 // rank prints and calls MPI_Abort at once, because its peers would otherwise wait forever
-// in the next collective. A test that runs longer than FASTRMA_TEST_STUCK_S seconds (90;
+// in the next collective. A test that runs longer than FASTRMA_TEST_STUCK_S seconds (150;
 // 0: never) is named on stderr by every rank it holds, and the job aborted: the log then
 // says which test hung, before ctest's timeout kills the job without a word.
 #include <gtest/gtest.h>
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     if (rank != 0) delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new AbortOnFailure);
     const char* stuck = std::getenv("FASTRMA_TEST_STUCK_S");
-    if (const long limit = stuck ? std::atol(stuck) : 90; limit > 0) listeners.Append(new Watchdog(limit));
+    if (const long limit = stuck ? std::atol(stuck) : 150; limit > 0) listeners.Append(new Watchdog(limit));
     int rc = RUN_ALL_TESTS();
     MPI_Finalize();
     return rc;
