@@ -45,8 +45,7 @@ StatShard* register_stat_shard();
 
 // The calling thread's shard, made on its first count. Initial-exec TLS: one load off the
 // thread pointer. A dynamically initialized thread_local in a shared library costs a call
-// to __tls_get_addr and a guard check per access (5-8 % of a thread posting 8-byte puts
-// to a create window, perf).
+// to __tls_get_addr and a guard check per access.
 [[gnu::tls_model("initial-exec")]] inline thread_local StatShard* t_stat_shard = nullptr;
 
 inline void bump(Stat s, std::uint64_t n = 1) {

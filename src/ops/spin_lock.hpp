@@ -10,8 +10,8 @@ namespace fastrma::detail {
 // For a slot of the target table and an object pool: held for a few dozen instructions
 // (find a target, link an op, pop a free object), almost never contended, taken several
 // times per lock/op/unlock sequence.
-// A test-and-test-and-set lock whose release is a plain store: glibc's mutex costs an
-// atomic read-modify-write on both sides (37% of an uncontended lock+put+unlock). A
+// A test-and-test-and-set lock whose release is a plain store (glibc's mutex costs an
+// atomic read-modify-write on both sides: docs/performance.md). A
 // waiter spins briefly, then yields (the holder may be descheduled: ranks and progress
 // threads oversubscribe the cores).
 class SpinLock {

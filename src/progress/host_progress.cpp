@@ -26,8 +26,8 @@ using RegisterFn = int (*)(HostCallback);
 enum class Hook { unknown, opal, ucp, none };
 
 // Guards g_entries and g_hook; the callback only try-locks it (a spin lock: the callback
-// runs on every pass of the host's progress loop, and glibc's try-lock and unlock were 15 %
-// of a target's samples there).
+// runs on every pass of the host's progress loop, where glibc's try-lock and unlock cost
+// more than the pass: docs/performance.md).
 SpinLock g_mu;
 std::vector<std::pair<const void*, std::function<bool()>>> g_entries;
 Hook g_hook = Hook::unknown;

@@ -216,8 +216,8 @@ namespace {
 [[gnu::tls_model("initial-exec")]] thread_local bool t_progress_thread = false;  // (waiters read it every pass)
 }
 
-// A flag, not a timestamp: waiters call this on every pass, and a clock read per pass showed
-// in their profiles (16 % of a waiting rank's samples). Written only when clear, so that
+// A flag, not a timestamp: waiters call this on every pass, where a clock read per pass
+// is costly (docs/progress.md). Written only when clear, so that
 // helpers do not take the cache line from each other while the thread dozes.
 void ProgressEngine::mark_helped() {
     if (!t_progress_thread && !helped_.load(std::memory_order_relaxed)) helped_.store(true, std::memory_order_relaxed);
@@ -363,9 +363,9 @@ void ProgressEngine::loop() {
     // With a network window open: the longer spin after work, where the thread has a PU's
     // share to poll with (not a one-PU cpuset, not more ranks than PUs).
     const bool may_net_spin = spin_us > 0 && cfg_.net_spin_us > spin_us && cpuset_pus > 0 && local_size_ <= cpuset_pus;
-    // Short back-off sleeps must be short: the default timer slack (50 us) would turn every
-    // 1-us sleep into 50 and set the latency of an am request (docs/progress.md). 1 us of
-    // slack still lets the kernel batch the longer sleeps.
+    // Short back-off sleeps must be short: the default timer slack would stretch every
+    // short sleep to it and set the latency of an am request (docs/progress.md); a slack
+    // of 1 us still lets the kernel batch the longer sleeps.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     // FASTRMA_PROGRESS_NICE: a thread that shares its PU with the computation (follow, or a
     // rank bound to one PU) waits, once woken, until the scheduler preempts that computation;
@@ -382,9 +382,8 @@ void ProgressEngine::loop() {
     // Stand-down: a help since the last look (the previous pass, or the doze just ended)
     // means a thread is serving: doze first_doze_ns, doubling up to FASTRMA_STAND_DOWN_US for
     // as long as every doze saw a help. Each wake-up of a dozing thread takes a core from a
-    // spinning waiter for a context switch or two (on 2 busy cores, PSCW over am: half the
-    // time went to epochs stalled 10+ us by 50-us dozes; 16 % with 1-ms dozes); a single
-    // short help keeps the thread away for first_doze_ns only.
+    // spinning waiter for a context switch or two (docs/progress.md); a single short help
+    // keeps the thread away for first_doze_ns only.
     const std::uint64_t max_doze_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
     const std::uint64_t first_doze_ns = std::min<std::uint64_t>(50000, max_doze_ns);
     std::uint64_t doze_ns = 0;  // 0: not standing down

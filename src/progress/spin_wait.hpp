@@ -2,8 +2,8 @@
 // within microseconds (an answer, a send's completion, a post, a collective).
 //
 // Spin (pause) for the first g_wait_spin_ns of the wait, then yield the processor once per idle
-// pass. The budget is time, not a count of passes: a pass costs 20 ns (a pause) to a few
-// hundred (a poll of the am server), so a count meant a different wait on every path.
+// pass. The budget is time, not a count of passes: a pass costs from a pause to a poll of
+// the am server, so a count meant a different wait on every path.
 // Why not yield at once: on a paravirtualised guest a sched_yield is a kernel round trip,
 // and an event that arrives while the waiter is in it waits for it (docs/progress.md,
 // Waiting). Why yield at all: with more threads than cores the thread that will answer may

@@ -409,9 +409,8 @@ private:
     bool drive();  // one pass over the CQ: completions counted, waiters woken
     // Whether something arrived for the provider (fi_trywait refuses, or the CQ's wait fd
     // is readable): passive-target traffic, which gives this process no completion, counts
-    // as work for the progress thread, which otherwise backed off to FASTRMA_POLL_IDLE_US
-    // (5 ms) while peers waited on it (an origin's op + flush with the target computing did
-    // not complete within the suite's 1-s patience). False where the CQ has no wait fd.
+    // as work for the progress thread, which otherwise backs off to FASTRMA_POLL_IDLE_US
+    // while peers wait on it. False where the CQ has no wait fd.
     // The fd first: fi_trywait may itself serve what arrived (a peer's RMA write or read
     // gives this side no completion) and then report nothing pending, so a pass that served
     // a put looked idle and the thread went on backing off (a computing target's 8-byte put
