@@ -5,7 +5,6 @@
 
 #include "engine/errors.hpp"
 #include "transport/am.hpp"
-#include "transport/shm/shm.hpp"
 #include "transport/split.hpp"
 
 namespace fastrma::detail {

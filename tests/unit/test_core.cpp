@@ -792,7 +792,7 @@ TEST(LockProtocol, TryFunctionsFollowTheTwoLevelRules) {
     PeerRegion m, t;
     m.state = master.data();
     t.state = target.data();
-    Transport& tp = shm_transport();
+    ShmTransport tp;
     ASSERT_TRUE(lockproto::try_shared(tp, t));
     ASSERT_TRUE(lockproto::try_shared(tp, t));
     EXPECT_FALSE(lockproto::try_exclusive(tp, m, tp, t)) << "shared holders present";

@@ -14,11 +14,6 @@
 
 namespace fastrma::detail {
 
-ShmTransport& shm_transport() {
-    static ShmTransport t;
-    return t;
-}
-
 namespace {
 bool cma_direct(pid_t pid, bool write, unsigned char* local, std::uintptr_t remote, std::size_t len) {
     for (std::size_t done = 0; done < len;) {

@@ -1,8 +1,9 @@
-// shm.hpp — the node-local transport. Mapped peers (allocate windows): put/get are memcpy
-// and atomics CPU atomics. Unmapped peers (create windows: user memory): cross-memory
-// attach, process_vm_writev/readv, which moves data in one copy but has no atomics; the
-// synchronization words are still in a shared mapping, so atomic8() is a CPU atomic.
-// Every operation completes before it returns (Post::done): flush is a memory fence.
+// shm.hpp — the node-local data movement that NodeTransport (node.hpp) builds on. Mapped
+// peers (allocate windows): put/get are memcpy and atomics CPU atomics. Unmapped peers
+// (create windows: user memory): cross-memory attach, process_vm_writev/readv, which moves
+// data in one copy but has no atomics; the synchronization words are still in a shared
+// mapping, so atomic8() is a CPU atomic. Every operation completes before it returns
+// (Post::done): flush is a memory fence (NodeTransport's also completes what it holds).
 #pragma once
 
 #include <sys/uio.h>
@@ -22,7 +23,5 @@ public:
                           std::uint64_t compare) override;
     void flush(const PeerRegion&) override { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 };
-
-ShmTransport& shm_transport();
 
 }  // namespace fastrma::detail
