@@ -54,7 +54,7 @@ public:
     // message or network transport in the window). Set once at creation, before any epoch;
     // the locks then take the words directly (lock_protocol.hpp, the shared-memory variant).
     // Lock epochs then keep no window-wide state (held_, below).
-    void map_states(const NodeTransport* node) {
+    void map_states(NodeTransport* node) {
         states_ = node;
         held_ = std::make_unique<HeldWord[]>(std::size_t(nprocs_));
     }
@@ -191,10 +191,13 @@ private:
     // null when the lock is not direct (any more) or no Target is free.
     Target* materialize(int rank);
     int flush_direct(int rank, SyncFlag flag);  // flush of a direct lock (no Target)
-    // Before a direct lock's word is released: its node transport's flush (every peer: no
-    // PeerRegion to make on this path) and what it met.
+    // Before a direct lock's word is released: the node transport's flush (every peer: no
+    // PeerRegion to make on this path) and what it met; nothing but three loads when it
+    // holds nothing (the word's release orders the epoch's stores).
     int unlock_direct_complete(int rank) {
-        tp(rank).flush_all();
+        if (states_->idle()) [[likely]]
+            return MPI_SUCCESS;
+        states_->flush_all();
         return h_.completion_error("FRMA_Win_unlock", rank, rank + 1);
     }
     int ensure_lock_all();  // LOCK_ALL_CALLED -> GRANTED (blocking, helping progress)
@@ -231,7 +234,7 @@ private:
     const int rank_, nprocs_;
     std::atomic<bool> no_locks_{false};
 
-    const NodeTransport* states_ = nullptr;  // map_states()
+    NodeTransport* states_ = nullptr;  // map_states()
 
     SpinLock epoch_mu_;  // held for a few dozen instructions (state checks, transitions)
     std::atomic<AccessMode> mode_{AccessMode::none};
