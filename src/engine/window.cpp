@@ -576,8 +576,13 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         lay.dstride = n > 1 ? doff[1] - doff[0] : 0;
     }
     w->my_state_ = w->state_of(me);
-    // Every peer on shared memory: the locks take the mapped words directly (epochs.hpp).
-    if (!remote) w->epochs_.map_states(w->node_tp_.get());
+    // Every peer on shared memory, or node peers beside off-node peers whose agents take
+    // their own words with CPU atomics too (am, not the network's atomics): the locks on
+    // node peers take the mapped words directly (epochs.hpp).
+    if (!remote)
+        w->epochs_.map_states(w->node_tp_.get(), false);
+    else if (!own_nodes && !net && !alone)
+        w->epochs_.map_states(w->node_tp_.get(), true);
     // The atomicity domain of my part, the same at every node member (they see the same
     // parts): CPU atomics when every node part is mapped here (allocate, shared, and create
     // windows whose every part is FRMA_Alloc_mem memory), else the striped accumulate lock.

@@ -49,17 +49,24 @@ public:
     Epochs(const Epochs&) = delete;
     Epochs& operator=(const Epochs&) = delete;
 
-    // Windows on shared memory only: the node transport maps every rank's state words here
-    // (NodeTransport::state), and every transport's atomics on them are CPU atomics (no
-    // message or network transport in the window). Set once at creation, before any epoch;
-    // the locks then take the words directly (lock_protocol.hpp, the shared-memory variant).
-    // Lock epochs then keep no window-wide state (held_, below).
-    void map_states(NodeTransport* node) {
+    // Windows whose node peers' state words are mapped here and taken by every process with
+    // CPU atomics (NodeTransport::state). Set once at creation, before any epoch; the locks
+    // on those peers then take the words directly, and lock epochs keep no window-wide state
+    // (held_, below).
+    // - spanning false: every peer is a node peer (no message or network transport in the
+    //   window): the one-word variant of lock_protocol.hpp.
+    // - spanning true: a window that spans nodes, its off-node peers over a transport whose
+    //   targets grant locks themselves on their own words (am): the node peers' words by the
+    //   two-level rules with CPU atomics; a lock on an off-node peer is a Target as before.
+    void map_states(NodeTransport* node, bool spanning) {
         states_ = node;
+        spanning_ = spanning;
         held_ = std::make_unique<HeldWord[]>(std::size_t(nprocs_));
     }
     // Rank r's state words when mapped (above), else null.
-    std::uint64_t* mapped_state(int r) const { return states_ ? states_->state(r) : nullptr; }
+    std::uint64_t* mapped_state(int r) const { return states_ ? states_->member_state(r) : nullptr; }
+    // The same where every peer's are (the one-word variant), else null.
+    std::uint64_t* one_word_state(int r) const { return spanning_ ? nullptr : mapped_state(r); }
 
     // The window's info no_locks=true: lock and lock_all are errors.
     void set_no_locks(bool yes) {
@@ -164,15 +171,20 @@ private:
     // direct lock's word, and the way out of an idle per_target mode (epoch_mu_ held).
     static constexpr int kSlowLock = -1;
     inline int lock_mapped(int lock_type, int rank, int assert_);
-    int lock_queued(int lock_type, int rank, int assert_);
+    inline bool try_mapped(int rank, std::uint64_t* tw, bool shared);  // one attempt on mapped words
+    // attempt: one try at the words now (a lock on an off-node peer, not tried yet).
+    int lock_queued(int lock_type, int rank, int assert_, bool attempt);
     // A lock epoch's Target on rank, lock_called (the fields a lock sets); and what a lock
     // whose Target must wait does before it returns: on ourselves, wait for the grant (MPI
     // lets us load and store under it); remote, wake the progress thread to retry it.
     void set_lock_target(Target* t, int lock_type, int rank, int assert_);
+    // A new lock Target's first attempt (slot mutex held): granted (true), or left as it was.
+    bool try_acquire_new(Target* t);
     int no_lock_target(int rank);  // MPI_ERR_NO_MEM, raised
     int already_locked(int rank, bool busy);  // MPI_ERR_RMA_SYNC, raised (busy: another thread is at it)
     int finish_pending_lock(Target* t, int lock_type, int rank);
     inline void release_mapped(int rank, bool shared);
+    void wake_parked_lock_requests();  // after releasing my own words (release, release_mapped)
     int unlock_held(int rank);
     bool leave_idle_lock_mode();
     bool any_lock_held() const;
@@ -235,6 +247,7 @@ private:
     std::atomic<bool> no_locks_{false};
 
     NodeTransport* states_ = nullptr;  // map_states()
+    bool spanning_ = false;  // map_states()
 
     SpinLock epoch_mu_;  // held for a few dozen instructions (state checks, transitions)
     std::atomic<AccessMode> mode_{AccessMode::none};
@@ -286,12 +299,20 @@ inline int Epochs::lock_mapped(int lock_type, int rank, int assert_) {
     }
     const bool shared = lock_type == MPI_LOCK_SHARED, nocheck = assert_ & MPI_MODE_NOCHECK;
     std::uint64_t* const tw = mapped_state(rank);
-    if (nocheck || (shared ? lockproto::try_shared_mapped(tw) : lockproto::try_exclusive_mapped(mapped_state(0), tw)))
-        [[likely]] {
+    if (!tw) [[unlikely]]
+        return lock_queued(lock_type, rank, assert_, true);  // an off-node peer: a Target
+    if (nocheck || try_mapped(rank, tw, shared)) [[likely]] {
         h.store(kHeldDirect | (shared ? kHeldShared : 0) | (nocheck ? kHeldNocheck : 0), std::memory_order_release);
         return MPI_SUCCESS;
     }
-    return lock_queued(lock_type, rank, assert_);
+    return lock_queued(lock_type, rank, assert_, false);
+}
+
+inline bool Epochs::try_mapped(int rank, std::uint64_t* tw, bool shared) {
+    if (spanning_) [[unlikely]]
+        return shared ? lockproto::try_shared_two_level(tw)
+                      : lockproto::try_exclusive_two_level(mapped_state(h_.lock_master(rank)), tw);
+    return shared ? lockproto::try_shared_mapped(tw) : lockproto::try_exclusive_mapped(mapped_state(0), tw);
 }
 
 inline int Epochs::lock(int lock_type, int rank, int assert_) {
@@ -305,14 +326,20 @@ inline int Epochs::lock(int lock_type, int rank, int assert_) {
 
 inline void Epochs::release_mapped(int rank, bool shared) {
     std::uint64_t* const tw = mapped_state(rank);
-    if (shared)
+    const int m = spanning_ ? h_.lock_master(rank) : 0;
+    if (spanning_) [[unlikely]]
+        lockproto::unlock_two_level(mapped_state(m), tw, shared);
+    else if (shared)
         lockproto::unlock_shared_mapped(tw);
     else
         lockproto::unlock_exclusive_mapped(tw);
     // Waiters for this target's word, and (exclusive) lock_all waiters, who wait on the
     // master's bitmap; each bitmap read here first, rung only when someone registered.
     ring_lock_waiters_mapped(rank, tw);
-    if (!shared && rank != 0) ring_lock_waiters_mapped(0, mapped_state(0));
+    if (!shared && rank != m) ring_lock_waiters_mapped(m, mapped_state(m));
+    // An off-node origin's request parked at my agent for these words may take them now.
+    if (spanning_ && rank == rank_) [[unlikely]]
+        wake_parked_lock_requests();
 }
 
 inline int Epochs::unlock(int rank) {

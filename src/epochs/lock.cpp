@@ -22,8 +22,8 @@
 namespace fastrma::detail {
 
 bool Epochs::try_lock(Target* t) {
-    // Words mapped here: the shared-memory variant, on them directly (no transport call).
-    if (std::uint64_t* tw = mapped_state(t->rank)) {
+    // Every word mapped here: the shared-memory variant, on them directly (no transport call).
+    if (std::uint64_t* tw = one_word_state(t->rank)) {
         if (t->lock_type == MPI_LOCK_SHARED) return lockproto::try_shared_mapped(tw);
         return lockproto::try_exclusive_mapped(mapped_state(0), tw);
     }
@@ -33,7 +33,7 @@ bool Epochs::try_lock(Target* t) {
 }
 
 bool Epochs::try_lock_all_once() {
-    if (std::uint64_t* mw = mapped_state(0))
+    if (std::uint64_t* mw = one_word_state(0))
         return lockproto::try_lock_all_mapped(mw, nprocs_, [this](int r) { return mapped_state(r); });
     const std::vector<int>* ms = h_.lock_masters();
     if (!ms) return lockproto::try_lock_all(tp(0), peer(0));
@@ -63,7 +63,7 @@ bool Epochs::try_acquire(Target* t) {
 void Epochs::release(Target* t) {
     if (!t->acquired) return;
     const bool excl = t->lock_type != MPI_LOCK_SHARED;
-    if (mapped_state(t->rank)) {
+    if (one_word_state(t->rank)) {
         release_mapped(t->rank, !excl);
         t->acquired = false;
         return;
@@ -75,8 +75,7 @@ void Epochs::release(Target* t) {
     else
         lockproto::unlock_exclusive(this->tp(m), peer(m), tp, peer(t->rank));
     t->acquired = false;
-    // A request parked at my target side for this lock may take it now: progress retries.
-    if (t->rank == rank_ && h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();
+    if (t->rank == rank_) wake_parked_lock_requests();
     h_.ring_lock_waiters(t->rank);
     if (excl && t->rank != m) h_.ring_lock_waiters(m);
 }
@@ -136,16 +135,19 @@ int Epochs::lock_general(int lock_type, int rank, int assert_) {
         mode_.store(AccessMode::per_target, std::memory_order_release);
         // One attempt now; most locks are free. Only a lock that must wait is counted for
         // the progress thread (before the slot mutex goes: poll() then sees both).
-        const bool nocheck = assert_ & MPI_MODE_NOCHECK;
-        if (nocheck || try_lock(t)) {
-            t->acquired = !nocheck;
-            t->state = AccessState::lock_granted;
-            return MPI_SUCCESS;
-        }
+        if (try_acquire_new(t)) return MPI_SUCCESS;
         bump(Stat::lock_retries);
         waiting_targets_.fetch_add(1);
     }
     return finish_pending_lock(t, lock_type, rank);
+}
+
+bool Epochs::try_acquire_new(Target* t) {
+    const bool nocheck = t->assert_ & MPI_MODE_NOCHECK;
+    if (!nocheck && !try_lock(t)) return false;
+    t->acquired = !nocheck;
+    t->state = AccessState::lock_granted;
+    return true;
 }
 
 void Epochs::set_lock_target(Target* t, int lock_type, int rank, int assert_) {
@@ -181,10 +183,15 @@ int Epochs::finish_pending_lock(Target* t, int lock_type, int rank) {
     return MPI_SUCCESS;
 }
 
-int Epochs::lock_queued(int lock_type, int rank, int assert_) {
-    // held_[rank] is busy (ours): the lock becomes a lock_called Target, which the progress
-    // thread (or the next sync call) retries, and ops to rank queue on it meanwhile.
-    bump(Stat::lock_retries);
+void Epochs::wake_parked_lock_requests() {
+    // A request parked at my target side for my words may take them now: progress retries.
+    if (h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();
+}
+
+int Epochs::lock_queued(int lock_type, int rank, int assert_, bool attempt) {
+    // held_[rank] is busy (ours): the lock becomes a Target, granted by the attempt (if
+    // asked) or lock_called, which the progress thread (or the next sync call) retries, and
+    // ops to rank queue on it meanwhile.
     Target* t = target_pool_.get();
     if (!t) {
         held_[rank].store(kHeldFree, std::memory_order_release);
@@ -194,8 +201,10 @@ int Epochs::lock_queued(int lock_type, int rank, int assert_) {
     {
         std::lock_guard sl(slots_.slot_of(rank).mu);
         slots_.insert(t);
-        waiting_targets_.fetch_add(1);
         held_[rank].store(kHeldQueued, std::memory_order_release);
+        if (attempt && try_acquire_new(t)) return MPI_SUCCESS;
+        bump(Stat::lock_retries);
+        waiting_targets_.fetch_add(1);
     }
     return finish_pending_lock(t, lock_type, rank);
 }
@@ -332,13 +341,13 @@ int Epochs::unlock_all() {
         if (int e = h_.completion_error("FRMA_Win_unlock_all", 0, nprocs_); e && !rc) rc = e;
         if (lock_all_acquired_) {
             const std::vector<int>* ms = h_.lock_masters();
-            if (std::uint64_t* mw = mapped_state(0))
+            if (std::uint64_t* mw = one_word_state(0))
                 lockproto::unlock_all_mapped(mw);
             else if (!ms)
                 lockproto::unlock_all(tp(0), peer(0));
             else
                 for (int m : *ms) lockproto::unlock_all(tp(m), peer(m));
-            if (h_.serving_tp() && h_.serving_tp()->has_waiting()) progress_.wake();  // as in release()
+            wake_parked_lock_requests();
             if (!ms)
                 h_.ring_lock_waiters(0);
             else

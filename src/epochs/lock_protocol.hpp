@@ -96,4 +96,40 @@ inline void unlock_all_mapped(std::uint64_t* master) {
     __atomic_fetch_sub(master + kLockGlobal, kGlobalLockAll, __ATOMIC_RELEASE);
 }
 
+// The two-level rules above on words mapped here, with CPU atomics: what a node peer of a
+// window that spans nodes runs on its node's words (Epochs::map_states, spanning), which
+// every other process of the node takes with CPU atomics too (through the node transport,
+// or its agent granting an off-node origin's request), so both meet on the same words.
+inline bool try_shared_two_level(std::uint64_t* target) {
+    std::uint64_t* const w = target + kLockLocal;
+    if (!(__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST) & kLocalExclusive)) return true;
+    __atomic_fetch_sub(w, 1, __ATOMIC_SEQ_CST);
+    return false;
+}
+
+inline bool try_exclusive_two_level(std::uint64_t* master, std::uint64_t* target) {
+    std::uint64_t* const g = master + kLockGlobal;
+    if (__atomic_fetch_add(g, 1, __ATOMIC_SEQ_CST) >> 32) {
+        __atomic_fetch_sub(g, 1, __ATOMIC_SEQ_CST);
+        return false;
+    }
+    std::uint64_t v = 0;
+    if (__atomic_compare_exchange_n(target + kLockLocal, &v, kLocalExclusive, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_RELAXED))
+        return true;
+    __atomic_fetch_sub(g, 1, __ATOMIC_SEQ_CST);
+    return false;
+}
+
+// Shared: the count goes; exclusive: the bit goes (shared lockers may have added and not yet
+// taken back a count meanwhile), then the master's count.
+inline void unlock_two_level(std::uint64_t* master, std::uint64_t* target, bool shared) {
+    if (shared) {
+        __atomic_fetch_sub(target + kLockLocal, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_fetch_sub(target + kLockLocal, kLocalExclusive, __ATOMIC_RELEASE);
+    __atomic_fetch_sub(master + kLockGlobal, 1, __ATOMIC_RELEASE);
+}
+
 }  // namespace fastrma::detail::lockproto

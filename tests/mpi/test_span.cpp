@@ -307,6 +307,50 @@ TEST_P(Span, LockAllAndExclusiveLocksNeverOverlap) {
     }
 }
 
+TEST_P(Span, SharedAndExclusiveLocksFromBothMediaExclude) {
+    // Every rank locks every target in turn, exclusive or shared, from both media at once
+    // (node peers take the words directly, off-node ones through the target's agent). An
+    // exclusive holder writes a pair of words one flush apart and bumps a counter; a shared
+    // holder must never see the pair torn, nor a write of another exclusive holder under it.
+    const int me = world_rank(), n = world_size();
+    SpanWin w(GetParam(), 4);  // [0] counter, [1] [2] the pair
+    constexpr int kRounds = 60;
+    int exclusive_rounds = 0;
+    for (int i = 0; i < kRounds; ++i) {
+        const int t = (me + i) % n;
+        if ((i + me) % 3 != 0) {
+            ++exclusive_rounds;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, w.win));
+            std::int64_t v = -1;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&v, 1, MPI_INT64_T, t, w.at(t, 0), 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, w.win));
+            ++v;
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, w.at(t, 1), 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, w.at(t, 2), 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_INT64_T, t, w.at(t, 0), 1, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+        } else {
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_SHARED, t, 0, w.win));
+            std::int64_t a[3] = {-1, -1, -1}, b[3] = {-2, -2, -2};
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(a, 3, MPI_INT64_T, t, w.at(t, 0), 3, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(t, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(b, 3, MPI_INT64_T, t, w.at(t, 0), 3, MPI_INT64_T, w.win));
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock(t, w.win));
+            EXPECT_TRUE(a[0] == a[1] && a[1] == a[2])
+                << "torn pair at rank " << t << ": " << a[0] << " " << a[1] << " " << a[2];
+            EXPECT_TRUE(a[0] == b[0] && a[1] == b[1] && a[2] == b[2])
+                << "rank " << t << " changed under my shared lock: " << a[0] << " -> " << b[0];
+        }
+    }
+    int total = 0;
+    MPI_Allreduce(&exclusive_rounds, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_sync(w.win));
+    std::int64_t mine = w.mem[0], sum = 0;
+    MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(sum, total) << "exclusive-lock counters over every target";
+}
+
 TEST_P(Span, FenceAndPscwCountBothMedia) {
     const int me = world_rank(), n = world_size();
     SpanWin w(GetParam(), std::size_t(2 * n));

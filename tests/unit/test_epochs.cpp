@@ -334,7 +334,7 @@ TEST_P(EpochsFake, DirectLocksQueueOnATargetWhenTheTransportRefuses) {
                 nullptr, [] {}, n, 0, 16);  // its layout: the fake world's words
             node.layout.base = reinterpret_cast<unsigned char*>(w.words(0));
             node.layout.state_bytes = kWords * 8;
-            e.map_states(&node);
+            e.map_states(&node, false);
             const int t = (r + 1) % n;
             for (int i = 0; i < iters; ++i) {
                 ASSERT_EQ(MPI_SUCCESS, e.lock(MPI_LOCK_EXCLUSIVE, t, 0));

@@ -98,6 +98,11 @@ public:
         const std::size_t i = layout.idx.empty() ? std::size_t(r) : std::size_t(layout.idx[std::size_t(r)]);
         return reinterpret_cast<std::uint64_t*>(layout.base + i * layout.state_bytes);
     }
+    // Member r's state words, or null when r is not a member of the node segment.
+    std::uint64_t* member_state(int r) const {
+        if (!layout.idx.empty() && layout.idx[std::size_t(r)] < 0) return nullptr;
+        return state(r);
+    }
     // The address of bytes at byte offset off of member r's part when it is mapped here
     // and the range lies inside it, else nullptr.
     unsigned char* map(int r, std::uint64_t off, std::uint64_t bytes) const {
