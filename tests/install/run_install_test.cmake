@@ -8,6 +8,9 @@
 #   4. build it
 #   5. check the program exists and resolves libfastrma.so from the prefix
 #   6. run it (MPI singleton) and check it reports success
+#   7. with OSC_* given: run a drop-in program on the installed Open MPI osc component
+#      (mpiexec -n 2 --mca osc fastrma, mca_component_path = the prefix's component
+#      directory and Open MPI's own; run_dropin.sh checks fastrma served every rank)
 #
 # Every failure stops with FATAL_ERROR and the output of the failing step, which ctest
 # prints with --output-on-failure.
@@ -154,5 +157,18 @@ run("run consumer" "${CMAKE_COMMAND}" -E env
 if(NOT last_output MATCHES "fastrma consumer: OK")
   message(FATAL_ERROR "install test: the consumer exited 0 but did not report success:\n"
                       "${last_output}")
+endif()
+# 7. The installed osc component, found through mca_component_path alone.
+if(DEFINED OSC_PROGRAM AND NOT OSC_PROGRAM STREQUAL "")
+  set(component "${prefix}/${OSC_INSTALL_DIR}/mca_osc_fastrma.so")
+  if(NOT EXISTS "${component}")
+    message(FATAL_ERROR "install test: ${component} was not installed")
+  endif()
+  string(REPLACE "|" ";" osc_flags "${OSC_MPIEXEC_FLAGS}")
+  run("run on the installed osc component" "${CMAKE_COMMAND}" -E env
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+      bash "${OSC_RUNNER}" osc "${prefix}/${OSC_INSTALL_DIR}:${OSC_OMPI_COMPONENT_DIR}"
+      "${OSC_MPIEXEC}" -n 2 ${osc_flags} -- "${OSC_PROGRAM}")
+  message(STATUS "install test: the installed osc component served ${OSC_PROGRAM}")
 endif()
 message(STATUS "install test: passed")
