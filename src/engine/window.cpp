@@ -193,12 +193,23 @@ Window::~Window() {
     if (leave_node_) leave_node();
 }
 
-namespace {
 struct NodeLeftover {
     ShmSegment node;
     std::vector<std::uint64_t> key;
 };
-}  // namespace
+
+// What every process of a new window sends the others first (Window::build_exchange): its
+// verdict on the call, its part, and the settings that shape the shared state layout.
+struct BuildSizes {
+    int err;
+    int disp_unit;
+    std::uint64_t size;
+    int am;  // the farthest medium it needs: 0 node, 1 network, 2 messages
+    int acc_stripes;
+    std::uint64_t dyn_regions;
+    int attach;
+    std::uint64_t served_bulk;
+};
 
 // After a collective free nobody touches this window's memory any more: clear my sync words
 // (locks, PSCW counters, stripes, bitmaps; the info words stay, they describe the same
@@ -295,71 +306,112 @@ int agree(Bootstrap& b, int err, const std::string& msg, const char* call) {
 }
 }  // namespace
 
+// What the steps of build() decide and exchange, in the order they decide it.
+struct Window::BuildPlan {
+    // The call's arguments.
+    int flavor;
+    void* user_base;
+    MPI_Aint size;
+    int disp_unit;
+    bool noncontig;
+    const char* call;
+    bool is_alloc, is_shared, is_dynamic, is_create;
+    // 1. (exchange)
+    NodeTopology topo;
+    int err = MPI_SUCCESS;  // a local failure, agreed at the next collective step
+    std::string msg;  // its message
+    BuildSizes mine{};
+    std::vector<BuildSizes> sizes;
+    std::shared_ptr<NodeLeftover> left;
+    // 2. (media)
+    bool remote = false, net = false, own_nodes = false, alone = false;
+    ShmMethod method = ShmMethod::automatic;
+    std::vector<int> members;
+    // 3. (segment)
+    std::size_t bulk_word0 = 0;
+    bool has_data = false, reused = false, uniform = false;
+    std::vector<std::uint64_t> doff;
+
+    void keep_message() {
+        if (err) msg = last_error_message();
+    }
+    // The agreed failure after an exchange: mine (its message) or rank r's.
+    int failed(int their_err, int r) const {
+        if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
+        return raise(their_err, "%s: window creation failed at rank %d", call, r);
+    }
+};
+
 int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base, MPI_Aint size, int disp_unit,
                   bool noncontig, std::unique_ptr<Window>* out) {
     out->reset();
-    const char* call = create_call(flavor);
     std::unique_ptr<Window> w(new Window(eng, std::move(bs)));
-    Bootstrap& b = *w->bs_;
-    const int n = b.size(), me = b.rank();
-    w->rank_ = me;
-    w->nprocs_ = n;
+    w->rank_ = w->bs_->rank();
+    w->nprocs_ = w->bs_->size();
     w->flavor_ = flavor;
-    const bool is_alloc = flavor == MPI_WIN_FLAVOR_ALLOCATE;
-    const bool is_shared = flavor == MPI_WIN_FLAVOR_SHARED;
-    const bool is_dynamic = flavor == MPI_WIN_FLAVOR_DYNAMIC;
-    const bool is_create = flavor == MPI_WIN_FLAVOR_CREATE;
+    BuildPlan p{flavor,
+                user_base,
+                size,
+                disp_unit,
+                noncontig,
+                create_call(flavor),
+                flavor == MPI_WIN_FLAVOR_ALLOCATE,
+                flavor == MPI_WIN_FLAVOR_SHARED,
+                flavor == MPI_WIN_FLAVOR_DYNAMIC,
+                flavor == MPI_WIN_FLAVOR_CREATE};
+    // Each step returns non-zero only where every process returns alike (after an exchange).
+    if (int rc = w->build_exchange(p)) return rc;
+    w->build_media(p);
+    if (int rc = w->build_segment(p)) return rc;
+    if (int rc = w->build_publish(p)) return rc;
+    if (int rc = w->build_node_peers(p)) return rc;
+    if (int rc = w->build_finish(p)) return rc;
+    *out = std::move(w);
+    return MPI_SUCCESS;
+}
 
-    // 1. Local checks and each peer's medium; the verdict travels with the sizes, so that a
-    // bad argument on one rank fails the call everywhere instead of hanging the others.
-    // (The arrays of this function are temporaries: the window keeps O(1) per peer on
-    // windows of one node, O(p) words where peers are off the node.)
-    int err = MPI_SUCCESS;
-    NodeTopology topo = discover_topology(b);
-    const int attach = node_attach(b, topo);
-    w->off_min_ = offload_threshold(eng, topo);
-    set_wait_spin(eng, topo);
-    if (size < 0)
-        err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(size));
-    else if (disp_unit <= 0)
-        err = raise(MPI_ERR_DISP, "%s: disp_unit %d must be positive", call, disp_unit);
-    else if (is_create && size > 0 && !user_base)
-        err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(size));
-    else if (is_shared && !topo.all_local())
-        err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
+// 1. Local checks and each peer's medium; the verdict travels with the sizes, so that a bad
+// argument on one rank fails the call everywhere instead of hanging the others. (The arrays
+// of build() are temporaries: the window keeps O(1) per peer on windows of one node, O(p)
+// words where peers are off the node.)
+int Window::build_exchange(BuildPlan& p) {
+    Engine& eng = eng_;
+    Bootstrap& b = *bs_;
+    const int n = nprocs_, me = rank_;
+    const char* call = p.call;
+    p.topo = discover_topology(b);
+    const int attach = node_attach(b, p.topo);
+    off_min_ = offload_threshold(eng, p.topo);
+    set_wait_spin(eng, p.topo);
+    if (p.size < 0)
+        p.err = raise(MPI_ERR_SIZE, "%s: size %ld is negative", call, long(p.size));
+    else if (p.disp_unit <= 0)
+        p.err = raise(MPI_ERR_DISP, "%s: disp_unit %d must be positive", call, p.disp_unit);
+    else if (p.is_create && p.size > 0 && !p.user_base)
+        p.err = raise(MPI_ERR_ARG, "%s: base is NULL but size is %ld", call, long(p.size));
+    else if (p.is_shared && !p.topo.all_local())
+        p.err = raise(MPI_ERR_RMA_SHARED, "%s: the communicator spans several nodes; shared windows need one", call);
     int wants_am = 0;  // the farthest medium this process needs (0 node, 1 network, 2 messages)
-    for (int r = 0; r < n && !err; ++r) {
+    for (int r = 0; r < n && !p.err; ++r) {
         Medium m = Medium::node;
-        err = select_medium(eng.config().transport, eng.config().ofi_provider, topo, r, is_shared, is_dynamic, &m);
+        p.err =
+            select_medium(eng.config().transport, eng.config().ofi_provider, p.topo, r, p.is_shared, p.is_dynamic, &m);
         wants_am = std::max(wants_am, m == Medium::message ? 2 : m == Medium::network ? 1 : 0);
     }
-    std::string msg = err ? last_error_message() : std::string();
+    p.keep_message();
     // The settings that shape the shared state layout travel too: every process must agree.
-    struct Sizes {
-        int err;
-        int disp_unit;
-        std::uint64_t size;
-        int am;
-        int acc_stripes;
-        std::uint64_t dyn_regions;
-        int attach;
-        std::uint64_t served_bulk;
-    };
-    Sizes mine_sz{err,
-                  disp_unit,
-                  std::uint64_t(size < 0 ? 0 : size),
-                  wants_am,
-                  eng.config().acc_stripes,
-                  is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0,
-                  attach,
-                  is_create || is_dynamic ? std::uint64_t(eng.config().served_bulk) : 0};
-    std::vector<Sizes> sizes(static_cast<std::size_t>(n));
-    b.allgather(&mine_sz, sizeof mine_sz, sizes.data());
+    p.mine = BuildSizes{p.err,
+                        p.disp_unit,
+                        std::uint64_t(p.size < 0 ? 0 : p.size),
+                        wants_am,
+                        eng.config().acc_stripes,
+                        p.is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0,
+                        attach,
+                        p.is_create || p.is_dynamic ? std::uint64_t(eng.config().served_bulk) : 0};
+    p.sizes.resize(std::size_t(n));
+    b.allgather(&p.mine, sizeof p.mine, p.sizes.data());
     for (int r = 0; r < n; ++r)
-        if (sizes[std::size_t(r)].err) {
-            if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
-            return raise(sizes[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
-        }
+        if (p.sizes[std::size_t(r)].err) return p.failed(p.sizes[std::size_t(r)].err, r);
     // Parameters every process of a window must share (its state words' layout).
     auto same = [&](const char* var, unsigned long long mine, unsigned long long theirs, int r) {
         if (mine == theirs) return int(MPI_SUCCESS);
@@ -369,220 +421,237 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
             var, mine, me, theirs, r);
     };
     for (int r = 0; r < n; ++r) {
-        const Sizes& z = sizes[std::size_t(r)];
-        if (int e = same("FASTRMA_ACC_STRIPES", unsigned(mine_sz.acc_stripes), unsigned(z.acc_stripes), r)) return e;
-        if (int e = same("FASTRMA_DYN_REGIONS", mine_sz.dyn_regions, z.dyn_regions, r)) return e;
-        if (int e = same("FASTRMA_SERVED_BULK", mine_sz.served_bulk, z.served_bulk, r)) return e;
+        const BuildSizes& z = p.sizes[std::size_t(r)];
+        if (int e = same("FASTRMA_ACC_STRIPES", unsigned(p.mine.acc_stripes), unsigned(z.acc_stripes), r)) return e;
+        if (int e = same("FASTRMA_DYN_REGIONS", p.mine.dyn_regions, z.dyn_regions, r)) return e;
+        if (int e = same("FASTRMA_SERVED_BULK", p.mine.served_bulk, z.served_bulk, r)) return e;
     }
     // What the last window freed on this group left (leave_node): taken below or dropped.
-    std::shared_ptr<NodeLeftover> left;
     if (Leftover* slot = b.leftover(); slot && slot->what) {
-        left = std::static_pointer_cast<NodeLeftover>(std::move(slot->what));
+        p.left = std::static_pointer_cast<NodeLeftover>(std::move(slot->what));
         *slot = Leftover{};
     }
+    return MPI_SUCCESS;
+}
 
-    // 2. The window's media, agreed by all: shared memory among the processes of a node;
-    // for peers off the node one message or network transport, messages if any process
-    // needs them (they reach everything), else the network. Where some process may not
-    // attach to a node peer (docs/guarantees.md), nobody attaches: segments are named
-    // (shm_open), and windows on user memory, which only attach reaches, use messages for
-    // every peer (unless FASTRMA_TRANSPORT=shm, which then fails below).
+// 2. The window's media, agreed by all: shared memory among the processes of a node; for
+// peers off the node one message or network transport, messages if any process needs them
+// (they reach everything), else the network. Where some process may not attach to a node
+// peer (docs/guarantees.md), nobody attaches: segments are named (shm_open), and windows on
+// user memory, which only attach reaches, use messages for every peer (unless
+// FASTRMA_TRANSPORT=shm, which then fails below).
+void Window::build_media(BuildPlan& p) {
+    const int n = nprocs_, me = rank_;
     int farthest = 0;
     bool attach_ok = true;
-    for (const Sizes& z : sizes) {
+    for (const BuildSizes& z : p.sizes) {
         farthest = std::max(farthest, z.am);
         attach_ok = attach_ok && z.attach == 1;
     }
-    const std::string& want = eng.config().transport;
-    const bool no_attach = !attach_ok && (is_create || is_dynamic) && want != "shm";
+    const std::string& want = eng_.config().transport;
+    const bool no_attach = !attach_ok && (p.is_create || p.is_dynamic) && want != "shm";
     if (no_attach) farthest = 2;
-    ShmMethod method = eng.config().shm_method;
-    if (!attach_ok && method == ShmMethod::automatic) method = ShmMethod::shm_open;
-    const bool remote = farthest != 0;
-    const bool net = farthest == 1;
+    p.method = eng_.config().shm_method;
+    if (!attach_ok && p.method == ShmMethod::automatic) p.method = ShmMethod::shm_open;
+    p.remote = farthest != 0;
+    p.net = farthest == 1;
     // My node segment's members (sorted): my node's processes, or only me where every peer
     // is reached by the remote transport (FASTRMA_TRANSPORT=am/ofi; no attach; a dynamic
     // window on the network, whose regions only the network names for atomics).
-    std::vector<int> members = topo.local_ranks;
-    const bool own_nodes = no_attach || want == "am" || want == "ofi" || (net && is_dynamic);
-    if (remote && own_nodes) members = {me};
+    p.members = p.topo.local_ranks;
+    p.own_nodes = no_attach || want == "am" || want == "ofi" || (p.net && p.is_dynamic);
+    if (p.remote && p.own_nodes) p.members = {me};
     // Nodes whose ranks share memory, on a window that spans nodes: a lock master per node
     // (the first rank of each; EpochHost::lock_master), so that a lock on a node peer takes
     // only words on that node. Every process decides alike (agreed media, one topology).
-    if (remote && !own_nodes) {
+    if (p.remote && !p.own_nodes) {
         std::vector<int> first(std::size_t(n), -1);  // by node index (< n)
         for (int r = 0; r < n; ++r) {
-            int& f = first[std::size_t(topo.node_of[std::size_t(r)])];
+            int& f = first[std::size_t(p.topo.node_of[std::size_t(r)])];
             if (f < 0) {
                 f = r;
-                w->lock_masters_.push_back(r);
+                lock_masters_.push_back(r);
             }
-            w->lock_master_.push_back(f);
+            lock_master_.push_back(f);
         }
     }
-    const bool alone = remote && members.size() == 1;
-    if (remote) {
-        w->node_tp_->layout.idx.assign(std::size_t(n), -1);
-        for (std::size_t i = 0; i < members.size(); ++i) w->node_tp_->layout.idx[std::size_t(members[i])] = int(i);
-        if (!net && (err = message_transport_usable(b, call))) msg = last_error_message();
+    p.alone = p.remote && p.members.size() == 1;
+    if (p.remote) {
+        node_tp_->layout.idx.assign(std::size_t(n), -1);
+        for (std::size_t i = 0; i < p.members.size(); ++i) node_tp_->layout.idx[std::size_t(p.members[i])] = int(i);
+        if (!p.net && (p.err = message_transport_usable(*bs_, p.call))) p.keep_message();
     }
-    const int leader = members[0];
-    const std::uint64_t my_index =
-        std::uint64_t(w->node_tp_->layout.idx.empty() ? me : w->node_tp_->layout.idx[std::size_t(me)]);
+}
 
-    // 3. The node segment: the members' state areas, then (allocate, shared) their data
-    // parts — consecutive for a contiguous shared window, page-aligned otherwise (a process
-    // alone in its segment: half a page in, see kAmDataOffset).
-    w->dyn_capacity_ = is_dynamic ? eng.config().dyn_regions : 0;
-    w->dyn_word0_ = dyn_table_word0(n);
-    w->node_tp_->layout.state_bytes =
-        page_round(8 * (dyn_table_word0(n) + (is_dynamic ? kDynHeaderWords + 2 * w->dyn_capacity_ : 0)));
+// 3. The node segment: the members' state areas, then (allocate, shared) their data parts —
+// consecutive for a contiguous shared window, page-aligned otherwise (a process alone in its
+// segment: half a page in, see kAmDataOffset).
+int Window::build_segment(BuildPlan& p) {
+    Bootstrap& b = *bs_;
+    const int n = nprocs_, me = rank_;
+    NodeTransport::Layout& lay = node_tp_->layout;
+    const int leader = p.members[0];
+    const std::uint64_t my_index = std::uint64_t(lay.idx.empty() ? me : lay.idx[std::size_t(me)]);
+    dyn_capacity_ = p.is_dynamic ? eng_.config().dyn_regions : 0;
+    dyn_word0_ = dyn_table_word0(n);
+    lay.state_bytes = page_round(8 * (dyn_table_word0(n) + (p.is_dynamic ? kDynHeaderWords + 2 * dyn_capacity_ : 0)));
     // Create and dynamic windows with node peers: the served bulk area after that,
     // page-aligned (served.hpp).
-    std::size_t bulk_word0 = 0;
-    if (const std::size_t bw = served::bulk_words(std::size_t(mine_sz.served_bulk)); bw && !alone) {
-        bulk_word0 = w->node_tp_->layout.state_bytes / 8;
-        w->node_tp_->layout.state_bytes = page_round(w->node_tp_->layout.state_bytes + 8 * bw);
+    if (const std::size_t bw = served::bulk_words(std::size_t(p.mine.served_bulk)); bw && !p.alone) {
+        p.bulk_word0 = lay.state_bytes / 8;
+        lay.state_bytes = page_round(lay.state_bytes + 8 * bw);
     }
-    const bool has_data = is_alloc || is_shared;
-    const bool padded = !(is_shared && !noncontig);
-    std::vector<std::uint64_t> doff(static_cast<std::size_t>(n), kNoData);
-    std::uint64_t total = std::uint64_t(members.size()) * w->node_tp_->layout.state_bytes;
-    bool uniform = !remote;
-    for (int r : members) {
-        const Sizes& z = sizes[std::size_t(r)];
-        uniform = uniform && z.size == sizes[0].size && z.disp_unit == sizes[0].disp_unit;
-        if (!has_data) continue;
-        if (alone) total += kAmDataOffset;
-        doff[std::size_t(r)] = total;
+    p.has_data = p.is_alloc || p.is_shared;
+    const bool padded = !(p.is_shared && !p.noncontig);
+    p.doff.assign(std::size_t(n), kNoData);
+    std::uint64_t total = std::uint64_t(p.members.size()) * lay.state_bytes;
+    p.uniform = !p.remote;
+    for (int r : p.members) {
+        const BuildSizes& z = p.sizes[std::size_t(r)];
+        p.uniform = p.uniform && z.size == p.sizes[0].size && z.disp_unit == p.sizes[0].disp_unit;
+        if (!p.has_data) continue;
+        if (p.alone) total += kAmDataOffset;
+        p.doff[std::size_t(r)] = total;
         total += padded ? page_round(z.size) : z.size;
     }
     total = page_round(total);
-    const std::uint64_t my_off = my_index * w->node_tp_->layout.state_bytes;
+    const std::uint64_t my_off = my_index * lay.state_bytes;
     const std::uint64_t my_data_len =
-        has_data ? (padded ? page_round(sizes[std::size_t(me)].size) : sizes[std::size_t(me)].size) : 0;
+        p.has_data ? (padded ? page_round(p.sizes[std::size_t(me)].size) : p.sizes[std::size_t(me)].size) : 0;
     // Allocate windows on one node take the segment of the last window freed on this group
     // when its layout is the same (GA creates and frees arrays of one shape again and
     // again): its pages are reserved and mapped everywhere, its owners cleared their sync
-    // words before the exchange above, and its info words already say what step 4 would
-    // write. Every member decides alike (same leftover, same sizes), so nothing more is
-    // exchanged.
-    if (is_alloc && !remote) {
-        w->node_key_ = {std::uint64_t(flavor), std::uint64_t(n), w->node_tp_->layout.state_bytes, total};
-        for (const Sizes& z : sizes) {
-            w->node_key_.push_back(z.size);
-            w->node_key_.push_back(std::uint64_t(z.disp_unit));
+    // words before the exchange above, and its info words already say what build_publish
+    // would write. Every member decides alike (same leftover, same sizes), so nothing more
+    // is exchanged.
+    if (p.is_alloc && !p.remote) {
+        node_key_ = {std::uint64_t(p.flavor), std::uint64_t(n), lay.state_bytes, total};
+        for (const BuildSizes& z : p.sizes) {
+            node_key_.push_back(z.size);
+            node_key_.push_back(std::uint64_t(z.disp_unit));
         }
     }
-    const bool reused = left && is_alloc && !remote && left->key == w->node_key_;
-    if (reused) w->node_tp_->segment = std::move(left->node);
-    left.reset();
-    if (!reused && !err && me == leader) {
+    p.reused = p.left && p.is_alloc && !p.remote && p.left->key == node_key_;
+    if (p.reused) node_tp_->segment = std::move(p.left->node);
+    p.left.reset();
+    if (!p.reused && !p.err && me == leader) {
         // Pages are reserved by their owners (first touch on the owner's NUMA node).
-        err = w->node_tp_->segment.create(total, method, false);
-        if (!err) err = w->node_tp_->segment.reserve_range(my_off, w->node_tp_->layout.state_bytes);
-        if (!err && my_data_len) err = w->node_tp_->segment.reserve_range(doff[std::size_t(me)], my_data_len);
-        if (err) msg = last_error_message();
+        p.err = node_tp_->segment.create(total, p.method, false);
+        if (!p.err) p.err = node_tp_->segment.reserve_range(my_off, lay.state_bytes);
+        if (!p.err && my_data_len) p.err = node_tp_->segment.reserve_range(p.doff[std::size_t(me)], my_data_len);
+        p.keep_message();
     }
     struct Hello {
         int err;
         SegmentExport seg;
     };
-    Hello hello{err, me == leader && !err ? w->node_tp_->segment.export_info() : SegmentExport{}};
+    Hello hello{p.err, me == leader && !p.err ? node_tp_->segment.export_info() : SegmentExport{}};
     std::vector<Hello> hellos(static_cast<std::size_t>(n));
-    if (!reused) {
+    if (!p.reused) {
         b.allgather(&hello, sizeof hello, hellos.data());
         for (int r = 0; r < n; ++r)
-            if (hellos[std::size_t(r)].err) {
-                if (err) return raise(err, "%s", msg.c_str() + std::min(msg.size(), msg.find(": ") + 2));
-                return raise(hellos[std::size_t(r)].err, "%s: window creation failed at rank %d", call, r);
-            }
+            if (hellos[std::size_t(r)].err) return p.failed(hellos[std::size_t(r)].err, r);
     }
-    if (!reused && me != leader) {
+    if (!p.reused && me != leader) {
         const SegmentExport& seg = hellos[std::size_t(leader)].seg;
-        err = w->node_tp_->segment.map_peer(seg, my_off, w->node_tp_->layout.state_bytes);
-        if (!err && my_data_len)
-            err = w->node_tp_->segment.map_peer(seg, std::size_t(doff[std::size_t(me)]), my_data_len);
+        p.err = node_tp_->segment.map_peer(seg, my_off, lay.state_bytes);
+        if (!p.err && my_data_len)
+            p.err = node_tp_->segment.map_peer(seg, std::size_t(p.doff[std::size_t(me)]), my_data_len);
     }
-    if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
+    if (!p.err && eng_.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
-    w->node_tp_->layout.base = w->node_tp_->segment.data();
+    lay.base = node_tp_->segment.data();
+    return MPI_SUCCESS;
+}
 
-    // 4. Publish what node peers need to know about my part, in my state page.
-    if (!err) w->base_ = is_create ? user_base : has_data ? w->node_tp_->layout.base + doff[std::size_t(me)] : nullptr;
-    if (!err && !reused) {
-        std::uint64_t* info = w->state_of(me);
+// 4. Publish what node peers need to know about my part, in my state page.
+int Window::build_publish(BuildPlan& p) {
+    const int me = rank_;
+    if (!p.err)
+        base_ = p.is_create ? p.user_base : p.has_data ? node_tp_->layout.base + p.doff[std::size_t(me)] : nullptr;
+    if (!p.err && !p.reused) {
+        std::uint64_t* info = state_of(me);
         info[kInfoPid] = std::uint64_t(getpid());
-        info[kInfoBase] = reinterpret_cast<std::uint64_t>(w->base_);
-        info[kInfoSize] = is_dynamic ? ~0ull : std::uint64_t(size);
-        info[kInfoDispUnit] = std::uint64_t(disp_unit);
-        info[kInfoDataOff] = doff[std::size_t(me)];
+        info[kInfoBase] = reinterpret_cast<std::uint64_t>(base_);
+        info[kInfoSize] = p.is_dynamic ? ~0ull : std::uint64_t(p.size);
+        info[kInfoDispUnit] = std::uint64_t(p.disp_unit);
+        info[kInfoDataOff] = p.doff[std::size_t(me)];
         ArenaHit hit;
-        if (is_create && size > 0 && arena_lookup(user_base, std::size_t(size), &hit)) {
+        if (p.is_create && p.size > 0 && arena_lookup(p.user_base, std::size_t(p.size), &hit)) {
             static_assert(sizeof(SegmentExport) <= kArenaSegWords * 8);
             info[kInfoArena] = 1;
             info[kInfoArenaOff] = hit.offset;
             std::memcpy(&info[kInfoArenaSeg], &hit.seg, sizeof hit.seg);
         }
-        const SegmentExport bell = eng.progress().bell_export();
+        const SegmentExport bell = eng_.progress().bell_export();
         std::memcpy(&info[kInfoBell], &bell, sizeof bell);
-        info[kServedBulkBytes] = bulk_word0 ? mine_sz.served_bulk : 0;
-        __atomic_store_n(&info[kServedBulkWord], std::uint64_t(bulk_word0), __ATOMIC_RELEASE);
+        info[kServedBulkBytes] = p.bulk_word0 ? p.mine.served_bulk : 0;
+        __atomic_store_n(&info[kServedBulkWord], std::uint64_t(p.bulk_word0), __ATOMIC_RELEASE);
     }
-    if (err) msg = last_error_message();
-    if (!reused && (err = agree(b, err, msg, call))) return err;  // also: everyone has published
+    p.keep_message();
+    if (!p.reused) return agree(*bs_, p.err, p.msg, p.call);  // also: everyone has published
+    return MPI_SUCCESS;
+}
 
-    // 5. Node peers: watched for exit; create windows map their FRMA_Alloc_mem parts and
-    // probe cross-memory attach.
-    w->node_tp_->segment.seal();  // everyone has mapped: the name (shm_open method) can go
-    w->node_ranks_ = members;
+// 5. Node peers: watched for exit; create windows map their FRMA_Alloc_mem parts and probe
+// cross-memory attach.
+int Window::build_node_peers(BuildPlan& p) {
+    const int me = rank_;
+    int err = MPI_SUCCESS;
+    node_tp_->segment.seal();  // everyone has mapped: the name (shm_open method) can go
+    node_ranks_ = p.members;
     // Node peers in other processes are watched from now on (alive: they just published),
     // so that waits for them (and fences) fail instead of hanging once one dies.
-    for (int r : members)
-        if (const pid_t pid = pid_t(w->state_of(r)[kInfoPid]); r != me && pid != getpid()) {
-            eng.watch(pid);
-            w->watch_peers_ = true;
+    for (int r : p.members)
+        if (const pid_t pid = pid_t(state_of(r)[kInfoPid]); r != me && pid != getpid()) {
+            eng_.watch(pid);
+            watch_peers_ = true;
         }
-    Window* const self = w.get();
-    if (!remote) b.set_fence_barrier([self] { return self->node_barrier(); });
-    if (is_create) {  // (collective: every member of the window agrees)
-        for (int r : members) {
-            if (err) break;
-            const std::uint64_t* info = w->state_of(r);
-            if (r == me || info[kInfoSize] == 0) continue;
-            if (info[kInfoArena]) {
-                SegmentExport ex;
-                std::memcpy(static_cast<void*>(&ex), &info[kInfoArenaSeg], sizeof ex);
-                err = w->node_tp_->arena_maps[r].map_peer(ex);
-            } else if (pid_t(info[kInfoPid]) != getpid()) {
-                if (int e = cma_probe(pid_t(info[kInfoPid]), info[kInfoBase]); e != 0)
-                    err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
-                                "%s: cross-memory attach to rank %d (pid %d) refused: %s; create "
-                                "windows need ptrace access between the ranks",
-                                call, r, int(info[kInfoPid]), std::strerror(e));
-            }
+    Window* const self = this;
+    if (!p.remote) bs_->set_fence_barrier([self] { return self->node_barrier(); });
+    if (!p.is_create) return MPI_SUCCESS;
+    // (collective: every member of the window agrees)
+    for (int r : p.members) {
+        if (err) break;
+        const std::uint64_t* info = state_of(r);
+        if (r == me || info[kInfoSize] == 0) continue;
+        if (info[kInfoArena]) {
+            SegmentExport ex;
+            std::memcpy(static_cast<void*>(&ex), &info[kInfoArenaSeg], sizeof ex);
+            err = node_tp_->arena_maps[r].map_peer(ex);
+        } else if (pid_t(info[kInfoPid]) != getpid()) {
+            if (int e = cma_probe(pid_t(info[kInfoPid]), info[kInfoBase]); e != 0)
+                err = raise(MPI_ERR_UNSUPPORTED_OPERATION,
+                            "%s: cross-memory attach to rank %d (pid %d) refused: %s; create "
+                            "windows need ptrace access between the ranks",
+                            p.call, r, int(info[kInfoPid]), std::strerror(e));
         }
-        if (err) msg = last_error_message();
-        if ((err = agree(b, err, msg, call))) return err;
     }
+    return agree(*bs_, err, err ? last_error_message() : std::string(), p.call);
+}
 
+// 6. What the window does with its media: lock words, atomicity domain, node helpers,
+// attributes, the remote transport, the poller.
+int Window::build_finish(BuildPlan& p) {
+    Engine& eng = eng_;
+    const int n = nprocs_;
     // Symmetric allocation on one node: rank r's data is at data0 + r * dstride (no lookups).
-    NodeTransport::Layout& lay = w->node_tp_->layout;
-    lay.uniform = uniform && has_data;
+    NodeTransport::Layout& lay = node_tp_->layout;
+    lay.uniform = p.uniform && p.has_data;
     if (lay.uniform) {
-        lay.uni_size = sizes[0].size;
-        lay.uni_du = std::uint64_t(sizes[0].disp_unit);
-        lay.data0 = doff[0];
-        lay.dstride = n > 1 ? doff[1] - doff[0] : 0;
+        lay.uni_size = p.sizes[0].size;
+        lay.uni_du = std::uint64_t(p.sizes[0].disp_unit);
+        lay.data0 = p.doff[0];
+        lay.dstride = n > 1 ? p.doff[1] - p.doff[0] : 0;
     }
-    w->my_state_ = w->state_of(me);
+    my_state_ = state_of(rank_);
     // Every peer on shared memory, or node peers beside off-node peers whose agents take
     // their own words with CPU atomics too (am, not the network's atomics): the locks on
     // node peers take the mapped words directly (epochs.hpp).
-    if (!remote)
-        w->epochs_.map_states(w->node_tp_.get(), false);
-    else if (!own_nodes && !net && !alone)
-        w->epochs_.map_states(w->node_tp_.get(), true);
+    if (!p.remote)
+        epochs_.map_states(node_tp_.get(), false);
+    else if (!p.own_nodes && !p.net && !p.alone)
+        epochs_.map_states(node_tp_.get(), true);
     // The atomicity domain of my part, the same at every node member (they see the same
     // parts): CPU atomics when every node part is mapped here (allocate, shared, and create
     // windows whose every part is FRMA_Alloc_mem memory), else the striped accumulate lock.
@@ -590,54 +659,54 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     // (apply_local), so node and off-node origins meet in one domain. A process alone in its
     // segment takes the lock for every type (its transport applies every peer's accumulate
     // here, vectorised under the stripes); on the network nothing is applied by CPU atomics.
-    w->cpu_atomics_ = has_data;
-    if (is_create) {
+    cpu_atomics_ = p.has_data;
+    if (p.is_create) {
         bool every = true;
-        for (int r : members) every = every && (sizes[std::size_t(r)].size == 0 || w->peer(r).mapped);
-        w->cpu_atomics_ = every;
+        for (int r : p.members) every = every && (p.sizes[std::size_t(r)].size == 0 || peer(r).mapped);
+        cpu_atomics_ = every;
     }
-    if (alone || net) w->cpu_atomics_ = false;
+    if (p.alone || p.net) cpu_atomics_ = false;
     // What the node's CPUs do for each other beside the transports (batched cross-memory
     // transfers with their accumulates, served requests) needs node peers, and on a network
     // window would apply accumulates outside the network's domain.
-    const bool node_helpers = (is_create || is_dynamic) && !alone && !net;
+    const bool node_helpers = (p.is_create || p.is_dynamic) && !p.alone && !p.net;
     // Small puts and gets to parts not mapped here wait in a batch per peer: one syscall
     // at the next completion point instead of one each (transport/shm/cma_batch.hpp).
-    if (node_helpers) w->node_tp_->set_batch_max(eng.config().cma_batch);
+    if (node_helpers) node_tp_->set_batch_max(eng.config().cma_batch);
     // Large and strided transfers to a peer waiting in MPI: through its served bulk area.
-    if (node_helpers && eng.config().served_bulk) w->bulk_max_ = eng.config().served_bulk_max;
+    if (node_helpers && eng.config().served_bulk) bulk_max_ = eng.config().served_bulk_max;
     // Node peers reach my part by cross-memory attach: their fetch_and_op, compare_and_swap
     // and small puts and gets are served here while a thread of mine is inside MPI
     // (transport/shm/served.hpp).
-    w->info.alloc_shared_noncontig = is_shared && noncontig;
-    w->local_size_ = is_dynamic ? 0 : size;
-    if (node_helpers && !w->cpu_atomics_) {
-        NodeTransport* const node = w->node_tp_.get();
-        node->serve_for(w->local_target());
+    info.alloc_shared_noncontig = p.is_shared && p.noncontig;
+    local_size_ = p.is_dynamic ? 0 : p.size;
+    if (node_helpers && !cpu_atomics_) {
+        NodeTransport* const node = node_tp_.get();
+        node->serve_for(local_target());
         if (eng.config().host_progress)
-            w->served_hooked_ = host_progress_add(
+            served_hooked_ = host_progress_add(
                 node, [node] { return node->serve(); }, HookCalls::no_mpi);
     }
-    w->disp_unit_ = disp_unit;
-    w->attr_size_ = w->local_size_;
-    w->attr_disp_unit_ = disp_unit;
-    w->attr_flavor_ = flavor;
-    if (remote) {
-        for (const Sizes& z : sizes) {
-            w->remote_size_.push_back(is_dynamic ? ~0ull : z.size);
-            w->remote_du_.push_back(std::uint64_t(z.disp_unit));
+    disp_unit_ = p.disp_unit;
+    attr_size_ = local_size_;
+    attr_disp_unit_ = p.disp_unit;
+    attr_flavor_ = p.flavor;
+    if (p.remote) {
+        for (const BuildSizes& z : p.sizes) {
+            remote_size_.push_back(p.is_dynamic ? ~0ull : z.size);
+            remote_du_.push_back(std::uint64_t(z.disp_unit));
         }
-        if ((err = w->connect_remote(net, user_base, size))) return err;  // collective
+        if (int err = connect_remote(p.net, p.user_base, p.size)) return err;  // collective
     } else {
-        w->tp_all_ = w->node_tp_.get();
-        w->tps_ = {w->tp_all_};
+        tp_all_ = node_tp_.get();
+        tps_ = {tp_all_};
     }
-    w->requests_polled_ = w->host_hooked_ || eng.progress().running();
-    w->poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
+    Window* const self = this;
+    requests_polled_ = host_hooked_ || eng.progress().running();
+    poller_id_ = eng.progress().add_poller([self] { return self->poll(); });
     eng.live_windows().fetch_add(1);
     bump(Stat::windows_created);
-    if (remote) bump(net ? Stat::windows_ofi : Stat::windows_am);
-    *out = std::move(w);
+    if (p.remote) bump(p.net ? Stat::windows_ofi : Stat::windows_am);
     return MPI_SUCCESS;
 }
 

@@ -202,6 +202,15 @@ private:
     Window(Engine& eng, std::unique_ptr<Bootstrap> bs);
     static int build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* user_base, MPI_Aint size,
                      int disp_unit, bool noncontig, std::unique_ptr<Window>* out);
+    // build()'s steps, in order (window.cpp): the first exchange, the media, the node
+    // segment, my part published, the node peers, what the window does with its media.
+    struct BuildPlan;
+    int build_exchange(BuildPlan& p);
+    void build_media(BuildPlan& p);
+    int build_segment(BuildPlan& p);
+    int build_publish(BuildPlan& p);
+    int build_node_peers(BuildPlan& p);
+    int build_finish(BuildPlan& p);
     // build()'s last collective step where peers are off the node segment: the remote
     // transport (network or messages), the table of which peer takes it, its hooks.
     int connect_remote(bool net, void* user_base, MPI_Aint size);
