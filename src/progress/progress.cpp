@@ -353,16 +353,63 @@ int ProgressEngine::effective_spin_us(int configured, int cpuset_pus) {
     return cpuset_pus == 1 ? 0 : 20;
 }
 
+// What the loop keeps between passes (loop() and its steps below).
+struct ProgressEngine::LoopState {
+    int spin_us = 0;
+    bool may_net_spin = false;
+    std::uint32_t first_backoff_us = 1, backoff_us = 1;
+    std::uint64_t last_busy = 0;
+    // Stand-down: a help since the last look (the previous pass, or the doze just ended)
+    // means a thread is serving: doze first_doze_ns, doubling up to FASTRMA_STAND_DOWN_US for
+    // as long as every doze saw a help. Each wake-up of a dozing thread takes a core from a
+    // spinning waiter for a context switch or two (docs/progress.md); a single short help
+    // keeps the thread away for first_doze_ns only.
+    std::uint64_t max_doze_ns = 0, first_doze_ns = 0;
+    std::uint64_t doze_ns = 0;  // 0: not standing down
+    std::uint64_t hook_calls_seen = 0, hook_look_ns = 0;  // the hook's count at the last look, and when
+    // The quiet after a burst that answered an origin (FASTRMA_POLL_PREDICT): a stream with
+    // regular pauses (an origin that computes between epochs) needs no 1, 2, 4 ... us
+    // wake-ups at the start of each pause, each costing a VM CPU time.
+    QuietPredictor predictor;
+    std::uint64_t answers_seen = 0;
+    bool burst_answered = false;  // the current burst of work answered an origin
+    bool in_quiet = false;  // a quiet period began (waiting since the last busy pass)
+    bool quiet_after_answer = false;
+    std::uint64_t predicted_ns = 0;  // the first sleep of this quiet, when predicted
+    bool after_prediction = false;  // the last sleep was a predicted one
+    std::uint64_t spin_ns = 0;  // polling after work, this quiet
+};
+
 void ProgressEngine::loop() {
+    LoopState st;
+    start_loop(st);
+    while (true) {
+        const std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
+        // An application thread is waiting and serving (help()): leave the cores to it.
+        if (st.max_doze_ns && !stop_.load(std::memory_order_acquire)) stand_down_if_helped(st, bell);
+        const Poll p = progress_once();
+        if (p == Poll::busy) {
+            after_busy(st);
+            continue;
+        }
+        if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;
+        if (p == Poll::waiting)
+            wait_for_work(st, bell);
+        else
+            wait_idle(st, bell);
+    }
+}
+
+void ProgressEngine::start_loop(LoopState& st) {
     tid_.store(pthread_self());
     has_tid_.store(true);
     t_progress_thread = true;
     const int cpuset_pus = pin();
-    const int spin_us = effective_spin_us(cfg_.spin_us, cpuset_pus);
-    spin_us_.store(spin_us, std::memory_order_relaxed);
+    st.spin_us = effective_spin_us(cfg_.spin_us, cpuset_pus);
+    spin_us_.store(st.spin_us, std::memory_order_relaxed);
     // With a network window open: the longer spin after work, where the thread has a PU's
     // share to poll with (not a one-PU cpuset, not more ranks than PUs).
-    const bool may_net_spin = spin_us > 0 && cfg_.net_spin_us > spin_us && cpuset_pus > 0 && local_size_ <= cpuset_pus;
+    st.may_net_spin = st.spin_us > 0 && cfg_.net_spin_us > st.spin_us && cpuset_pus > 0 && local_size_ <= cpuset_pus;
     // Short back-off sleeps must be short: the default timer slack would stretch every
     // short sleep to it and set the latency of an am request (docs/progress.md); a slack
     // of 1 us still lets the kernel batch the longer sleeps.
@@ -376,156 +423,131 @@ void ProgressEngine::loop() {
     errno = 0;
     const int nice_now = getpriority(PRIO_PROCESS, tid);
     nice_.store(errno ? 0 : nice_now, std::memory_order_relaxed);
-    const std::uint32_t first_backoff_us = std::uint32_t(std::max(1, std::min(cfg_.poll_min_us, cfg_.poll_max_us)));
-    std::uint32_t backoff_us = first_backoff_us;
-    std::uint64_t last_busy = now_ns();
-    // Stand-down: a help since the last look (the previous pass, or the doze just ended)
-    // means a thread is serving: doze first_doze_ns, doubling up to FASTRMA_STAND_DOWN_US for
-    // as long as every doze saw a help. Each wake-up of a dozing thread takes a core from a
-    // spinning waiter for a context switch or two (docs/progress.md); a single short help
-    // keeps the thread away for first_doze_ns only.
-    const std::uint64_t max_doze_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
-    const std::uint64_t first_doze_ns = std::min<std::uint64_t>(50000, max_doze_ns);
-    std::uint64_t doze_ns = 0;  // 0: not standing down
-    std::uint64_t hook_calls_seen = 0, hook_look_ns = now_ns();  // the hook's count at the last look, and when
-    // The quiet after a burst that answered an origin (FASTRMA_POLL_PREDICT): a stream with
-    // regular pauses (an origin that computes between epochs) needs no 1, 2, 4 ... us
-    // wake-ups at the start of each pause, each costing a VM CPU time.
-    QuietPredictor predictor;
-    std::uint64_t answers_seen = g_answers_sent.load(std::memory_order_relaxed);
-    bool burst_answered = false;  // the current burst of work answered an origin
-    bool in_quiet = false;  // a quiet period began (waiting since the last busy pass)
-    bool quiet_after_answer = false;
-    std::uint64_t predicted_ns = 0;  // the first sleep of this quiet, when predicted
-    bool after_prediction = false;  // the last sleep was a predicted one
-    std::uint64_t spin_ns = std::uint64_t(spin_us) * 1000;  // polling after work, this quiet
-    while (true) {
-        std::uint32_t bell = bell_->ring.load(std::memory_order_acquire);
-        // An application thread is waiting and serving (help()): leave the cores to it.
-        if (max_doze_ns && !stop_.load(std::memory_order_acquire)) {
-            // A waiter in a synchronization call or a flush helps without pause: stand down at
-            // once. The host-progress hook runs in any MPI call of any thread: its calls stand
-            // us down only while they come at least every kHookGapNs on average since the
-            // last look. One that enters MPI now and then (an MPI_Test in a compute loop)
-            // serves only then, and standing down for it would make every am request wait for
-            // its next MPI call. A count and a clock read per look, no wake-up (the variants
-            // tried: docs/progress.md).
-            bool helping =
-                helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
-            const std::uint64_t calls = hook_calls_.load(std::memory_order_relaxed);
-            if (calls != hook_calls_seen) {
-                const std::uint64_t now = now_ns();
-                // (signed: racing callers' lost counts may even step it back)
-                const std::int64_t n = std::int64_t(calls - hook_calls_seen);
-                helping = helping || (n >= 2 && std::uint64_t(n) * kHookGapNs >= now - hook_look_ns);
-                hook_calls_seen = calls;
-                hook_look_ns = now;
-            }
-            if (helping) {
-                doze_ns = doze_ns ? std::min(2 * doze_ns, max_doze_ns) : first_doze_ns;
-                stand_downs_.fetch_add(1, std::memory_order_relaxed);
-                sleeping_.store(true, std::memory_order_release);
-                BellPage::wait(bell_, bell, long(doze_ns));
-                sleeping_.store(false, std::memory_order_release);
-                // Then one pass over every poller: what the waiters do not serve (other
-                // windows, lock retries, aged batches) moves at least once a doze.
-            } else {
-                doze_ns = 0;
-            }
-        }
-        Poll p = progress_once();
-        if (p == Poll::busy) {
-            const std::uint64_t now = now_ns();
-            // Every quiet after an answer counts, short ones too (a conversation: they turn
-            // the prediction off). Work already there when a predicted sleep ended means the
-            // quiet may have been shorter than the sleep: a misprediction, recorded as 0.
-            if (in_quiet && quiet_after_answer) predictor.record(after_prediction ? 0 : now - last_busy);
-            if (in_quiet) burst_answered = false;  // a new burst
-            in_quiet = after_prediction = false;
-            predicted_ns = 0;
-            const std::uint64_t a = g_answers_sent.load(std::memory_order_relaxed);
-            if (a != answers_seen) burst_answered = true;
-            answers_seen = a;
-            backoff_us = first_backoff_us;
-            last_busy = now;
-            continue;
-        }
-        if (stop_.load(std::memory_order_acquire) && p == Poll::idle) break;
-        if (p == Poll::waiting) {
-            after_prediction = false;
-            if (!in_quiet) {
-                in_quiet = true;
-                const std::uint64_t a = g_answers_sent.load(std::memory_order_relaxed);
-                quiet_after_answer = burst_answered || a != answers_seen;  // (a helper's answers count)
-                answers_seen = a;
-                predicted_ns = cfg_.poll_predict && quiet_after_answer ? predictor.first_sleep_ns() : 0;
-                const int s =
-                    may_net_spin && net_windows_.load(std::memory_order_relaxed) > 0 ? cfg_.net_spin_us : spin_us;
-                spin_ns = std::uint64_t(s) * 1000;
-                if (work_spin_us_.load(std::memory_order_relaxed) != s)
-                    work_spin_us_.store(s, std::memory_order_relaxed);
-            }
-            // Right after work, poll without sleeping for spin_us (net_spin_us with a network
-            // window open): the next request of a conversation (an am origin's next op)
-            // usually comes within microseconds.
-            if (now_ns() - last_busy < spin_ns) {
-                __builtin_ia32_pause();
-                continue;
-            }
-            // Work that no doorbell announces (a lock held elsewhere, an am peer): poll
-            // with exponential back-off, bounded by poll_max_us.
-            // Following the main thread: only while there is work (where an idle thread
-            // polls from does not matter, and each look is a /proc read).
-            if (follow_.load(std::memory_order_relaxed)) {
-                const std::uint64_t now = now_ns();
-                if (now - last_busy <= std::uint64_t(cfg_.poll_quiet_ms) * 1000000) follow(now);
-            }
-            // A predicted first sleep: half the shortest recent quiet; the back-off then goes
-            // on from an eighth of it.
-            const std::uint64_t sleep_ns = predicted_ns ? predicted_ns : std::uint64_t(backoff_us) * 1000;
-            // (Not while standing down: a thread in MPI serves what arrives.)
-            const bool deep = sleep_ns > std::uint64_t(cfg_.poll_max_us) * 1000 && doze_ns == 0 &&
-                              has_fds_.load(std::memory_order_relaxed);
-            if (deep) deep_sleep(true);
-            sleeping_.store(true, std::memory_order_release);
-            BellPage::wait(bell_, bell, long(sleep_ns));
-            sleeping_.store(false, std::memory_order_release);
-            if (deep) deep_sleep(false);
-            // Two tiers: poll_max_us while work was seen recently; after quiet_ms without
-            // any, poll_idle_us (an am peer's first request then waits up to that long).
-            const bool quiet = now_ns() - last_busy > std::uint64_t(cfg_.poll_quiet_ms) * 1000000;
-            const std::uint32_t cap = std::uint32_t(quiet ? cfg_.poll_idle_us : cfg_.poll_max_us);
-            if (predicted_ns) {
-                predictions_.fetch_add(1, std::memory_order_relaxed);
-                after_prediction = true;
-                backoff_us = std::uint32_t(std::clamp<std::uint64_t>(predicted_ns / 8000, first_backoff_us, cap));
-                predicted_ns = 0;
-            } else {
-                backoff_us = std::min<std::uint32_t>(backoff_us * 2, cap);
-            }
-            continue;
-        }
-        backoff_us = first_backoff_us;
-        // Idle: spin briefly for a doorbell, then sleep until one rings.
-        std::uint64_t until = now_ns() + std::uint64_t(spin_us) * 1000;
-        bool rang = false;
-        while (now_ns() < until) {
-            if (bell_->ring.load(std::memory_order_acquire) != bell) {
-                rang = true;
-                break;
-            }
-            __builtin_ia32_pause();
-        }
-        if (rang) continue;
-        sleeping_.store(true, std::memory_order_seq_cst);
-        if (bell_->ring.load(std::memory_order_seq_cst) == bell && !stop_.load()) {
-            sleeps_.fetch_add(1, std::memory_order_relaxed);
-            BellPage::wait(bell_, bell, 0);
-            wakeups_.fetch_add(1, std::memory_order_relaxed);
-            if (follow_.load(std::memory_order_relaxed)) follow(now_ns());
-        }
-        sleeping_.store(false, std::memory_order_release);
+    st.first_backoff_us = std::uint32_t(std::max(1, std::min(cfg_.poll_min_us, cfg_.poll_max_us)));
+    st.backoff_us = st.first_backoff_us;
+    st.last_busy = now_ns();
+    st.max_doze_ns = std::uint64_t(cfg_.stand_down_us) * 1000;
+    st.first_doze_ns = std::min<std::uint64_t>(50000, st.max_doze_ns);
+    st.hook_look_ns = now_ns();
+    st.answers_seen = g_answers_sent.load(std::memory_order_relaxed);
+    st.spin_ns = std::uint64_t(st.spin_us) * 1000;
+}
+
+void ProgressEngine::stand_down_if_helped(LoopState& st, std::uint32_t bell) {
+    // A waiter in a synchronization call or a flush helps without pause: stand down at
+    // once. The host-progress hook runs in any MPI call of any thread: its calls stand us
+    // down only while they come at least every kHookGapNs on average since the last look.
+    // One that enters MPI now and then (an MPI_Test in a compute loop) serves only then, and
+    // standing down for it would make every am request wait for its next MPI call. A count
+    // and a clock read per look, no wake-up (the variants tried: docs/progress.md).
+    bool helping = helped_.load(std::memory_order_relaxed) && helped_.exchange(false, std::memory_order_relaxed);
+    const std::uint64_t calls = hook_calls_.load(std::memory_order_relaxed);
+    if (calls != st.hook_calls_seen) {
+        const std::uint64_t now = now_ns();
+        // (signed: racing callers' lost counts may even step it back)
+        const std::int64_t n = std::int64_t(calls - st.hook_calls_seen);
+        helping = helping || (n >= 2 && std::uint64_t(n) * kHookGapNs >= now - st.hook_look_ns);
+        st.hook_calls_seen = calls;
+        st.hook_look_ns = now;
     }
+    if (!helping) {
+        st.doze_ns = 0;
+        return;
+    }
+    st.doze_ns = st.doze_ns ? std::min(2 * st.doze_ns, st.max_doze_ns) : st.first_doze_ns;
+    stand_downs_.fetch_add(1, std::memory_order_relaxed);
+    sleeping_.store(true, std::memory_order_release);
+    BellPage::wait(bell_, bell, long(st.doze_ns));
+    sleeping_.store(false, std::memory_order_release);
+    // Then one pass over every poller (the caller): what the waiters do not serve (other
+    // windows, lock retries, aged batches) moves at least once a doze.
+}
+
+void ProgressEngine::after_busy(LoopState& st) {
+    const std::uint64_t now = now_ns();
+    // Every quiet after an answer counts, short ones too (a conversation: they turn the
+    // prediction off). Work already there when a predicted sleep ended means the quiet may
+    // have been shorter than the sleep: a misprediction, recorded as 0.
+    if (st.in_quiet && st.quiet_after_answer) st.predictor.record(st.after_prediction ? 0 : now - st.last_busy);
+    if (st.in_quiet) st.burst_answered = false;  // a new burst
+    st.in_quiet = st.after_prediction = false;
+    st.predicted_ns = 0;
+    const std::uint64_t a = g_answers_sent.load(std::memory_order_relaxed);
+    if (a != st.answers_seen) st.burst_answered = true;
+    st.answers_seen = a;
+    st.backoff_us = st.first_backoff_us;
+    st.last_busy = now;
+}
+
+void ProgressEngine::wait_for_work(LoopState& st, std::uint32_t bell) {
+    st.after_prediction = false;
+    if (!st.in_quiet) {
+        st.in_quiet = true;
+        const std::uint64_t a = g_answers_sent.load(std::memory_order_relaxed);
+        st.quiet_after_answer = st.burst_answered || a != st.answers_seen;  // (a helper's answers count)
+        st.answers_seen = a;
+        st.predicted_ns = cfg_.poll_predict && st.quiet_after_answer ? st.predictor.first_sleep_ns() : 0;
+        const int s =
+            st.may_net_spin && net_windows_.load(std::memory_order_relaxed) > 0 ? cfg_.net_spin_us : st.spin_us;
+        st.spin_ns = std::uint64_t(s) * 1000;
+        if (work_spin_us_.load(std::memory_order_relaxed) != s) work_spin_us_.store(s, std::memory_order_relaxed);
+    }
+    // Right after work, poll without sleeping for spin_us (net_spin_us with a network window
+    // open): the next request of a conversation (an am origin's next op) usually comes
+    // within microseconds.
+    if (now_ns() - st.last_busy < st.spin_ns) {
+        __builtin_ia32_pause();
+        return;
+    }
+    // Work that no doorbell announces (a lock held elsewhere, an am peer): poll with
+    // exponential back-off, bounded by poll_max_us.
+    // Following the main thread: only while there is work (where an idle thread polls from
+    // does not matter, and each look is a /proc read).
+    if (follow_.load(std::memory_order_relaxed)) {
+        const std::uint64_t now = now_ns();
+        if (now - st.last_busy <= std::uint64_t(cfg_.poll_quiet_ms) * 1000000) follow(now);
+    }
+    // A predicted first sleep: half the shortest recent quiet; the back-off then goes on
+    // from an eighth of it.
+    const std::uint64_t sleep_ns = st.predicted_ns ? st.predicted_ns : std::uint64_t(st.backoff_us) * 1000;
+    // (Not while standing down: a thread in MPI serves what arrives.)
+    const bool deep = sleep_ns > std::uint64_t(cfg_.poll_max_us) * 1000 && st.doze_ns == 0 &&
+                      has_fds_.load(std::memory_order_relaxed);
+    if (deep) deep_sleep(true);
+    sleeping_.store(true, std::memory_order_release);
+    BellPage::wait(bell_, bell, long(sleep_ns));
+    sleeping_.store(false, std::memory_order_release);
+    if (deep) deep_sleep(false);
+    // Two tiers: poll_max_us while work was seen recently; after quiet_ms without any,
+    // poll_idle_us (an am peer's first request then waits up to that long).
+    const bool quiet = now_ns() - st.last_busy > std::uint64_t(cfg_.poll_quiet_ms) * 1000000;
+    const std::uint32_t cap = std::uint32_t(quiet ? cfg_.poll_idle_us : cfg_.poll_max_us);
+    if (st.predicted_ns) {
+        predictions_.fetch_add(1, std::memory_order_relaxed);
+        st.after_prediction = true;
+        st.backoff_us = std::uint32_t(std::clamp<std::uint64_t>(st.predicted_ns / 8000, st.first_backoff_us, cap));
+        st.predicted_ns = 0;
+    } else {
+        st.backoff_us = std::min<std::uint32_t>(st.backoff_us * 2, cap);
+    }
+}
+
+void ProgressEngine::wait_idle(LoopState& st, std::uint32_t bell) {
+    st.backoff_us = st.first_backoff_us;
+    // Idle: spin briefly for a doorbell, then sleep until one rings.
+    const std::uint64_t until = now_ns() + std::uint64_t(st.spin_us) * 1000;
+    while (now_ns() < until) {
+        if (bell_->ring.load(std::memory_order_acquire) != bell) return;
+        __builtin_ia32_pause();
+    }
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (bell_->ring.load(std::memory_order_seq_cst) == bell && !stop_.load()) {
+        sleeps_.fetch_add(1, std::memory_order_relaxed);
+        BellPage::wait(bell_, bell, 0);
+        wakeups_.fetch_add(1, std::memory_order_relaxed);
+        if (follow_.load(std::memory_order_relaxed)) follow(now_ns());
+    }
+    sleeping_.store(false, std::memory_order_release);
 }
 
 }  // namespace fastrma::detail

@@ -187,6 +187,15 @@ public:
 
 private:
     void loop();
+    // loop()'s steps (progress.cpp): the thread's setup, the stand-down while a helper
+    // serves, the bookkeeping after a busy pass, the back-off while work waits, the sleep
+    // while idle.
+    struct LoopState;
+    void start_loop(LoopState& st);
+    void stand_down_if_helped(LoopState& st, std::uint32_t bell);
+    void after_busy(LoopState& st);
+    void wait_for_work(LoopState& st, std::uint32_t bell);
+    void wait_idle(LoopState& st, std::uint32_t bell);
     void waker_loop();  // watch_fd's thread
     void stop_waker();
     void deep_sleep(bool on);  // (the thread, around a long sleep, when fds are watched)
