@@ -449,6 +449,49 @@ int flatten_children(const Contents& c, std::vector<LayoutPtr>* kids, std::strin
     return MPI_SUCCESS;
 }
 
+// A subarray type's runs of its child k into b (ints as MPI_Type_get_contents gives them, n
+// dimensions, their count checked by the caller).
+bool add_subarray(LayoutBuilder& b, const std::vector<int>& ints, std::size_t n, const Layout& k, std::string* err) {
+    std::vector<std::int64_t> sizes(n);
+    std::vector<std::vector<IndexRun>> runs(n);
+    for (std::size_t d = 0; d < n; ++d) {
+        sizes[d] = ints[1 + d];
+        const std::int64_t sub = ints[1 + n + d], start = ints[1 + 2 * n + d];
+        if (sub > 0) runs[d].push_back({start, sub});
+    }
+    std::vector<int> dims;
+    std::vector<std::int64_t> stride;
+    array_geometry(sizes, ints[1 + 3 * n] == MPI_ORDER_C, k.extent(), &dims, &stride);
+    return emit_grid(b, k, dims, runs, stride, 0, 0, err);
+}
+
+// A distributed array's runs of its child k into b, for the process whose rank it names (as
+// add_subarray).
+bool add_darray(LayoutBuilder& b, const std::vector<int>& ints, std::size_t n, const Layout& k, std::string* err) {
+    const int* gsizes = &ints[3];
+    const int* distribs = gsizes + n;
+    const int* dargs = distribs + n;
+    const int* psizes = dargs + n;
+    const int order = psizes[n];
+    // The process grid is row-major whatever the array order (MPI-3.1 §4.1.4).
+    std::vector<std::int64_t> coords(n), sizes(n);
+    std::int64_t r = ints[1];
+    for (std::size_t i = n; i-- > 0;) {
+        const std::int64_t p = std::max(1, psizes[i]);
+        coords[i] = r % p;
+        r /= p;
+    }
+    std::vector<std::vector<IndexRun>> runs(n);
+    for (std::size_t d = 0; d < n; ++d) {
+        sizes[d] = gsizes[d];
+        runs[d] = darray_runs(distribs[d], dargs[d], gsizes[d], std::max(1, psizes[d]), coords[d]);
+    }
+    std::vector<int> dims;
+    std::vector<std::int64_t> stride;
+    array_geometry(sizes, order == MPI_ORDER_C, k.extent(), &dims, &stride);
+    return emit_grid(b, k, dims, runs, stride, 0, 0, err);
+}
+
 int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
     if (const TypeInfo* ti = lookup_type(t)) {
         *out = predefined_layouts()[ti->id];
@@ -554,45 +597,14 @@ int flatten(MPI_Datatype t, LayoutPtr* out, std::string* why) {
         if (ints.empty()) return bad_contents();
         const std::size_t n = u(ints[0]);
         if (!need(2 + 3 * n, 0, 1)) return bad_contents();
-        std::vector<std::int64_t> sizes(n);
-        std::vector<std::vector<IndexRun>> runs(n);
-        for (std::size_t d = 0; d < n; ++d) {
-            sizes[d] = ints[1 + d];
-            const std::int64_t sub = ints[1 + n + d], start = ints[1 + 2 * n + d];
-            if (sub > 0) runs[d].push_back({start, sub});
-        }
-        std::vector<int> dims;
-        std::vector<std::int64_t> stride;
-        array_geometry(sizes, ints[1 + 3 * n] == MPI_ORDER_C, kids[0]->extent(), &dims, &stride);
-        ok = emit_grid(b, *kids[0], dims, runs, stride, 0, 0, &err);
+        ok = add_subarray(b, ints, n, *kids[0], &err);
         break;
     }
     case MPI_COMBINER_DARRAY: {
         if (ints.size() < 3) return bad_contents();
         const std::size_t n = u(ints[2]);
         if (!need(4 + 4 * n, 0, 1)) return bad_contents();
-        const int* gsizes = &ints[3];
-        const int* distribs = gsizes + n;
-        const int* dargs = distribs + n;
-        const int* psizes = dargs + n;
-        const int order = psizes[n];
-        // The process grid is row-major whatever the array order (MPI-3.1 §4.1.4).
-        std::vector<std::int64_t> coords(n), sizes(n);
-        std::int64_t r = ints[1];
-        for (std::size_t i = n; i-- > 0;) {
-            const std::int64_t p = std::max(1, psizes[i]);
-            coords[i] = r % p;
-            r /= p;
-        }
-        std::vector<std::vector<IndexRun>> runs(n);
-        for (std::size_t d = 0; d < n; ++d) {
-            sizes[d] = gsizes[d];
-            runs[d] = darray_runs(distribs[d], dargs[d], gsizes[d], std::max(1, psizes[d]), coords[d]);
-        }
-        std::vector<int> dims;
-        std::vector<std::int64_t> stride;
-        array_geometry(sizes, order == MPI_ORDER_C, kids[0]->extent(), &dims, &stride);
-        ok = emit_grid(b, *kids[0], dims, runs, stride, 0, 0, &err);
+        ok = add_darray(b, ints, n, *kids[0], &err);
         break;
     }
     case MPI_COMBINER_RESIZED: {  // new bounds (from MPI below), the same data bytes
