@@ -117,6 +117,16 @@ struct AmEndpoint::Header {
     std::uint32_t pscw = 0;
 };
 
+// A request as serve() hands it to its handler: the header (copied out of the message), the
+// whole message, its body after the header, and the origin.
+struct AmEndpoint::Incoming {
+    const Header& h;
+    const unsigned char* msg;
+    std::size_t len;
+    const unsigned char* p;
+    int source;
+};
+
 AmEndpoint::AmEndpoint(MPI_Comm comm, AmLocal local, int window)
     : max_unanswered_(std::uint64_t(window < 1 ? 1 : window)), local_(std::move(local)) {
     for (auto& r : ring_) r = MPI_REQUEST_NULL;
@@ -1409,395 +1419,474 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
         park_until(source, Why::pscw, h.pscw, msg, len);
         return;
     }
-    const unsigned char* p = msg + sizeof h;
     // Requests apply in order: put payloads still arriving land before anything else.
     if (h.kind != kPutData && !data_rq_.empty()) complete_data();
-    // Answers leave with MPI_Isend and are completed later (poll): a large one (a get's
-    // data, sent straight from the window) completes only when the origin pulls it, and the
-    // server goes on meanwhile — with several gets in flight the origin pulls them all at
-    // once instead of one per round of handshakes. A later request that changes the memory
-    // an answer is being read from conflicts with that get (MPI leaves the outcome
-    // undefined); nothing of ours depends on the order.
-    // An answer that cannot leave is recorded (host_ok: reported at this process's next
-    // completion point) and an empty one tried in its place: the origin's wait must end.
-    auto answer = [&](const void* data, std::size_t n, MPI_Request* rq) {
-        return host_ok(PMPI_Isend(data, int(n), MPI_BYTE, source, h.reply_tag, comm_, rq), "MPI_Isend (answer)",
-                       source) ||
-               host_ok(PMPI_Isend(nullptr, 0, MPI_BYTE, source, h.reply_tag, comm_, rq), "MPI_Isend (answer)", source);
-    };
-    auto reply_owned = [&](PageOffsetBuffer&& buf, std::size_t n) {
-        MPI_Request rq;
-        if (!answer(buf.data(), n, &rq)) return;
-        replies_rq_.push_back(rq);
-        replies_buf_.push_back(std::move(buf));
-        note_answer_sent();
-    };
-    // A buffer for an answer of n bytes, at the page offset of the origin's answer buffer
-    // when it gave one (the host's single copy into it then runs at full speed).
-    auto answer_buffer = [&](std::size_t n) {
-        return (h.pages >> 16) ? PageOffsetBuffer::take(spares_, n, (h.pages >> 16) - 1) : PageOffsetBuffer(n);
-    };
-    auto reply = [&](const void* data, std::size_t n) {  // data that outlives the send
-        MPI_Request rq;
-        if (!answer(data, n, &rq)) return;
-        replies_rq_.push_back(rq);
-        replies_buf_.emplace_back();
-        note_answer_sent();
-    };
-    auto reply_copy = [&](const void* data, std::size_t n) {
-        PageOffsetBuffer b(n);
-        if (n) std::memcpy(b.data(), data, n);  // (a state read of 0 words: no buffer at all)
-        reply_owned(std::move(b), n);
-    };
+    const Incoming in{h, msg, len, msg + sizeof h, source};
     switch (h.kind) {
-    case kPut: {
-        // Segments (offset, length), then their data; every length must lie in the message.
-        const std::size_t body = len - sizeof h;
-        std::size_t left = h.nseg <= body / 16 ? body - std::size_t(h.nseg) * 16 : 0;
-        if (h.nseg > body / 16) refuse(source);
-        const unsigned char* data = p + std::size_t(h.nseg) * 16;
-        for (std::uint32_t s = 0; s < h.nseg && h.nseg <= body / 16; ++s) {
-            std::uint64_t off, n;
-            std::memcpy(&off, p + 16 * s, 8);
-            std::memcpy(&n, p + 16 * s + 8, 8);
-            if (n > left) {
-                refuse(source);
-                break;
-            }
-            if (accepts(source, off, n))
-                copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
-            data += n;
-            left -= n;
-        }
-        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+    case kPut:
+        serve_put(in);
         break;
-    }
-    case kPutStrided: {
-        // c pieces of b bytes from offset a at a stride (negative allowed): the packed
-        // pieces must be exactly the rest of the message, and the whole footprint, from the
-        // lowest piece's first byte to the highest's last, inside the part (one check).
-        const std::uint64_t piece = h.b, n = h.c;
-        const std::size_t body = len - sizeof h;
-        std::int64_t stride = 0;
-        if (body >= 8) std::memcpy(&stride, p, 8);
-        const bool sized = body >= 8 && piece != 0 && n != 0 && piece <= (body - 8) / n && piece * n == body - 8;
-        std::uint64_t lo = 0, span = 0;
-        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
-            refuse(source);
-        else if (accepts(source, lo, span))
-            copy_strided(local_.base + h.a, stride, p + 8, std::int64_t(piece), piece, n);
-        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+    case kPutStrided:
+        serve_put_strided(in);
         break;
-    }
-    case kGetStrided: {
-        // c pieces of b bytes from offset a at a stride, at most kMaxMessage bytes of them,
-        // the footprint inside the part (one check): answered packed, then a byte 1. A
-        // refused one is answered empty (the origin's buffer stays as it was).
-        const std::uint64_t piece = h.b, n = h.c;
-        std::int64_t stride = 0;
-        if (len - sizeof h >= 8) std::memcpy(&stride, p, 8);
-        const bool sized = len - sizeof h == 8 && piece != 0 && n != 0 && piece <= kMaxMessage / n;
-        std::uint64_t lo = 0, span = 0;
-        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
-            refuse(source);
-            reply(nullptr, 0);
-            break;
-        }
-        if (!accepts(source, lo, span)) {
-            reply(nullptr, 0);
-            break;
-        }
-        PageOffsetBuffer b = answer_buffer(std::size_t(piece * n) + 1);
-        copy_strided(b.data(), std::int64_t(piece), local_.base + h.a, stride, piece, n);
-        b.data()[piece * n] = 1;
-        reply_owned(std::move(b), std::size_t(piece * n) + 1);
+    case kGetStrided:
+        serve_get_strided(in);
         break;
-    }
-    case kAccStrided: {
-        // Pieces of b elements of c bytes from offset a at a stride, through the accumulate
-        // path as one strided call (accumulate_runs: one check of kind, op and type, the
-        // stripes of the whole footprint); the packed data must be exactly the rest of the
-        // message, the footprint inside the part (one check, before any piece is applied).
-        const std::uint64_t elems = h.b, eb = h.c;
-        const std::size_t body = len - sizeof h;
-        std::int64_t stride = 0;
-        std::uint64_t n = 0;
-        if (body >= 16) {
-            std::memcpy(&stride, p, 8);
-            std::memcpy(&n, p + 8, 8);
-        }
-        const std::uint64_t piece = eb * elems;
-        const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
-                           n <= (body - 16) / piece && piece * n == body - 16;
-        std::uint64_t lo = 0, span = 0;
-        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
-            refuse(source);
-        else if (accepts(source, lo, span) && accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb,
-                                                              p + 16, nullptr) != MPI_SUCCESS)
-            refuse(source);
-        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+    case kAccStrided:
+        serve_acc_strided(in);
         break;
-    }
-    case kGetAccStrided: {
-        // Pieces of b elements of c bytes from offset a at a stride, at most kMaxMessage
-        // bytes of them (the answer's size), origin data (aop & 4) exactly the rest of the
-        // message, the footprint inside the part (one check, before anything is applied):
-        // applied as kAccStrided, their old values answered packed, then a byte 1. A refused
-        // one is answered empty (the origin's result buffer stays as it was).
-        const std::uint64_t elems = h.b, eb = h.c;
-        const std::size_t body = len - sizeof h;
-        std::int64_t stride = 0;
-        std::uint64_t n = 0;
-        if (body >= 16) {
-            std::memcpy(&stride, p, 8);
-            std::memcpy(&n, p + 8, 8);
-        }
-        const bool data = (h.aop & 4) != 0;
-        const std::uint64_t piece = eb * elems;
-        const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
-                           piece <= kMaxMessage / n && body - 16 == (data ? piece * n : 0);
-        std::uint64_t lo = 0, span = 0;
-        if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
-            refuse(source);
-            reply(nullptr, 0);
-            break;
-        }
-        if (!accepts(source, lo, span)) {
-            reply(nullptr, 0);
-            break;
-        }
-        PageOffsetBuffer b = answer_buffer(std::size_t(piece * n) + 1);
-        if (accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb, data ? p + 16 : nullptr,
-                            b.data()) != MPI_SUCCESS) {
-            refuse(source);
-            reply(nullptr, 0);
-            break;
-        }
-        b.data()[piece * n] = 1;
-        reply_owned(std::move(b), std::size_t(piece * n) + 1);
+    case kGetAccStrided:
+        serve_get_acc_strided(in);
         break;
-    }
-    case kBatch: {
-        const unsigned char* q = p;
-        const unsigned char* const end = msg + len;
-        for (std::uint32_t i = 0; i < h.nseg; ++i) {
-            // A record (kind, body bytes, body) must lie in the message, its body hold what
-            // its kind reads; the rest of a batch with a bad record is not applied.
-            std::uint32_t rh[2];
-            if (std::size_t(end - q) < sizeof rh) {
-                refuse(source);
-                break;
-            }
-            std::memcpy(rh, q, sizeof rh);
-            const unsigned char* body = q + sizeof rh;
-            const std::size_t need = rh[0] == kPut          ? 8
-                                     : rh[0] == kAtomic8    ? sizeof(NotifyRecord)
-                                     : rh[0] == kLockReq    ? 8
-                                     : rh[0] == kAccumulate ? sizeof(AccRecord)
-                                                            : ~std::size_t(0);
-            if (rh[1] > std::size_t(end - body) || rh[1] < need) {
-                refuse(source);
-                break;
-            }
-            if (rh[0] == kPut) {
-                std::uint64_t off;
-                std::memcpy(&off, body, 8);
-                if (accepts(source, off, rh[1] - 8)) copy_bytes(local_.base + off, body + 8, rh[1] - 8);
-            } else if (rh[0] == kAtomic8) {
-                NotifyRecord r;
-                std::memcpy(&r, body, sizeof r);
-                if (r.word < local_.state_words)
-                    apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
-                else
-                    refuse(source);
-            } else if (rh[0] == kLockReq) {
-                std::uint64_t what;
-                std::memcpy(&what, body, sizeof what);
-                if (what > std::uint64_t(Transport::LockRequest::exclusive_with_master)) {
-                    refuse(source);
-                } else if (!local_.grant_lock(Transport::LockRequest(what))) {
-                    const unsigned char* rest = body + rh[1];
-                    park(source, Transport::LockRequest(what), h, rest, std::size_t(msg + len - rest), h.nseg - i - 1);
-                    return;  // the rest of the batch (and its ack) once granted; counted then
-                }
-            } else {
-                AccRecord r;
-                std::memcpy(&r, body, sizeof r);
-                // Element bytes of a predefined type, a run the ops layer sends, and its data
-                // (flags & 4) in the record: n * elem_bytes then cannot wrap.
-                const bool fits = r.elem_bytes && r.elem_bytes <= 64 && r.n <= kAccRunMax / r.elem_bytes &&
-                                  (!(r.flags & 4) || r.n <= (rh[1] - sizeof r) / r.elem_bytes);
-                if (!fits)
-                    refuse(source);
-                else if (accepts(source, r.toff, r.n * r.elem_bytes) &&
-                         local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n, r.elem_bytes,
-                                           (r.flags & 4) ? body + sizeof r : nullptr, nullptr, nullptr) != MPI_SUCCESS)
-                    refuse(source);
-            }
-            q = body + rh[1];
-        }
-        if (h.reply_tag >= 0) reply(nullptr, 0);  // the ack
+    case kBatch:
+        if (!serve_batch(in)) return;  // parked behind a lock request: counted once served
         break;
-    }
-    case kPutData: {
-        // The payload's receive stays pending, so that the pieces of a large put are all
-        // in flight at once (pipelined by the host) instead of one handshake after
-        // another; every later request waits for them first (above), and so does the ack.
-        if (h.b > kZeroCopyMax) {  // never sent by a correct origin: consumed, not applied
-            refuse(source);
-            discard_data(source);
-            if (h.reply_tag >= 0) reply(nullptr, 0);
-            break;
-        }
-        MPI_Request rq;
-        unsigned char* dst = nullptr;  // (base + a only once a is known to be inside)
-        Landing land;
-        if (!accepts(source, h.a, h.b)) {  // received all the same (the stream goes on), then dropped
-            land = {PageOffsetBuffer::take(spares_, h.b, 0), nullptr, 0, {}};
-            dst = land.buf.data();
-        } else if (dst = local_.base + h.a;
-                   (h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
-            land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b, {}};
-            dst = land.buf.data();
-        }
-        if (receive_payload(source, dst, h.b, &rq)) {
-            data_rq_.push_back(rq);
-            data_land_.push_back(std::move(land));
-        } else {
-            refuse(source);
-        }
-        if (h.reply_tag >= 0) {
-            complete_data();
-            reply(nullptr, 0);  // the ack
-        }
+    case kPutData:
+        serve_put_data(in);
         break;
-    }
-    case kGet: {
-        // One segment answered straight from the window; several (a gathered get) copied
-        // into one answer, in order. A refused request is answered all the same (empty, or
-        // a gathered one with the piece marked not applied): the origin's receive must
-        // complete, and its buffer stays as it was.
-        const std::size_t body = len - sizeof h;
-        if (h.nseg > 1) {
-            bool sane = h.nseg <= 256 && h.nseg <= body / 16;
-            std::uint64_t total = 0;
-            for (std::uint32_t s = 0; sane && s < h.nseg; ++s) {
-                std::uint64_t off, n;
-                std::memcpy(&off, p + 16 * s, 8);
-                std::memcpy(&n, p + 16 * s + 8, 8);
-                total += n;
-                sane = n <= kMaxMessage && total <= kMaxMessage;
-            }
-            if (!sane) {
-                refuse(source);
-                reply(nullptr, 0);
-                break;
-            }
-            // The data of every piece, then a byte per piece: 1 = applied (Landing::finish).
-            PageOffsetBuffer b = answer_buffer(std::size_t(total) + h.nseg);
-            unsigned char* to = b.data();
-            unsigned char* applied = b.data() + total;
-            for (std::uint32_t s = 0; s < h.nseg; ++s) {
-                std::uint64_t off, n;
-                std::memcpy(&off, p + 16 * s, 8);
-                std::memcpy(&n, p + 16 * s + 8, 8);
-                applied[s] = accepts(source, off, n) ? 1 : 0;
-                if (applied[s]) std::memcpy(to, local_.base + off, n);
-                to += n;
-            }
-            reply_owned(std::move(b), std::size_t(total) + h.nseg);
-            break;
-        }
-        std::uint64_t off = 0, n = 0;
-        if (body >= 16) {
-            std::memcpy(&off, p, 8);
-            std::memcpy(&n, p + 8, 8);
-        }
-        const bool sane = body >= 16 && n <= kGetPieceMax;
-        if (!sane) refuse(source);
-        if (sane && accepts(source, off, n))
-            reply(local_.base + off, n);  // a slow distance is the origin's to avoid (send())
-        else
-            reply(nullptr, 0);  // an empty answer: the origin's buffer stays as it was
+    case kGet:
+        serve_get(in);
         break;
-    }
-    case kAtomic8: {
-        std::uint64_t old = 0;
-        if (h.a < local_.state_words)
-            old = apply_atomic8(local_.state + h.a, AtomicOp(h.aop), h.b, h.c);
-        else
-            refuse(source);
-        reply_copy(&old, sizeof old);  // a notify is a batch record (no answer)
+    case kAtomic8:
+        serve_atomic8(in);
         break;
-    }
     case kAccumulate:
-    case kAccData: {
-        // Origin data inside the request, or (kAccData) in the message right behind it,
-        // received into the scratch buffer.
-        const std::uint64_t n = h.b, eb = h.c;
-        // Element bytes of a predefined type, a run the ops layer sends (at most kAccRunMax
-        // bytes), and inline data that lies in the message.
-        const std::size_t inline_bytes =
-            h.kind == kAccData ? ((h.aop & 2) ? eb : 0) : ((h.aop & 4) ? n * eb : 0) + ((h.aop & 2) ? eb : 0);
-        if (eb == 0 || eb > 64 || n > kAccRunMax / eb || inline_bytes > len - sizeof h) {
-            refuse(source);
-            if (h.kind == kAccData) discard_data(source);
-            if (h.reply_tag >= 0) reply(nullptr, 0);
-            break;
-        }
-        const void* src = (h.aop & 4) ? p : nullptr;
-        const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) && h.kind != kAccData ? n * eb : 0) : nullptr;
-        if (h.kind == kAccData) {
-            const std::size_t page = (h.pages & 0xffff) ? (h.pages & 0xffff) - 1 : 0;
-            if (acc_scratch_.fits(n * eb))
-                acc_scratch_.place(page);  // at the origin data's page offset
-            else
-                acc_scratch_ = PageOffsetBuffer(n * eb, page);
-            MPI_Request rq;
-            if (!receive_payload(source, acc_scratch_.data(), n * eb, &rq)) {
-                refuse(source);  // not applied: its data did not come as announced
-                if (h.reply_tag >= 0) reply(nullptr, 0);
-                break;
-            }
-            wait_by_test(&rq);
-            src = acc_scratch_.data();
-        }
-        if (!accepts(source, h.a, n * eb)) {
-            if (h.reply_tag >= 0) reply(nullptr, 0);  // no old values: the result buffer stays as it was
-            break;
-        }
-        const std::size_t result_len = (h.aop & 1) ? n * eb : 0;
-        PageOffsetBuffer result = result_len ? answer_buffer(result_len) : PageOffsetBuffer();
-        const int rc = local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, eb, src, cmp,
-                                         result_len ? result.data() : nullptr);
-        if (rc != MPI_SUCCESS) refuse(source);
-        if (h.reply_tag >= 0) {  // old values, or the ack
-            if (result_len && rc == MPI_SUCCESS)
-                reply_owned(std::move(result), result_len);
-            else
-                reply(nullptr, 0);
-        }
+    case kAccData:
+        serve_accumulate(in);
         break;
-    }
-    case kReadState: {
-        if (h.a > local_.state_words || h.b > local_.state_words - h.a) {
-            refuse(source);
-            reply(nullptr, 0);  // the origin's buffer stays as it was
-            break;
-        }
-        std::vector<std::uint64_t> words(h.b);
-        for (std::uint64_t i = 0; i < h.b; ++i) words[i] = __atomic_load_n(local_.state + h.a + i, __ATOMIC_ACQUIRE);
-        reply_copy(words.data(), words.size() * 8);
+    case kReadState:
+        serve_read_state(in);
         break;
-    }
     case kFlush:
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        reply(nullptr, 0);
+        reply(in, nullptr, 0);
         break;
     }
     // Applied: counted for fence(), which waits for the count (a put's payload may still be
     // landing: fence() completes those). Only the server threads write it (serve_mu_).
     served_.store(served_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+// Answers leave with MPI_Isend and are completed later (poll): a large one (a get's data,
+// sent straight from the window) completes only when the origin pulls it, and the server
+// goes on meanwhile — with several gets in flight the origin pulls them all at once instead
+// of one per round of handshakes. A later request that changes the memory an answer is being
+// read from conflicts with that get (MPI leaves the outcome undefined); nothing of ours
+// depends on the order. An answer that cannot leave is recorded (host_ok: reported at this
+// process's next completion point) and an empty one tried in its place: the origin's wait
+// must end.
+bool AmEndpoint::answer(const Incoming& in, const void* data, std::size_t n, MPI_Request* rq) {
+    return host_ok(PMPI_Isend(data, int(n), MPI_BYTE, in.source, in.h.reply_tag, comm_, rq), "MPI_Isend (answer)",
+                   in.source) ||
+           host_ok(PMPI_Isend(nullptr, 0, MPI_BYTE, in.source, in.h.reply_tag, comm_, rq), "MPI_Isend (answer)",
+                   in.source);
+}
+
+void AmEndpoint::reply_owned(const Incoming& in, PageOffsetBuffer&& buf, std::size_t n) {
+    MPI_Request rq;
+    if (!answer(in, buf.data(), n, &rq)) return;
+    replies_rq_.push_back(rq);
+    replies_buf_.push_back(std::move(buf));
+    note_answer_sent();
+}
+
+// A buffer for an answer of n bytes, at the page offset of the origin's answer buffer when it
+// gave one (the host's single copy into it then runs at full speed).
+PageOffsetBuffer AmEndpoint::answer_buffer(const Incoming& in, std::size_t n) {
+    return (in.h.pages >> 16) ? PageOffsetBuffer::take(spares_, n, (in.h.pages >> 16) - 1) : PageOffsetBuffer(n);
+}
+
+void AmEndpoint::reply(const Incoming& in, const void* data, std::size_t n) {  // data that outlives the send
+    MPI_Request rq;
+    if (!answer(in, data, n, &rq)) return;
+    replies_rq_.push_back(rq);
+    replies_buf_.emplace_back();
+    note_answer_sent();
+}
+
+void AmEndpoint::reply_copy(const Incoming& in, const void* data, std::size_t n) {
+    PageOffsetBuffer b(n);
+    if (n) std::memcpy(b.data(), data, n);  // (a state read of 0 words: no buffer at all)
+    reply_owned(in, std::move(b), n);
+}
+
+void AmEndpoint::serve_put(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const std::size_t len = in.len;
+    // Segments (offset, length), then their data; every length must lie in the message.
+    const std::size_t body = len - sizeof h;
+    std::size_t left = h.nseg <= body / 16 ? body - std::size_t(h.nseg) * 16 : 0;
+    if (h.nseg > body / 16) refuse(source);
+    const unsigned char* data = p + std::size_t(h.nseg) * 16;
+    for (std::uint32_t s = 0; s < h.nseg && h.nseg <= body / 16; ++s) {
+        std::uint64_t off, n;
+        std::memcpy(&off, p + 16 * s, 8);
+        std::memcpy(&n, p + 16 * s + 8, 8);
+        if (n > left) {
+            refuse(source);
+            break;
+        }
+        if (accepts(source, off, n))
+            copy_bytes(local_.base + off, data, n);  // dynamic windows: base null, off = address
+        data += n;
+        left -= n;
+    }
+    if (h.reply_tag >= 0) reply(in, nullptr, 0);  // the ack
+}
+
+void AmEndpoint::serve_put_strided(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const std::size_t len = in.len;
+    // c pieces of b bytes from offset a at a stride (negative allowed): the packed
+    // pieces must be exactly the rest of the message, and the whole footprint, from the
+    // lowest piece's first byte to the highest's last, inside the part (one check).
+    const std::uint64_t piece = h.b, n = h.c;
+    const std::size_t body = len - sizeof h;
+    std::int64_t stride = 0;
+    if (body >= 8) std::memcpy(&stride, p, 8);
+    const bool sized = body >= 8 && piece != 0 && n != 0 && piece <= (body - 8) / n && piece * n == body - 8;
+    std::uint64_t lo = 0, span = 0;
+    if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
+        refuse(source);
+    else if (accepts(source, lo, span))
+        copy_strided(local_.base + h.a, stride, p + 8, std::int64_t(piece), piece, n);
+    if (h.reply_tag >= 0) reply(in, nullptr, 0);  // the ack
+}
+
+void AmEndpoint::serve_get_strided(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const std::size_t len = in.len;
+    // c pieces of b bytes from offset a at a stride, at most kMaxMessage bytes of them,
+    // the footprint inside the part (one check): answered packed, then a byte 1. A
+    // refused one is answered empty (the origin's buffer stays as it was).
+    const std::uint64_t piece = h.b, n = h.c;
+    std::int64_t stride = 0;
+    if (len - sizeof h >= 8) std::memcpy(&stride, p, 8);
+    const bool sized = len - sizeof h == 8 && piece != 0 && n != 0 && piece <= kMaxMessage / n;
+    std::uint64_t lo = 0, span = 0;
+    if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
+        refuse(source);
+        reply(in, nullptr, 0);
+        return;
+    }
+    if (!accepts(source, lo, span)) {
+        reply(in, nullptr, 0);
+        return;
+    }
+    PageOffsetBuffer b = answer_buffer(in, std::size_t(piece * n) + 1);
+    copy_strided(b.data(), std::int64_t(piece), local_.base + h.a, stride, piece, n);
+    b.data()[piece * n] = 1;
+    reply_owned(in, std::move(b), std::size_t(piece * n) + 1);
+}
+
+void AmEndpoint::serve_acc_strided(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const std::size_t len = in.len;
+    // Pieces of b elements of c bytes from offset a at a stride, through the accumulate
+    // path as one strided call (accumulate_runs: one check of kind, op and type, the
+    // stripes of the whole footprint); the packed data must be exactly the rest of the
+    // message, the footprint inside the part (one check, before any piece is applied).
+    const std::uint64_t elems = h.b, eb = h.c;
+    const std::size_t body = len - sizeof h;
+    std::int64_t stride = 0;
+    std::uint64_t n = 0;
+    if (body >= 16) {
+        std::memcpy(&stride, p, 8);
+        std::memcpy(&n, p + 8, 8);
+    }
+    const std::uint64_t piece = eb * elems;
+    const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
+                       n <= (body - 16) / piece && piece * n == body - 16;
+    std::uint64_t lo = 0, span = 0;
+    if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
+        refuse(source);
+    else if (accepts(source, lo, span) &&
+             accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb, p + 16, nullptr) != MPI_SUCCESS)
+        refuse(source);
+    if (h.reply_tag >= 0) reply(in, nullptr, 0);  // the ack
+}
+
+void AmEndpoint::serve_get_acc_strided(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const std::size_t len = in.len;
+    // Pieces of b elements of c bytes from offset a at a stride, at most kMaxMessage
+    // bytes of them (the answer's size), origin data (aop & 4) exactly the rest of the
+    // message, the footprint inside the part (one check, before anything is applied):
+    // applied as kAccStrided, their old values answered packed, then a byte 1. A refused
+    // one is answered empty (the origin's result buffer stays as it was).
+    const std::uint64_t elems = h.b, eb = h.c;
+    const std::size_t body = len - sizeof h;
+    std::int64_t stride = 0;
+    std::uint64_t n = 0;
+    if (body >= 16) {
+        std::memcpy(&stride, p, 8);
+        std::memcpy(&n, p + 8, 8);
+    }
+    const bool data = (h.aop & 4) != 0;
+    const std::uint64_t piece = eb * elems;
+    const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
+                       piece <= kMaxMessage / n && body - 16 == (data ? piece * n : 0);
+    std::uint64_t lo = 0, span = 0;
+    if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
+        refuse(source);
+        reply(in, nullptr, 0);
+        return;
+    }
+    if (!accepts(source, lo, span)) {
+        reply(in, nullptr, 0);
+        return;
+    }
+    PageOffsetBuffer b = answer_buffer(in, std::size_t(piece * n) + 1);
+    if (accumulate_runs(h.rma_kind, h.op_id, h.type_id, h.a, stride, elems, n, eb, data ? p + 16 : nullptr, b.data()) !=
+        MPI_SUCCESS) {
+        refuse(source);
+        reply(in, nullptr, 0);
+        return;
+    }
+    b.data()[piece * n] = 1;
+    reply_owned(in, std::move(b), std::size_t(piece * n) + 1);
+}
+
+bool AmEndpoint::serve_batch(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const unsigned char* const msg = in.msg;
+    const std::size_t len = in.len;
+    const unsigned char* q = p;
+    const unsigned char* const end = msg + len;
+    for (std::uint32_t i = 0; i < h.nseg; ++i) {
+        // A record (kind, body bytes, body) must lie in the message, its body hold what
+        // its kind reads; the rest of a batch with a bad record is not applied.
+        std::uint32_t rh[2];
+        if (std::size_t(end - q) < sizeof rh) {
+            refuse(source);
+            break;
+        }
+        std::memcpy(rh, q, sizeof rh);
+        const unsigned char* body = q + sizeof rh;
+        const std::size_t need = rh[0] == kPut          ? 8
+                                 : rh[0] == kAtomic8    ? sizeof(NotifyRecord)
+                                 : rh[0] == kLockReq    ? 8
+                                 : rh[0] == kAccumulate ? sizeof(AccRecord)
+                                                        : ~std::size_t(0);
+        if (rh[1] > std::size_t(end - body) || rh[1] < need) {
+            refuse(source);
+            break;
+        }
+        if (rh[0] == kPut) {
+            std::uint64_t off;
+            std::memcpy(&off, body, 8);
+            if (accepts(source, off, rh[1] - 8)) copy_bytes(local_.base + off, body + 8, rh[1] - 8);
+        } else if (rh[0] == kAtomic8) {
+            NotifyRecord r;
+            std::memcpy(&r, body, sizeof r);
+            if (r.word < local_.state_words)
+                apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
+            else
+                refuse(source);
+        } else if (rh[0] == kLockReq) {
+            std::uint64_t what;
+            std::memcpy(&what, body, sizeof what);
+            if (what > std::uint64_t(Transport::LockRequest::exclusive_with_master)) {
+                refuse(source);
+            } else if (!local_.grant_lock(Transport::LockRequest(what))) {
+                const unsigned char* rest = body + rh[1];
+                park(source, Transport::LockRequest(what), h, rest, std::size_t(msg + len - rest), h.nseg - i - 1);
+                return false;  // the rest of the batch (and its ack) once granted; counted then
+            }
+        } else {
+            AccRecord r;
+            std::memcpy(&r, body, sizeof r);
+            // Element bytes of a predefined type, a run the ops layer sends, and its data
+            // (flags & 4) in the record: n * elem_bytes then cannot wrap.
+            const bool fits = r.elem_bytes && r.elem_bytes <= 64 && r.n <= kAccRunMax / r.elem_bytes &&
+                              (!(r.flags & 4) || r.n <= (rh[1] - sizeof r) / r.elem_bytes);
+            if (!fits)
+                refuse(source);
+            else if (accepts(source, r.toff, r.n * r.elem_bytes) &&
+                     local_.accumulate(r.rma_kind, r.op_id, r.type_id, r.toff, r.n, r.elem_bytes,
+                                       (r.flags & 4) ? body + sizeof r : nullptr, nullptr, nullptr) != MPI_SUCCESS)
+                refuse(source);
+        }
+        q = body + rh[1];
+    }
+    if (h.reply_tag >= 0) reply(in, nullptr, 0);  // the ack
+    return true;
+}
+
+void AmEndpoint::serve_put_data(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    // The payload's receive stays pending, so that the pieces of a large put are all
+    // in flight at once (pipelined by the host) instead of one handshake after
+    // another; every later request waits for them first (above), and so does the ack.
+    if (h.b > kZeroCopyMax) {  // never sent by a correct origin: consumed, not applied
+        refuse(source);
+        discard_data(source);
+        if (h.reply_tag >= 0) reply(in, nullptr, 0);
+        return;
+    }
+    MPI_Request rq;
+    unsigned char* dst = nullptr;  // (base + a only once a is known to be inside)
+    Landing land;
+    if (!accepts(source, h.a, h.b)) {  // received all the same (the stream goes on), then dropped
+        land = {PageOffsetBuffer::take(spares_, h.b, 0), nullptr, 0, {}};
+        dst = land.buf.data();
+    } else if (dst = local_.base + h.a;
+               (h.pages & 0xffff) && slow_distance(reinterpret_cast<std::uintptr_t>(dst), (h.pages & 0xffff) - 1)) {
+        land = {PageOffsetBuffer::take(spares_, h.b, (h.pages & 0xffff) - 1), dst, h.b, {}};
+        dst = land.buf.data();
+    }
+    if (receive_payload(source, dst, h.b, &rq)) {
+        data_rq_.push_back(rq);
+        data_land_.push_back(std::move(land));
+    } else {
+        refuse(source);
+    }
+    if (h.reply_tag >= 0) {
+        complete_data();
+        reply(in, nullptr, 0);  // the ack
+    }
+}
+
+void AmEndpoint::serve_get(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const std::size_t len = in.len;
+    // One segment answered straight from the window; several (a gathered get) copied
+    // into one answer, in order. A refused request is answered all the same (empty, or
+    // a gathered one with the piece marked not applied): the origin's receive must
+    // complete, and its buffer stays as it was.
+    const std::size_t body = len - sizeof h;
+    if (h.nseg > 1) {
+        bool sane = h.nseg <= 256 && h.nseg <= body / 16;
+        std::uint64_t total = 0;
+        for (std::uint32_t s = 0; sane && s < h.nseg; ++s) {
+            std::uint64_t off, n;
+            std::memcpy(&off, p + 16 * s, 8);
+            std::memcpy(&n, p + 16 * s + 8, 8);
+            total += n;
+            sane = n <= kMaxMessage && total <= kMaxMessage;
+        }
+        if (!sane) {
+            refuse(source);
+            reply(in, nullptr, 0);
+            return;
+        }
+        // The data of every piece, then a byte per piece: 1 = applied (Landing::finish).
+        PageOffsetBuffer b = answer_buffer(in, std::size_t(total) + h.nseg);
+        unsigned char* to = b.data();
+        unsigned char* applied = b.data() + total;
+        for (std::uint32_t s = 0; s < h.nseg; ++s) {
+            std::uint64_t off, n;
+            std::memcpy(&off, p + 16 * s, 8);
+            std::memcpy(&n, p + 16 * s + 8, 8);
+            applied[s] = accepts(source, off, n) ? 1 : 0;
+            if (applied[s]) std::memcpy(to, local_.base + off, n);
+            to += n;
+        }
+        reply_owned(in, std::move(b), std::size_t(total) + h.nseg);
+        return;
+    }
+    std::uint64_t off = 0, n = 0;
+    if (body >= 16) {
+        std::memcpy(&off, p, 8);
+        std::memcpy(&n, p + 8, 8);
+    }
+    const bool sane = body >= 16 && n <= kGetPieceMax;
+    if (!sane) refuse(source);
+    if (sane && accepts(source, off, n))
+        reply(in, local_.base + off, n);  // a slow distance is the origin's to avoid (send())
+    else
+        reply(in, nullptr, 0);  // an empty answer: the origin's buffer stays as it was
+}
+
+void AmEndpoint::serve_atomic8(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    std::uint64_t old = 0;
+    if (h.a < local_.state_words)
+        old = apply_atomic8(local_.state + h.a, AtomicOp(h.aop), h.b, h.c);
+    else
+        refuse(source);
+    reply_copy(in, &old, sizeof old);  // a notify is a batch record (no answer)
+}
+
+void AmEndpoint::serve_accumulate(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    const unsigned char* const p = in.p;
+    const std::size_t len = in.len;
+    // Origin data inside the request, or (kAccData) in the message right behind it,
+    // received into the scratch buffer.
+    const std::uint64_t n = h.b, eb = h.c;
+    // Element bytes of a predefined type, a run the ops layer sends (at most kAccRunMax
+    // bytes), and inline data that lies in the message.
+    const std::size_t inline_bytes =
+        h.kind == kAccData ? ((h.aop & 2) ? eb : 0) : ((h.aop & 4) ? n * eb : 0) + ((h.aop & 2) ? eb : 0);
+    if (eb == 0 || eb > 64 || n > kAccRunMax / eb || inline_bytes > len - sizeof h) {
+        refuse(source);
+        if (h.kind == kAccData) discard_data(source);
+        if (h.reply_tag >= 0) reply(in, nullptr, 0);
+        return;
+    }
+    const void* src = (h.aop & 4) ? p : nullptr;
+    const void* cmp = (h.aop & 2) ? p + ((h.aop & 4) && h.kind != kAccData ? n * eb : 0) : nullptr;
+    if (h.kind == kAccData) {
+        const std::size_t page = (h.pages & 0xffff) ? (h.pages & 0xffff) - 1 : 0;
+        if (acc_scratch_.fits(n * eb))
+            acc_scratch_.place(page);  // at the origin data's page offset
+        else
+            acc_scratch_ = PageOffsetBuffer(n * eb, page);
+        MPI_Request rq;
+        if (!receive_payload(source, acc_scratch_.data(), n * eb, &rq)) {
+            refuse(source);  // not applied: its data did not come as announced
+            if (h.reply_tag >= 0) reply(in, nullptr, 0);
+            return;
+        }
+        wait_by_test(&rq);
+        src = acc_scratch_.data();
+    }
+    if (!accepts(source, h.a, n * eb)) {
+        if (h.reply_tag >= 0) reply(in, nullptr, 0);  // no old values: the result buffer stays as it was
+        return;
+    }
+    const std::size_t result_len = (h.aop & 1) ? n * eb : 0;
+    PageOffsetBuffer result = result_len ? answer_buffer(in, result_len) : PageOffsetBuffer();
+    const int rc =
+        local_.accumulate(h.rma_kind, h.op_id, h.type_id, h.a, n, eb, src, cmp, result_len ? result.data() : nullptr);
+    if (rc != MPI_SUCCESS) refuse(source);
+    if (h.reply_tag >= 0) {  // old values, or the ack
+        if (result_len && rc == MPI_SUCCESS)
+            reply_owned(in, std::move(result), result_len);
+        else
+            reply(in, nullptr, 0);
+    }
+}
+
+void AmEndpoint::serve_read_state(const Incoming& in) {
+    const Header& h = in.h;
+    const int source = in.source;
+    if (h.a > local_.state_words || h.b > local_.state_words - h.a) {
+        refuse(source);
+        reply(in, nullptr, 0);  // the origin's buffer stays as it was
+        return;
+    }
+    std::vector<std::uint64_t> words(h.b);
+    for (std::uint64_t i = 0; i < h.b; ++i) words[i] = __atomic_load_n(local_.state + h.a + i, __ATOMIC_ACQUIRE);
+    reply_copy(in, words.data(), words.size() * 8);
 }
 
 }  // namespace fastrma::detail

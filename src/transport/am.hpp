@@ -242,6 +242,24 @@ private:
     // serving incoming requests meanwhile (so two processes asking each other progress).
     void request(int rank, std::vector<unsigned char>& msg, void* reply, std::size_t reply_len);
     void serve(const unsigned char* msg, std::size_t len, int source);
+    // serve()'s handlers, one per request kind (am.cpp), and the answers they send.
+    struct Incoming;
+    void serve_put(const Incoming& in);
+    void serve_put_strided(const Incoming& in);
+    void serve_get_strided(const Incoming& in);
+    void serve_acc_strided(const Incoming& in);
+    void serve_get_acc_strided(const Incoming& in);
+    bool serve_batch(const Incoming& in);  // false: parked behind a lock request (not served yet)
+    void serve_put_data(const Incoming& in);
+    void serve_get(const Incoming& in);
+    void serve_atomic8(const Incoming& in);
+    void serve_accumulate(const Incoming& in);  // kAccumulate and kAccData
+    void serve_read_state(const Incoming& in);
+    bool answer(const Incoming& in, const void* data, std::size_t n, MPI_Request* rq);
+    void reply(const Incoming& in, const void* data, std::size_t n);  // data that outlives the send
+    void reply_owned(const Incoming& in, PageOffsetBuffer&& buf, std::size_t n);
+    void reply_copy(const Incoming& in, const void* data, std::size_t n);
+    PageOffsetBuffer answer_buffer(const Incoming& in, std::size_t n);
     void wait_by_test(MPI_Request* rq);  // the server's wait (no serving: no re-entry)
     // rc of a host MPI call: true when MPI_SUCCESS, else the failure is recorded (the first
     // one, for take_failure) and false. rank: the peer it concerned (-1: none).
