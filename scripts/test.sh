@@ -10,8 +10,10 @@
 # The plain run (no sanitizer, no ctest arguments) then builds build-mpich/ against MPICH
 # (when mpicc.mpich is installed) and runs the MPICH_TESTS tiers there; the exit status is
 # then the first non-zero of the two. FASTRMA_TEST_MPICH=0 skips that pass, =1 requires it.
-# Then the MPI tier (a subset: ASAN_MPI_TESTS) under AddressSanitizer + UBSan: build-asan/
-# with only its targets, ctest -R "$ASAN_MPI_TESTS" there; FASTRMA_TEST_ASAN=0 skips it.
+# Then every tier (the unit tier whole, subsets of the MPI and drop-in tiers: ASAN_MPI_TESTS)
+# under AddressSanitizer + UBSan: build-asan/ with only their targets, ctest -R
+# "$ASAN_MPI_TESTS" there; FASTRMA_TEST_ASAN=0 skips it. Then a subset (TSAN_TESTS) under
+# ThreadSanitizer on build-tsan/ the same way; FASTRMA_TEST_TSAN=0 skips it.
 # FASTRMA_TEST_TIMEOUT: overall limit in seconds for the ctest run (default 3600, three
 # times that for sanitizer builds); every test also has its own TIMEOUT in CMake.
 # Sanitizer runs export ASAN_OPTIONS / LSAN_OPTIONS / UBSAN_OPTIONS / TSAN_OPTIONS with the
@@ -59,8 +61,9 @@ supp_dir="$repo_root/tests/sanitizers"
 launcher=()
 # The AddressSanitizer + UBSan run's environment (docs/building.md, "Sanitizer builds").
 asan_env() {
-  export ASAN_OPTIONS="suppressions=$supp_dir/asan.supp:detect_leaks=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-  # fast_unwind_on_malloc=0: see the header of lsan.supp (Open MPI has no frame pointers).
+  # fast_unwind_on_malloc=0 (in both: ASan's allocator records the stacks LSan reports): see
+  # the header of lsan.supp (Open MPI has no frame pointers).
+  export ASAN_OPTIONS="suppressions=$supp_dir/asan.supp:detect_leaks=1:halt_on_error=1:fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   # use_tls=0: LeakSanitizer's record of a module's dynamic TLS turned into a bogus range
   # (docs/building.md) and its exit-time check crashed reading it. Without TLS as a root
   # it can only report more, never hide a leak.
@@ -81,6 +84,27 @@ sanitizer_host_env() {
   export UCX_MEM_MMAP_HOOK_MODE="${UCX_MEM_MMAP_HOOK_MODE:-none}"
   export UCX_MEM_MALLOC_HOOKS="${UCX_MEM_MALLOC_HOOKS:-no}"
 }
+# The ThreadSanitizer run's environment (docs/building.md, "Sanitizer builds").
+tsan_env() {
+  # history_size=7: enough history to restore the stack of the earlier access, so that the
+  # suppressions (which match frames) apply: with the default, a write by the am server
+  # is reported with "[failed to restore the stack]" and nothing can match it.
+  # ignore_noninstrumented_modules=1: interceptors called from uninstrumented code (Open
+  # MPI's dlopen()ed components copy message data with memcpy) are not tracked. A receive
+  # completed inside MPI by one of our threads and read by the thread that then saw the
+  # request complete is ordered by Open MPI's own atomics, which TSan cannot see; when the
+  # writer's stack had fallen out of the history even at history_size=7, no race: line
+  # could match it (seen: test_passive, a get answer's tail). called_from_lib cannot cover
+  # those components: Open MPI dlclose()s them and TSan aborts on that.
+  export TSAN_OPTIONS="suppressions=$supp_dir/tsan.supp:second_deadlock_stack=1:history_size=7:ignore_noninstrumented_modules=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  # GCC 12's TSan cannot map its shadow memory when the kernel randomises mmap with more
+  # than 28 bits ("FATAL: ThreadSanitizer: unexpected memory mapping"); running without
+  # ASLR avoids that. Some container seccomp profiles forbid it: then run as is.
+  if setarch "$(uname -m)" -R true >/dev/null 2>&1; then
+    launcher=(setarch "$(uname -m)" -R)
+  fi
+  sanitizer_host_env
+}
 case "$sanitizer" in
   none)
     bash scripts/build.sh
@@ -97,27 +121,10 @@ case "$sanitizer" in
     bash scripts/build.sh --tsan
     build_dir=build-tsan
     timeout_s=${FASTRMA_TEST_TIMEOUT:-10800}
-    # history_size=7: enough history to restore the stack of the earlier access, so that the
-    # suppressions (which match frames) apply: with the default, a write by the am server
-    # is reported with "[failed to restore the stack]" and nothing can match it.
-    # ignore_noninstrumented_modules=1: interceptors called from uninstrumented code (Open
-    # MPI's dlopen()ed components copy message data with memcpy) are not tracked. A receive
-    # completed inside MPI by one of our threads and read by the thread that then saw the
-    # request complete is ordered by Open MPI's own atomics, which TSan cannot see; when the
-    # writer's stack had fallen out of the history even at history_size=7, no race: line
-    # could match it (seen: test_passive, a get answer's tail). called_from_lib cannot cover
-    # those components: Open MPI dlclose()s them and TSan aborts on that.
-    export TSAN_OPTIONS="suppressions=$supp_dir/tsan.supp:second_deadlock_stack=1:history_size=7:ignore_noninstrumented_modules=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
-    # GCC 12's TSan cannot map its shadow memory when the kernel randomises mmap with more
-    # than 28 bits ("FATAL: ThreadSanitizer: unexpected memory mapping"); running without
-    # ASLR avoids that. Some container seccomp profiles forbid it: then run as is.
-    if setarch "$(uname -m)" -R true >/dev/null 2>&1; then
-      launcher=(setarch "$(uname -m)" -R)
-    fi
+    tsan_env
     ;;
 esac
 
-if [[ $sanitizer == tsan ]]; then sanitizer_host_env; fi
 
 # run_ctest DIR LIMIT [ctest args...]: ctest on DIR under an overall limit; returns its status.
 # timeout(1) runs ctest in a process group of its own, so that on expiry it kills the whole
@@ -170,12 +177,14 @@ if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-aut
     echo "test.sh: MPICH not installed (mpicc.mpich): the MPICH pass is skipped" >&2
   fi
 fi
-# The MPI tier under AddressSanitizer + UBSan (docs/building.md, "What CI runs"): a subset
-# that runs every suite over shm and am (and the matrix over ofi) plus the hardening, bounds,
-# host-error and fuzz tests, and only the targets it needs. The whole tier under ASan took
-# 700 s here; bash scripts/test.sh --asan -- -R '^mpi_' runs it all.
-ASAN_MPI_TARGETS='test_passive test_active test_matrix test_progress test_harden test_am_bounds test_am_errors test_am_fuzz test_span'
-ASAN_MPI_TESTS='^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_matrix_np2_(am|ofi)$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_am_(bounds|errors)_np2$|^mpi_am_fuzz_np1$|^mpi_pool_flood_np3$|^mpi_span_nodes2x(2|1)_am$'
+# Every tier under AddressSanitizer + UBSan (docs/building.md, "What CI runs"): the unit tier
+# whole; of the MPI tier a subset that runs every suite over shm and am (and the matrix over
+# ofi) plus the hardening, bounds, host-error and fuzz tests; the drop-in tier's programs
+# preloaded at 2 ranks (the host-alone runs exercise no fastrma code); only the targets these
+# need. The whole MPI tier under ASan took 700 s here; bash scripts/test.sh --asan -- -R
+# '^mpi_' runs it all.
+ASAN_MPI_TARGETS='fastrma_unit test_passive test_active test_matrix test_progress test_harden test_am_bounds test_am_errors test_am_fuzz test_span fastrma-mpi dropin_sync dropin_ops dropin_datatypes dropin_manage dropin_finalize dropin_harden dropin_armci dropin_ga'
+ASAN_MPI_TESTS='^unit$|^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_matrix_np2_(am|ofi)$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_am_(bounds|errors)_np2$|^mpi_am_fuzz_np1$|^mpi_pool_flood_np3$|^mpi_span_nodes2x(2|1)_am$|^dropin_(sync|ops|datatypes|manage|finalize|harden|armci|ga)(_create)?_np2_fastrma$'
 if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_ASAN:-1} != 0 ]]; then
   asan_rc=0
   FASTRMA_BUILD_TARGETS=$ASAN_MPI_TARGETS bash scripts/build.sh --asan -- -DFASTRMA_BUILD_BENCH=OFF || asan_rc=$?
@@ -183,5 +192,19 @@ if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_ASAN:-1} !
     (asan_env && run_ctest build-asan "${FASTRMA_TEST_TIMEOUT:-3600}" -R "$ASAN_MPI_TESTS") || asan_rc=$?
   fi
   ((rc == 0)) && rc=$asan_rc
+fi
+# A representative subset under ThreadSanitizer (docs/building.md, "What CI runs"): the unit
+# tier (the lanes, pools, progress thread and lock protocol under several threads) and the
+# MPI suites whose threads meet the most: passive target over shm and am, a window that
+# spans two (fake) nodes, the progress thread over am. FASTRMA_TEST_TSAN=0 skips it.
+TSAN_TARGETS='fastrma_unit test_passive test_span test_progress'
+TSAN_TESTS='^unit$|^mpi_passive_np3(_am)?$|^mpi_span_nodes2x2_am$|^mpi_progress_np3_am$'
+if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_TSAN:-1} != 0 ]]; then
+  tsan_rc=0
+  FASTRMA_BUILD_TARGETS=$TSAN_TARGETS bash scripts/build.sh --tsan -- -DFASTRMA_BUILD_BENCH=OFF || tsan_rc=$?
+  if ((tsan_rc == 0)); then
+    (tsan_env && run_ctest build-tsan "${FASTRMA_TEST_TIMEOUT:-3600}" -R "$TSAN_TESTS") || tsan_rc=$?
+  fi
+  ((rc == 0)) && rc=$tsan_rc
 fi
 exit "$rc"

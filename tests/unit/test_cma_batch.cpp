@@ -28,7 +28,8 @@ TEST(CmaBatch, EveryPutOfAThreadHasLandedWhenItsDrainReturnsWhileOthersDrainToo)
     constexpr int kThreads = 4, kRounds = 4000, kSlots = 64;
     std::vector<std::uint64_t> mem(kThreads * kSlots, 0);
     std::int64_t counter = 0;
-    std::vector<std::uint64_t> state(kAccStripe0 + 2 * kWordsPerLine, 0);
+    // A whole state area of one process (the batch reads the served words too).
+    std::vector<std::uint64_t> state(dyn_table_word0(1), 0);
     std::atomic<int> pending{0};
     CmaBatch batch(getpid(), 0, state.data(), 1, &pending);
     const TypeInfo* i64 = lookup_type(MPI_INT64_T);
@@ -66,7 +67,8 @@ TEST(CmaBatch, AFailedTransferDropsNoOtherThreadsPuts) {
     // process does not map. The drain that moves both lanes together reports the failure,
     // and every other put — A's after the bad one, all of B's — has landed.
     std::vector<std::uint64_t> mem(64, 0);
-    std::vector<std::uint64_t> state(kAccStripe0 + 2 * kWordsPerLine, 0);
+    // A whole state area of one process (the batch reads the served words too).
+    std::vector<std::uint64_t> state(dyn_table_word0(1), 0);
     std::atomic<int> pending{0}, queued{0};
     CmaBatch batch(getpid(), 0, state.data(), 1, &pending);
     auto queue = [&](int t, bool bad_first) {
