@@ -592,6 +592,11 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
         w->cpu_atomics_ = every;
     }
     if (alone || net) w->cpu_atomics_ = false;
+    if (w->cpu_atomics_) {
+        // Every member's state area lies in the node segment, member i's at base + i * state_bytes.
+        w->acc_readers_ = AccReaders{w->node_tp_->layout.base, w->node_tp_->layout.state_bytes, int(members.size())};
+        w->acc_run_min_ = eng.config().acc_run_min;
+    }
     // What the node's CPUs do for each other beside the transports (batched cross-memory
     // transfers with their accumulates, served requests) needs node peers, and on a network
     // window would apply accumulates outside the network's domain.

@@ -1,0 +1,169 @@
+/*
+ * osu_acc.c — the shapes of OSU 7.4's osu_acc_latency (and 8-byte osu_fop_latency) as a plain
+ * MPI program: rank 0 applies MPI_Accumulate(MPI_SUM) of SIZE bytes of TYPE to rank 1, which
+ * waits in MPI_Barrier, on an allocate or create window, synchronized as OSU's -s flush
+ * (MPI_Win_lock(shared) once; accumulate + MPI_Win_flush per iteration) or -s lock
+ * (MPI_Win_lock(shared) + accumulate + MPI_Win_unlock per iteration). The same binary
+ * measures whichever implementation serves the window (the drop-in preloaded, --mca osc sm /
+ * rdma / pt2pt); bench/osu_acc_bench.sh runs it under each, alternating.
+ *
+ * usage: mpiexec -n 2 osu_acc LABEL [ITER_SCALE]
+ * Prints one line per point: osu_acc,LABEL,SHAPE,BYTES,MEDIAN_US,MIN_US (of 9 batches;
+ * SHAPE is acc-WINDOW-SYNC-TYPE, or fop-WINDOW-flush-int64 for 8-byte MPI_Fetch_and_op
+ * MPI_SUM + flush). The target checks every element of its window at the end.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loop_common.h"
+
+enum { kBatches = 9, kMaxBytes = 1 << 20 };
+
+static const int kSizes[] = {8, 4096, 65536, 1 << 20};
+
+static long iterations_for(int bytes, double scale) {
+    long n = bytes <= 8 ? 20000 : bytes <= 4096 ? 4000 : bytes <= 65536 ? 600 : 60;
+    n = (long)(n * scale);
+    return n < 1 ? 1 : n;
+}
+
+/* One point: median and minimum of kBatches batch means, in microseconds (rank 0). */
+static void point(MPI_Win win, int create, int lock_sync, MPI_Datatype type, int elsize, int bytes, long iters,
+                  const char* label, const char* tname, void* origin, long* applied) {
+    double mean[kBatches];
+    const int count = bytes / elsize;
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        if (!lock_sync) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+        for (long i = 0; i < iters / 10 + 1; ++i) { /* warm-up */
+            if (lock_sync) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+            MPI_Accumulate(origin, count, type, 1, 0, count, type, MPI_SUM, win);
+            if (lock_sync)
+                MPI_Win_unlock(1, win);
+            else
+                MPI_Win_flush(1, win);
+        }
+        *applied += iters / 10 + 1;
+        for (int b = 0; b < kBatches; ++b) {
+            const double t0 = now_ns();
+            for (long i = 0; i < iters; ++i) {
+                if (lock_sync) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+                MPI_Accumulate(origin, count, type, 1, 0, count, type, MPI_SUM, win);
+                if (lock_sync)
+                    MPI_Win_unlock(1, win);
+                else
+                    MPI_Win_flush(1, win);
+            }
+            mean[b] = (now_ns() - t0) / 1e3 / (double)iters;
+        }
+        *applied += (long)kBatches * iters;
+        if (!lock_sync) MPI_Win_unlock(1, win);
+        qsort(mean, kBatches, sizeof mean[0], by_value);
+        printf("osu_acc,%s,acc-%s-%s-%s,%d,%.3f,%.3f\n", label, create ? "create" : "allocate",
+               lock_sync ? "lock" : "flush", tname, bytes, mean[kBatches / 2], mean[0]);
+        fflush(stdout);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* 8-byte fetch_and_op (MPI_SUM of int64) + flush: the single-element atomic's cost. */
+static void fop_point(MPI_Win win, int create, long iters, const char* label, int64_t* counted) {
+    double mean[kBatches];
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        const int64_t one = 1;
+        int64_t got = 0;
+        MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+        for (int b = 0; b < kBatches; ++b) {
+            const double t0 = now_ns();
+            for (long i = 0; i < iters; ++i) {
+                MPI_Fetch_and_op(&one, &got, MPI_INT64_T, 1, 0, MPI_SUM, win);
+                MPI_Win_flush(1, win);
+            }
+            mean[b] = (now_ns() - t0) / 1e3 / (double)iters;
+        }
+        MPI_Win_unlock(1, win);
+        *counted += (int64_t)kBatches * iters;
+        qsort(mean, kBatches, sizeof mean[0], by_value);
+        printf("osu_acc,%s,fop-%s-flush-int64,8,%.3f,%.3f\n", label, create ? "create" : "allocate",
+               mean[kBatches / 2], mean[0]);
+        fflush(stdout);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+int main(int argc, char** argv) {
+    int provided, me, np;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    const char* label = argc > 1 ? argv[1] : "unnamed";
+    const double scale = argc > 2 ? atof(argv[2]) : 1.0;
+    const char* only = getenv("OSU_ACC_WINDOWS"); /* "allocate", "create" or unset: both */
+    if (np != 2) {
+        if (me == 0) fprintf(stderr, "osu_acc: 2 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    char* origin = malloc(kMaxBytes);
+    memset(origin, 1, kMaxBytes); /* every char 1, every int 0x01010101 */
+    for (int create = 0; create <= 1; ++create) {
+        if (only && strcmp(only, create ? "create" : "allocate") != 0) continue;
+        void* base = NULL;
+        MPI_Win win;
+        if (create) {
+            MPI_Alloc_mem(kMaxBytes, MPI_INFO_NULL, &base);
+            memset(base, 0, kMaxBytes);
+            MPI_Win_create(base, kMaxBytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        } else {
+            MPI_Win_allocate(kMaxBytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, me, 0, win);
+            memset(base, 0, kMaxBytes);
+            MPI_Win_unlock(me, win);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        long applied_char_1m = 0, applied_int_1m = 0;
+        for (int t = 0; t < 2; ++t) {
+            const MPI_Datatype type = t ? MPI_INT : MPI_CHAR;
+            const int elsize = t ? 4 : 1;
+            for (int lock_sync = 0; lock_sync <= 1; ++lock_sync)
+                for (size_t s = 0; s < sizeof kSizes / sizeof kSizes[0]; ++s) {
+                    long n = 0;
+                    point(win, create, lock_sync, type, elsize, kSizes[s], iterations_for(kSizes[s], scale), label,
+                          t ? "int" : "char", origin, &n);
+                    if (kSizes[s] == (1 << 20)) *(t ? &applied_int_1m : &applied_char_1m) += n;
+                }
+        }
+        /* The target checks its last bytes (touched by the 1 MiB points only): each char
+         * accumulate added 1 to each byte, each int one 0x01010101 to each int, modulo 2^32. */
+        MPI_Bcast(&applied_char_1m, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        MPI_Bcast(&applied_int_1m, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        if (me == 1) {
+            MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+            /* the char points came first: every byte then held applied_char_1m mod 256 */
+            const uint32_t want = (uint32_t)((applied_char_1m & 0xff) * 0x01010101u) +
+                                  (uint32_t)((uint64_t)applied_int_1m * 0x01010101u);
+            const uint32_t* w = (const uint32_t*)((char*)base + kMaxBytes - 64);
+            int bad = 0;
+            for (int i = 0; i < 16; ++i) bad |= w[i] != want;
+            MPI_Win_unlock(1, win);
+            if (bad) {
+                fprintf(stderr, "osu_acc: wrong ints at the end of the target (want %u each)\n", want);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+        int64_t counted = 0;
+        fop_point(win, create, (long)(20000 * scale) + 1, label, &counted);
+        MPI_Win_free(&win);
+        if (create) MPI_Free_mem(base);
+    }
+    free(origin);
+    MPI_Finalize();
+    return 0;
+}
