@@ -8,6 +8,8 @@
  * rdma / pt2pt); bench/osu_acc_bench.sh runs it under each, alternating.
  *
  * usage: mpiexec -n 2 osu_acc LABEL [ITER_SCALE]
+ * Environment: OSU_ACC_WINDOWS=allocate|create, OSU_ACC_TYPES=char|int (default both),
+ * OSU_ACC_SIZES=comma-separated bytes (default 8,4096,65536,1048576).
  * Prints one line per point: osu_acc,LABEL,SHAPE,BYTES,MEDIAN_US,MIN_US (of 9 batches;
  * SHAPE is acc-WINDOW-SYNC-TYPE, or fop-WINDOW-flush-int64 for 8-byte MPI_Fetch_and_op
  * MPI_SUM + flush). The target checks every element of its window at the end.
@@ -22,7 +24,8 @@
 
 enum { kBatches = 9, kMaxBytes = 1 << 20 };
 
-static const int kSizes[] = {8, 4096, 65536, 1 << 20};
+static int kSizes[16] = {8, 4096, 65536, 1 << 20};
+static int nsizes = 4;
 
 static long iterations_for(int bytes, double scale) {
     long n = bytes <= 8 ? 20000 : bytes <= 4096 ? 4000 : bytes <= 65536 ? 600 : 60;
@@ -92,8 +95,8 @@ static void fop_point(MPI_Win win, int create, long iters, const char* label, in
         MPI_Win_unlock(1, win);
         *counted += (int64_t)kBatches * iters;
         qsort(mean, kBatches, sizeof mean[0], by_value);
-        printf("osu_acc,%s,fop-%s-flush-int64,8,%.3f,%.3f\n", label, create ? "create" : "allocate",
-               mean[kBatches / 2], mean[0]);
+        printf("osu_acc,%s,fop-%s-flush-int64,8,%.3f,%.3f\n", label, create ? "create" : "allocate", mean[kBatches / 2],
+               mean[0]);
         fflush(stdout);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -107,6 +110,14 @@ int main(int argc, char** argv) {
     const char* label = argc > 1 ? argv[1] : "unnamed";
     const double scale = argc > 2 ? atof(argv[2]) : 1.0;
     const char* only = getenv("OSU_ACC_WINDOWS"); /* "allocate", "create" or unset: both */
+    const char* types = getenv("OSU_ACC_TYPES"); /* "char", "int" or unset: both */
+    if (getenv("OSU_ACC_SIZES")) { /* comma-separated bytes, at most 16, each <= 1 MiB */
+        char* list = strdup(getenv("OSU_ACC_SIZES"));
+        nsizes = 0;
+        for (char* t = strtok(list, ","); t && nsizes < 16; t = strtok(NULL, ","))
+            if (atoi(t) > 0 && atoi(t) <= kMaxBytes) kSizes[nsizes++] = atoi(t);
+        free(list);
+    }
     if (np != 2) {
         if (me == 0) fprintf(stderr, "osu_acc: 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -130,10 +141,11 @@ int main(int argc, char** argv) {
         MPI_Barrier(MPI_COMM_WORLD);
         long applied_char_1m = 0, applied_int_1m = 0;
         for (int t = 0; t < 2; ++t) {
+            if (types && strcmp(types, t ? "int" : "char") != 0) continue;
             const MPI_Datatype type = t ? MPI_INT : MPI_CHAR;
             const int elsize = t ? 4 : 1;
             for (int lock_sync = 0; lock_sync <= 1; ++lock_sync)
-                for (size_t s = 0; s < sizeof kSizes / sizeof kSizes[0]; ++s) {
+                for (int s = 0; s < nsizes; ++s) {
                     long n = 0;
                     point(win, create, lock_sync, type, elsize, kSizes[s], iterations_for(kSizes[s], scale), label,
                           t ? "int" : "char", origin, &n);
@@ -147,8 +159,8 @@ int main(int argc, char** argv) {
         if (me == 1) {
             MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
             /* the char points came first: every byte then held applied_char_1m mod 256 */
-            const uint32_t want = (uint32_t)((applied_char_1m & 0xff) * 0x01010101u) +
-                                  (uint32_t)((uint64_t)applied_int_1m * 0x01010101u);
+            const uint32_t want =
+                (uint32_t)((applied_char_1m & 0xff) * 0x01010101u) + (uint32_t)((uint64_t)applied_int_1m * 0x01010101u);
             const uint32_t* w = (const uint32_t*)((char*)base + kMaxBytes - 64);
             int bad = 0;
             for (int i = 0; i < 16; ++i) bad |= w[i] != want;

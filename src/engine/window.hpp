@@ -229,16 +229,10 @@ private:
     static bool serve_hook(void* node);
 
     IssueContext ctx(int r) const {
-        return with_acc_domain(IssueContext{tp(r),
-                            peer(r),
-                            cpu_atomics_,
-                            eng_.config().acc_stripes,
-                            cma_batch(r),
-                            node_tp_->batch_max(),
-                            flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED,
-                            bulk_max_,
-                            node_tp_->serving() ? &Window::serve_hook : nullptr,
-                            node_tp_.get()});
+        return with_acc_domain(
+            IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes, cma_batch(r), node_tp_->batch_max(),
+                         flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED, bulk_max_,
+                         node_tp_->serving() ? &Window::serve_hook : nullptr, node_tp_.get()});
     }
     int validate(const OpRequest& rq, Op* op) const;
 

@@ -12,8 +12,8 @@
 
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
-#include "ops/layout.hpp"
 #include "ops/acc_domain.hpp"
+#include "ops/layout.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
