@@ -281,6 +281,12 @@ private:
     AccReaders acc_readers_{};
     std::size_t acc_run_min_ = ~std::size_t(0);
     std::uint64_t* acc_mine() const { return my_state_ + kAccReaders; }
+    // The stripes of [off, off + bytes) (> 0 bytes), inline for a range inside one stripe unit.
+    std::uint64_t atomics_mask(std::uint64_t off, std::uint64_t bytes) const {
+        if ((off ^ (off + bytes - 1)) < kStripeUnit) [[likely]]
+            return 1ull << acc_stripe_of(acc_stripes_, off);
+        return acc_stripe_mask(acc_stripes_, off, bytes);
+    }
     // IssueContext's fields for the CPU domain's discipline.
     IssueContext with_acc_domain(IssueContext c) const {
         if (cpu_atomics_) {

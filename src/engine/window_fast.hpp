@@ -193,7 +193,7 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
                          (ti->cls == TypeClass::c_integer || ti->cls == TypeClass::fortran_integer) &&
                          !(reinterpret_cast<std::uintptr_t>(dst) & 7);
     acc_order();
-    AccAtomicsGuard atomics(acc_mine(), state_of(rank), 1ull << acc_stripe_of(acc_stripes_, off));
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, 1));
     if (int_add) {
         std::uint64_t v;
         std::memcpy(&v, origin, 8);
@@ -217,7 +217,7 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
     if (!dst) return fast_served_atomic(RmaKind::cas, *ti, OpKind::replace, origin, compare, result, rank, disp);
     if (!cpu_atomics_ || !ti->cpu_domain || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
-    AccAtomicsGuard atomics(acc_mine(), state_of(rank), 1ull << acc_stripe_of(acc_stripes_, off));
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, 1));
     if (!compare_and_swap_atomic(*ti, dst, origin, compare, result)) return kSlowPath;
     bump(Stat::cases);
     return MPI_SUCCESS;
@@ -257,7 +257,7 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     if (!cpu_atomics_ || !ti->cpu_domain || bytes >= acc_run_min_)
         return fast_locked(rank, off, dst, *ti, k, origin, std::size_t(ocount), nullptr);
     acc_order();
-    AccAtomicsGuard atomics(acc_mine(), state_of(rank), acc_stripe_mask(acc_stripes_, off, bytes));
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, bytes));
     if (!reduce_atomic(k, *ti, dst, origin, std::size_t(ocount), nullptr)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
@@ -279,7 +279,7 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
     if (!cpu_atomics_ || !ti->cpu_domain || bytes >= acc_run_min_)
         return fast_locked(rank, off, dst, *ti, k, src, std::size_t(tcount), result);
     acc_order();
-    AccAtomicsGuard atomics(acc_mine(), state_of(rank), acc_stripe_mask(acc_stripes_, off, bytes));
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, bytes));
     if (!reduce_atomic(k, *ti, dst, src, std::size_t(tcount), result)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
