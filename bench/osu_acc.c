@@ -34,6 +34,19 @@ static long iterations_for(int bytes, double scale) {
     return n < 1 ? 1 : n;
 }
 
+/* iters accumulates of count elements of type to rank 1, each followed by its sync (the lock
+ * of -s flush is held by the caller). */
+static void accumulates(MPI_Win win, int lock_sync, const void* origin, int count, MPI_Datatype type, long iters) {
+    for (long i = 0; i < iters; ++i) {
+        if (lock_sync) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+        MPI_Accumulate(origin, count, type, 1, 0, count, type, MPI_SUM, win);
+        if (lock_sync)
+            MPI_Win_unlock(1, win);
+        else
+            MPI_Win_flush(1, win);
+    }
+}
+
 /* One point: median and minimum of kBatches batch means, in microseconds (rank 0). */
 static void point(MPI_Win win, int create, int lock_sync, MPI_Datatype type, int elsize, int bytes, long iters,
                   const char* label, const char* tname, void* origin, long* applied) {
@@ -44,25 +57,11 @@ static void point(MPI_Win win, int create, int lock_sync, MPI_Datatype type, int
     MPI_Barrier(MPI_COMM_WORLD);
     if (me == 0) {
         if (!lock_sync) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
-        for (long i = 0; i < iters / 10 + 1; ++i) { /* warm-up */
-            if (lock_sync) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
-            MPI_Accumulate(origin, count, type, 1, 0, count, type, MPI_SUM, win);
-            if (lock_sync)
-                MPI_Win_unlock(1, win);
-            else
-                MPI_Win_flush(1, win);
-        }
+        accumulates(win, lock_sync, origin, count, type, iters / 10 + 1); /* warm-up */
         *applied += iters / 10 + 1;
         for (int b = 0; b < kBatches; ++b) {
             const double t0 = now_ns();
-            for (long i = 0; i < iters; ++i) {
-                if (lock_sync) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
-                MPI_Accumulate(origin, count, type, 1, 0, count, type, MPI_SUM, win);
-                if (lock_sync)
-                    MPI_Win_unlock(1, win);
-                else
-                    MPI_Win_flush(1, win);
-            }
+            accumulates(win, lock_sync, origin, count, type, iters);
             mean[b] = (now_ns() - t0) / 1e3 / (double)iters;
         }
         *applied += (long)kBatches * iters;
@@ -162,8 +161,8 @@ int main(int argc, char** argv) {
         if (me == 1) {
             MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
             /* the char points came first: every byte then held applied_char_1m mod 256 */
-            const uint32_t want = (uint32_t)((applied_char_1m & 0xff) * 0x01010101u) +
-                                  (uint32_t)((uint64_t)applied_int_1m * 0x01010101u);
+            const uint32_t want =
+                (uint32_t)((applied_char_1m & 0xff) * 0x01010101u) + (uint32_t)((uint64_t)applied_int_1m * 0x01010101u);
             const uint32_t* w = (const uint32_t*)((char*)base + kMaxBytes - 64);
             int bad = 0;
             for (int i = 0; i < 16; ++i) bad |= w[i] != want;
