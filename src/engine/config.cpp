@@ -199,6 +199,7 @@ Config Config::from_env() {
     c.win_target_pool = std::size_t(env_long("FASTRMA_WIN_TARGET_POOL", 64, 1, 1L << 30));
     c.slots = std::size_t(env_long("FASTRMA_SLOTS", 64, 1, 1L << 20));
     c.acc_stripes = int(env_long("FASTRMA_ACC_STRIPES", 16, 1, 32));
+    c.acc_run_min = std::size_t(env_long("FASTRMA_ACC_RUN_MIN", 64, 1, 1L << 40));
     c.dyn_regions = std::size_t(env_long("FASTRMA_DYN_REGIONS", 4096, 1, 1L << 24));
     c.layout_cache = std::size_t(env_long("FASTRMA_LAYOUT_CACHE", 16L << 20, 0, 1L << 40));
     if (const char* m = env("FASTRMA_SHM_METHOD")) {

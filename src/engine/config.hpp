@@ -40,6 +40,9 @@ struct Config {
     std::size_t win_target_pool = 64;  // FASTRMA_WIN_TARGET_POOL (per window)
     std::size_t slots = 64;  // FASTRMA_SLOTS
     int acc_stripes = 16;  // FASTRMA_ACC_STRIPES
+    // FASTRMA_ACC_RUN_MIN: on CPU-domain windows, an accumulate of a CPU-domain type covering
+    // this many bytes or more is a plain run under the stripes instead of CPU atomics.
+    std::size_t acc_run_min = 64;
     std::size_t dyn_regions = 4096;  // FASTRMA_DYN_REGIONS
     std::size_t layout_cache = std::size_t{16} << 20;  // FASTRMA_LAYOUT_CACHE (bytes)
     ShmMethod shm_method = ShmMethod::automatic;  // FASTRMA_SHM_METHOD

@@ -666,6 +666,11 @@ int Window::build_finish(BuildPlan& p) {
         cpu_atomics_ = every;
     }
     if (p.alone || p.net) cpu_atomics_ = false;
+    if (cpu_atomics_) {
+        // Every member's state area lies in the node segment, member i's at base + i * state_bytes.
+        acc_readers_ = AccReaders{node_tp_->layout.base, node_tp_->layout.state_bytes, int(p.members.size())};
+        acc_run_min_ = eng.config().acc_run_min;
+    }
     // What the node's CPUs do for each other beside the transports (batched cross-memory
     // transfers with their accumulates, served requests) needs node peers, and on a network
     // window would apply accumulates outside the network's domain.

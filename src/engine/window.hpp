@@ -238,16 +238,10 @@ private:
     static bool serve_hook(void* node);
 
     IssueContext ctx(int r) const {
-        return IssueContext{tp(r),
-                            peer(r),
-                            cpu_atomics_,
-                            eng_.config().acc_stripes,
-                            cma_batch(r),
-                            node_tp_->batch_max(),
-                            flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED,
-                            bulk_max_,
-                            node_tp_->serving() ? &Window::serve_hook : nullptr,
-                            node_tp_.get()};
+        return with_acc_domain(
+            IssueContext{tp(r), peer(r), cpu_atomics_, eng_.config().acc_stripes, cma_batch(r), node_tp_->batch_max(),
+                         flavor_ == MPI_WIN_FLAVOR_ALLOCATE || flavor_ == MPI_WIN_FLAVOR_SHARED, bulk_max_,
+                         node_tp_->serving() ? &Window::serve_hook : nullptr, node_tp_.get()});
     }
     int validate(const OpRequest& rq, Op* op) const;
 
@@ -291,6 +285,26 @@ private:
     int disp_unit_ = 1;
     bool cpu_atomics_ = false;
     int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
+    // The CPU domain's discipline (ops/acc_domain.hpp; cpu_atomics_ only): the node members'
+    // reader words, and the smallest accumulate of a CPU-domain type applied as a plain run.
+    AccReaders acc_readers_{};
+    std::size_t acc_run_min_ = ~std::size_t(0);
+    std::uint64_t* acc_mine() const { return my_state_ + kAccReaders; }
+    // The stripes of [off, off + bytes) (> 0 bytes), inline for a range inside one stripe unit.
+    std::uint64_t atomics_mask(std::uint64_t off, std::uint64_t bytes) const {
+        if ((off ^ (off + bytes - 1)) < kStripeUnit) [[likely]]
+            return 1ull << acc_stripe_of(acc_stripes_, off);
+        return acc_stripe_mask(acc_stripes_, off, bytes);
+    }
+    // IssueContext's fields for the CPU domain's discipline.
+    IssueContext with_acc_domain(IssueContext c) const {
+        if (cpu_atomics_) {
+            c.acc_mine = acc_mine();
+            c.acc_readers = acc_readers_;
+            c.acc_run_min = acc_run_min_;
+        }
+        return c;
+    }
 
     // Peers, in O(1) memory: one node segment holds every member's state area (and, for
     // allocate and shared windows, the data after all of them); the node transport holds it,
@@ -374,8 +388,6 @@ public:
 
 private:
     void acc_order() { node_tp_->order_accumulates(); }
-    static inline void offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
-                                            std::size_t bytes);
 
     // Dynamic windows: my attached regions live in my state segment (seqlock); an origin on
     // the node reads a peer's table there on every access, an am origin keeps a copy of it

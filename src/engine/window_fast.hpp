@@ -30,12 +30,6 @@ inline const TypeInfo* fast_lookup_type(MPI_Datatype t) {
     return ti;
 }
 
-inline void Window::offloaded_accumulate(const void* opk, const void* ti, void* dst, const void* src,
-                                         std::size_t bytes) {
-    const TypeInfo& t = *static_cast<const TypeInfo*>(ti);
-    reduce_atomic(OpKind(reinterpret_cast<std::uintptr_t>(opk)), t, dst, src, bytes / t.extent, nullptr);
-}
-
 inline unsigned char* Window::fast_target(int rank, MPI_Aint disp, std::uint64_t bytes, std::uint64_t* offset) const {
     if (static_cast<unsigned>(rank) >= static_cast<unsigned>(nprocs_)) return nullptr;
     if (remote_peer(rank)) return nullptr;  // not in my node segment
@@ -199,6 +193,7 @@ inline int Window::fast_fetch_and_op(const void* origin, void* result, MPI_Datat
                          (ti->cls == TypeClass::c_integer || ti->cls == TypeClass::fortran_integer) &&
                          !(reinterpret_cast<std::uintptr_t>(dst) & 7);
     acc_order();
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, 1));
     if (int_add) {
         std::uint64_t v;
         std::memcpy(&v, origin, 8);
@@ -217,10 +212,12 @@ inline int Window::fast_compare_and_swap(const void* origin, const void* compare
     if (!origin || !compare || !result) return kSlowPath;
     const TypeInfo* ti = fast_lookup_type(type);
     if (!ti || check_compare_and_swap(type, nullptr) != MPI_SUCCESS) return kSlowPath;
-    unsigned char* dst = fast_target(rank, disp, ti->extent);
+    std::uint64_t off;
+    unsigned char* dst = fast_target(rank, disp, ti->extent, &off);
     if (!dst) return fast_served_atomic(RmaKind::cas, *ti, OpKind::replace, origin, compare, result, rank, disp);
     if (!cpu_atomics_ || !ti->cpu_domain || !epochs_.direct(rank)) return kSlowPath;
     acc_order();
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, 1));
     if (!compare_and_swap_atomic(*ti, dst, origin, compare, result)) return kSlowPath;
     bump(Stat::cases);
     return MPI_SUCCESS;
@@ -256,19 +253,11 @@ inline int Window::fast_accumulate(const void* origin, int ocount, MPI_Datatype 
     unsigned char* dst = fast_target(rank, disp, bytes, &off);
     const OpKind k = op_kind_fast(op);
     if (!dst || !op_defined_fast(k, *ti) || !epochs_.direct(rank)) return kSlowPath;
-    if (!cpu_atomics_ || !ti->cpu_domain)
+    // Lock-domain types, and large runs of CPU-domain ones: the plain kernel under the stripes.
+    if (!cpu_atomics_ || !ti->cpu_domain || bytes >= acc_run_min_)
         return fast_locked(rank, off, dst, *ti, k, origin, std::size_t(ocount), nullptr);
     acc_order();
-    if (offload_now(bytes) && reinterpret_cast<std::uintptr_t>(dst) % ti->extent == 0) [[unlikely]] {
-        // Large: the progress thread accumulates while the caller goes on (one accumulate
-        // in flight at a time: acc_order() above waited for any earlier one).
-        const void* opk = reinterpret_cast<const void*>(std::uintptr_t(k));
-        if (node_tp_->queued(node_tp_->offload()->submit_kernel(&offloaded_accumulate, opk, ti, dst, origin, bytes,
-                                                                ti->extent, node_tp_->offload_error()))) {
-            bump(Stat::accs);
-            return MPI_SUCCESS;
-        }
-    }
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, bytes));
     if (!reduce_atomic(k, *ti, dst, origin, std::size_t(ocount), nullptr)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
@@ -282,30 +271,37 @@ inline int Window::fast_get_accumulate(const void* origin, int ocount, MPI_Datat
     const TypeInfo* ti = fast_lookup_type(ttype);
     if (!ti) return kSlowPath;
     std::uint64_t off;
-    unsigned char* dst = fast_target(rank, disp, std::uint64_t(tcount) * ti->extent, &off);
+    const std::uint64_t bytes = std::uint64_t(tcount) * ti->extent;
+    unsigned char* dst = fast_target(rank, disp, bytes, &off);
     const OpKind k = op_kind_fast(op);
     if (!dst || !op_defined_fast(k, *ti) || !epochs_.direct(rank)) return kSlowPath;
     const void* src = k == OpKind::no_op ? nullptr : origin;
-    if (!cpu_atomics_ || !ti->cpu_domain) return fast_locked(rank, off, dst, *ti, k, src, std::size_t(tcount), result);
+    if (!cpu_atomics_ || !ti->cpu_domain || bytes >= acc_run_min_)
+        return fast_locked(rank, off, dst, *ti, k, src, std::size_t(tcount), result);
     acc_order();
+    AccAtomicsGuard atomics(acc_mine(), state_of(rank), atomics_mask(off, bytes));
     if (!reduce_atomic(k, *ti, dst, src, std::size_t(tcount), result)) return kSlowPath;
     bump(Stat::accs);
     return MPI_SUCCESS;
 }
 
-// The locked domain's fast path (types whose domain is the accumulate lock, or windows
-// whose domain it is for every type): the stripes covering the target range, the plain
-// kernel, in place. The caller checked what the atomic fast paths check; dst is the peer's
-// part (mapped: fast_target found it in the node segment) at offset off, and the stripes
-// are the peer's state words, as accumulate_locked_in_place takes them (same mask, same
-// words: origins on either path exclude each other).
+// The locked fast path (types whose domain is the accumulate lock, windows whose domain it
+// is for every type, and large runs of CPU-domain types): the stripes covering the target
+// range, the plain kernel, in place. The caller checked what the atomic fast paths check;
+// dst is the peer's part (mapped: fast_target found it in the node segment) at offset off,
+// and the stripes are the peer's state words, as accumulate_locked_in_place takes them
+// (same mask, same words: origins on either path exclude each other). A CPU-domain type's
+// run also excludes the CPU-atomic ops on its stripes (acc_run_lock).
 inline int Window::fast_locked(int rank, std::uint64_t off, unsigned char* dst, const TypeInfo& ti, OpKind op,
                                const void* origin, std::size_t n, void* result) {
     if (net_) return kSlowPath;  // the stripes are the network's (SplitTransport)
     acc_order();
     std::uint64_t* const state = state_of(rank);
     const std::uint64_t mask = acc_stripe_mask(acc_stripes_, off, std::uint64_t(n) * ti.extent);
-    acc_stripes_lock(state, mask);
+    if (cpu_atomics_ && ti.cpu_domain)
+        acc_run_lock(state, mask, acc_readers_);
+    else
+        acc_stripes_lock(state, mask);
     reduce(op, ti, dst, origin, n, result);
     acc_stripes_unlock(state, mask);
     bump(result && n == 1 ? Stat::fops : Stat::accs);

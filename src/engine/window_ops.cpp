@@ -108,7 +108,7 @@ int Window::apply_local(int kind, int op_id, int type_id, std::uint64_t toff, st
     op.result = res;
     op.compare = cmp;
     op.offset = toff;
-    return issue_op(IssueContext{*node_tp_, peer(rank_), cpu_atomics_, eng_.config().acc_stripes}, op);
+    return issue_op(with_acc_domain(IssueContext{*node_tp_, peer(rank_), cpu_atomics_, eng_.config().acc_stripes}), op);
 }
 
 int Window::apply_local_strided(int kind, int op_id, int type_id, std::uint64_t toff, std::int64_t stride,

@@ -12,6 +12,7 @@
 
 #include "engine/errors.hpp"
 #include "engine/stats.hpp"
+#include "ops/acc_domain.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
@@ -256,13 +257,11 @@ bool batch_accumulate(const IssueContext& ctx, const Op& op) {
 
 // ---- acc_locked: the target's striped accumulate lock ----
 
-// Stripes cover kStripeUnit-byte units of the target's window, unit u on stripe u % n: an
-// accumulate of up to a few KiB takes one or two stripes (two atomics each), one of 16n
-// KiB or more takes them all. Coarse on purpose: finer units made a small accumulate take
-// many stripes, each two atomics on lines other processes bounce (docs/performance.md).
-constexpr std::uint64_t kStripeUnit = 4096;
-
-std::size_t stripe_word(int s) { return kAccStripe0 + std::size_t(s) * kWordsPerLine; }
+// Stripes cover kStripeUnit-byte units of the target's window (acc_domain.hpp), unit u on
+// stripe u % n: an accumulate of up to a few KiB takes one or two stripes (two atomics
+// each), one of 16n KiB or more takes them all. Coarse on purpose: finer units made a small
+// accumulate take many stripes, each two atomics on lines other processes bounce
+// (docs/performance.md).
 
 // Takes one stripe word by try_take() (a CAS on the word), spinning, then yielding: the
 // holder may be descheduled (oversubscribed ranks). Every 4096 yields (some milliseconds)
@@ -282,10 +281,15 @@ void take_stripe(TryTake try_take, TakeOver take_over) {
 
 class StripeGuard {
 public:
-    StripeGuard(const IssueContext& ctx, std::uint64_t offset, std::uint64_t bytes)
+    // run: a plain run of a CPU-domain type on a CPU-domain window, which also excludes the
+    // CPU-atomic ops on the stripes (acc_run_lock).
+    StripeGuard(const IssueContext& ctx, std::uint64_t offset, std::uint64_t bytes, bool run = false)
         : ctx_(ctx), mask_(acc_stripe_mask(ctx.acc_stripes, offset, bytes)) {
         if (ctx.peer.state) {  // mapped state words: CPU atomics
-            acc_stripes_lock(ctx.peer.state, mask_);
+            if (run)
+                acc_run_lock(ctx.peer.state, mask_, ctx.acc_readers);
+            else
+                acc_stripes_lock(ctx.peer.state, mask_);
             return;
         }
         for (std::uint64_t m = mask_; m; m &= m - 1) {  // ascending order: no deadlock between origins
@@ -571,17 +575,21 @@ int accumulate(const IssueContext& ctx, const Op& op) {
     // side: a vector's or an indexed type's blocks), each applied by one kernel call.
     auto apply = [&](const StridedRuns::Group& g) {
         unsigned char* dst = ctx.peer.mapped + g.toff;
-        if (native && reduce_atomic_strided(opk, ti, dst, g.src, g.n, g.pieces, g.st, g.res)) return;
-        // Not natively atomic here (type, or a misaligned address: the same for every
-        // origin, so CPU atomics and the lock never meet on one element): in place, under
-        // the stripes of the group's footprint (the whole op's are held when !native).
-        std::unique_ptr<StripeGuard> guard;
+        std::uint64_t lo = 0, hi = 0;
         if (native) {
             const std::int64_t last = std::int64_t(g.pieces - 1) * g.st.dst;
-            const std::uint64_t lo = g.toff + std::uint64_t(std::min<std::int64_t>(0, last));
-            const std::uint64_t hi = g.toff + std::uint64_t(std::max<std::int64_t>(0, last)) + g.n * ti.extent;
-            guard = std::make_unique<StripeGuard>(ctx, lo, hi - lo);
+            lo = g.toff + std::uint64_t(std::min<std::int64_t>(0, last));
+            hi = g.toff + std::uint64_t(std::max<std::int64_t>(0, last)) + g.n * ti.extent;
         }
+        if (native && ctx.acc_mine && g.n * g.pieces * ti.extent < ctx.acc_run_min) {
+            AccAtomicsGuard atomics(ctx.acc_mine, ctx.peer.state, acc_stripe_mask(ctx.acc_stripes, lo, hi - lo));
+            if (reduce_atomic_strided(opk, ti, dst, g.src, g.n, g.pieces, g.st, g.res)) return;
+        }
+        // A plain run of a CPU-domain type (large, or not natively atomic here: a misaligned
+        // address, the same for every origin), under the stripes of the group's footprint that
+        // also exclude CPU-atomic ops; a lock-domain type: the whole op's stripes are held.
+        std::unique_ptr<StripeGuard> guard;
+        if (native) guard = std::make_unique<StripeGuard>(ctx, lo, hi - lo, true);
         reduce_strided(opk, ti, dst, g.src, g.n, g.pieces, g.st, g.res);
     };
     StridedRuns groups;
@@ -873,8 +881,10 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
         return accepted(p) ? MPI_SUCCESS : MPI_ERR_OTHER;
     }
     unsigned char* dst = ctx.peer.mapped ? ctx.peer.mapped + op.offset : nullptr;
-    if (ctx.cpu_atomics && dst && ti.cpu_domain && compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result))
-        return MPI_SUCCESS;
+    if (ctx.cpu_atomics && dst && ti.cpu_domain && ctx.acc_mine) {
+        AccAtomicsGuard atomics(ctx.acc_mine, ctx.peer.state, 1ull << acc_stripe_of(ctx.acc_stripes, op.offset));
+        if (compare_and_swap_atomic(ti, dst, op.origin, op.compare, op.result)) return MPI_SUCCESS;
+    }
     if (dst) {
         compare_and_swap_locked_in_place(ctx, ti, op.offset, op.origin, op.compare, op.result);
         return MPI_SUCCESS;
@@ -909,25 +919,78 @@ std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64
 std::atomic<std::uint64_t> g_stripes_taken_over{0};
 std::atomic<bool> g_fault_kill_holding_stripe{false};
 
-void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask) {
+void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask, std::uint64_t flag) {
     static const std::uint64_t me = std::uint64_t(getpid());  // the holder's tag (getpid is a syscall)
+    const std::uint64_t tag = me | flag;
     for (std::uint64_t m = mask; m; m &= m - 1) {  // ascending order: no deadlock between origins
         std::uint64_t* w = &state[stripe_word(__builtin_ctzll(m))];
         take_stripe(
-            [w] {
+            [w, tag] {
                 std::uint64_t expect = 0;
-                return __atomic_compare_exchange_n(w, &expect, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+                return __atomic_compare_exchange_n(w, &expect, tag, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
             },
-            [w] {
+            [w, tag] {
                 std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
-                if (holder <= 1 || holder == me || kill(pid_t(holder), 0) == 0 || errno != ESRCH) return false;
-                if (!__atomic_compare_exchange_n(w, &holder, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+                const std::uint64_t pid = holder & ~kStripeExcludesAtomics;
+                if (pid <= 1 || pid == me || kill(pid_t(pid), 0) == 0 || errno != ESRCH) return false;
+                if (!__atomic_compare_exchange_n(w, &holder, tag, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
                     return false;
                 g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
                 return true;
             });
     }
     if (g_fault_kill_holding_stripe.load(std::memory_order_relaxed)) kill(getpid(), SIGKILL);
+}
+
+void acc_run_lock(std::uint64_t* state, std::uint64_t mask, const AccReaders& readers) {
+    // The locked CAS that took the last stripe is the fence between the flag and the loads
+    // of the reader words.
+    acc_stripes_lock(state, mask, kStripeExcludesAtomics);
+    for (int i = 0; i < readers.n; ++i) {
+        const std::uint64_t* w = readers.word(i);
+        for (unsigned spins = 0; __atomic_load_n(w, __ATOMIC_ACQUIRE) != 0; ++spins) {
+            if (spins <= 64) {
+                __builtin_ia32_pause();
+                continue;
+            }
+            sched_yield();
+            // A reader whose process died holds its count forever (its state area lies
+            // beside its reader word: kInfoPid).
+            if (spins % 4096 == 0) {
+                const pid_t pid = pid_t(w[std::ptrdiff_t(kInfoPid) - std::ptrdiff_t(kAccReaders)]);
+                if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) break;
+            }
+        }
+    }
+}
+
+namespace {
+// Frees the stripes of mask whose holder's process is gone (counted as taken over).
+void acc_stripes_free_dead(std::uint64_t* state, std::uint64_t mask) {
+    for (std::uint64_t m = mask; m; m &= m - 1) {
+        std::uint64_t* w = &state[stripe_word(__builtin_ctzll(m))];
+        std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
+        const std::uint64_t pid = holder & ~kStripeExcludesAtomics;
+        if (pid <= 1 || kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
+        if (__atomic_compare_exchange_n(w, &holder, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+}  // namespace
+
+void acc_atomics_wait(std::uint64_t* mine, const std::uint64_t* state, std::uint64_t mask) {
+    do {
+        __atomic_fetch_sub(mine, 1, __ATOMIC_RELEASE);
+        for (unsigned spins = 0; acc_stripes_exclude(state, mask); ++spins) {
+            if (spins <= 64) {
+                __builtin_ia32_pause();
+                continue;
+            }
+            sched_yield();
+            if (spins % 4096 == 0) acc_stripes_free_dead(const_cast<std::uint64_t*>(state), mask);
+        }
+        __atomic_fetch_add(mine, 1, __ATOMIC_SEQ_CST);
+    } while (acc_stripes_exclude(state, mask));
 }
 
 void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask) {

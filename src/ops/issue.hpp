@@ -7,16 +7,18 @@
 //                     MPI does not let us write), in bounded batches; small chunks to an
 //                     unmapped peer join its CmaBatch (moved at the next completion point);
 //   accumulates    -> CPU atomics on mapped memory when the window's atomicity domain is
-//                     the CPU and the type has lock-free native atomics (acc_native), else
-//                     lock-get-op-put under the target's striped accumulate lock
-//                     (acc_locked). Per window and type the choice is the same for every
-//                     origin, so native atomics and the lock never meet on one element.
+//                     the CPU and the type has lock-free native atomics (acc_native), a
+//                     plain run under the target's stripes for large ones (acc_domain.hpp
+//                     keeps the two apart), else lock-get-op-put under the target's striped
+//                     accumulate lock (acc_locked). Per window and type the domain is the
+//                     same for every origin.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/acc_domain.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
 #include "transport/shm/cma_batch.hpp"
@@ -40,6 +42,12 @@ struct IssueContext {
     // an op waits for the peer's CPU (null: nothing to serve).
     bool (*serve)(void*) = nullptr;
     void* serve_arg = nullptr;
+    // The CPU domain's discipline (cpu_atomics; ops/acc_domain.hpp): this process's reader
+    // word, the node members' reader words, and the smallest accumulate (bytes of target
+    // footprint) applied as a plain run under the stripes rather than by CPU atomics.
+    std::uint64_t* acc_mine = nullptr;
+    AccReaders acc_readers{};
+    std::size_t acc_run_min = ~std::size_t(0);
 };
 
 // Performs op at its target. Returns an MPI error class, or kIssueRetry when the transport
@@ -60,7 +68,8 @@ int issue_op(const IssueContext& ctx, const Op& op);
 // takes the stripe over (what the dead process left half-done stays so) and counts it in
 // g_stripes_taken_over, which the window's next completion point reports as a dead peer.
 std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes);
-void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask);
+// flag: kStripeExcludesAtomics for a plain run of a CPU-domain type (acc_run_lock), else 0.
+void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask, std::uint64_t flag = 0);
 void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask);
 extern std::atomic<std::uint64_t> g_stripes_taken_over;
 // Fault injection (FASTRMA_FAULT=kill_holding_stripe): the process kills itself right after

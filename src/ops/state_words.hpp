@@ -72,7 +72,11 @@ constexpr std::size_t kServedSlotWords = 2 * kWordsPerLine;
 // bytes in all; it lies after the dynamic region table, page-aligned.
 constexpr std::size_t kServedBulkWord = kServedSlot0 + kServedSlots * kServedSlotWords;
 constexpr std::size_t kServedBulkBytes = kServedBulkWord + 1;
-static_assert((kServedBulkWord + kWordsPerLine) * 8 <= kStateBytes);
+// CPU-atomic accumulate-family ops this process's threads are applying right now on the
+// window's CPU-domain elements (ops/acc_domain.hpp): a plain run of a CPU-domain type waits
+// until every node member's count is zero.
+constexpr std::size_t kAccReaders = kServedBulkWord + kWordsPerLine;
+static_assert(kAccReaders % kWordsPerLine == 0 && (kAccReaders + kWordsPerLine) * 8 <= kStateBytes);
 
 constexpr std::uint64_t kLocalExclusive = 1ull << 32;  // in kLockLocal
 constexpr std::uint64_t kGlobalLockAll = 1ull << 32;  // in kLockGlobal

@@ -1354,8 +1354,7 @@ TEST_P(Passive, LargeFetchedResultsArriveIntact) {
 }
 
 TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
-    // Large accumulates may run on the progress thread; every rank accumulates into every
-    // other rank's array at once (atomicity across origins), and each origin follows its
+    // Every rank accumulates into every other rank's array at once (atomicity across origins), and each origin follows its
     // large SUM with a REPLACE then a fetch_and_op on one element and a large MAX, all
     // without a flush in between: MPI orders accumulates from one origin to one location,
     // so the REPLACE must land after the SUM and the fetch must see it.
@@ -1385,9 +1384,6 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
     // Ordering: one origin (the right neighbour of each target) per target.
     const int right = (me + 1) % n;
     if (n > 1) {
-        using namespace fastrma::detail;
-        Engine* e = current_engine();
-        const std::uint64_t off0 = e->offload() ? e->offload()->bytes_offloaded() : 0;
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
         std::int64_t v = 5, got = -1, one = 1;
         ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), int(count), MPI_INT64_T, right, 0, int(count), MPI_INT64_T,
@@ -1401,10 +1397,6 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush(right, w.win));
         EXPECT_EQ(got, 5) << "the fetch_and_op passed the REPLACE or the REPLACE passed the SUM";
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
-        // Allocate windows (CPU atomics on mapped memory) hand large accumulates over.
-        if (window_of(w.win)->offloads() && GetParam() == Flavor::allocate && !window_of(w.win)->peer_remote(right)) {
-            EXPECT_GT(e->offload()->bytes_offloaded(), off0) << "the accumulate was not offloaded";
-        }
         MPI_Barrier(MPI_COMM_WORLD);
         FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
         for (std::size_t i = 0; i < count; ++i) {
@@ -1413,6 +1405,137 @@ TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
         for (std::size_t b = count * 8; b < count * 8 + 64; ++b) {
             ASSERT_EQ(w.base[b], 0) << "past the end";
         }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// One region of the window per type: its elements, and the bytes of the hot range at its
+// start that the small plain runs and the single-element ops share.
+struct MixedRegion {
+    MPI_Datatype type;
+    std::size_t size, offset, bytes;
+    std::size_t elems() const { return bytes / size; }
+};
+
+// Adds the element-wise +1 of a run over elements [0, n) of region r to counts (indexed by
+// the element's byte offset in the window).
+void count_run(std::vector<std::int64_t>& counts, const MixedRegion& r, std::size_t n) {
+    for (std::size_t e = 0; e < n; ++e) ++counts[r.offset + e * r.size];
+}
+
+TEST_P(Passive, LargeAccumulatesAndFetchAndOpCountersOnTheSameElementsAreExact) {
+    // Every rank, from three threads, adds 1 to elements of rank 0 in three regions (MPI_CHAR,
+    // MPI_INT, MPI_INT64_T): accumulates and get_accumulates of every element of a hot range
+    // (just above the plain-run size: runs under the stripes on CPU-domain windows), of 4 KiB
+    // and of the whole region (64 KiB - 1 MiB); fetch_and_op counters on elements of the hot
+    // range and the middle of the region; compare_and_swap increments in the hot range
+    // (int and int64); for 0.4 s. Each element must end at the number of ops that covered it, modulo
+    // its width: a CPU-atomic op landing inside a plain run's read-modify-write loses one.
+    const int me = world_rank();
+    const MixedRegion regions[3] = {
+        {MPI_CHAR, 1, 0, 64 << 10}, {MPI_INT, 4, 64 << 10, 256 << 10}, {MPI_INT64_T, 8, 320 << 10, 1 << 20}};
+    const std::size_t total = regions[2].offset + regions[2].bytes;
+    TestWin w(GetParam(), total);
+    const std::size_t run_min = fastrma::detail::current_engine()->config().acc_run_min;
+    const std::size_t hot = std::max<std::size_t>(512, (run_min + 63) / 64 * 64);
+    // All-ones as each type: a char 1, an int 1, an int64 1 (little-endian: the low byte).
+    std::vector<unsigned char> one_char(1 << 20, 1), one_int(1 << 20, 0), one_i64(1 << 20, 0);
+    for (std::size_t i = 0; i < one_int.size(); i += 4) one_int[i] = 1;
+    for (std::size_t i = 0; i < one_i64.size(); i += 8) one_i64[i] = 1;
+    const unsigned char* operand[3] = {one_char.data(), one_int.data(), one_i64.data()};
+    std::vector<std::int64_t> counts(total, 0);  // updates of the element at each byte offset
+    std::vector<std::vector<std::int64_t>> thread_counts(3, std::vector<std::int64_t>(total, 0));
+    std::atomic<int> errors{0};
+    std::vector<unsigned char> sink(1 << 20);  // get_accumulate's old values (bulk thread only)
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Each thread goes on for 0.4 s (and at least some ops), so that they overlap on 2 cores.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
+    auto over = [&] { return std::chrono::steady_clock::now() > end; };
+    auto bulk = [&](int t) {
+        for (int i = 0; i < 200 || !over(); ++i) {
+            const MixedRegion& r = regions[(i + t) % 3];
+            const std::size_t bytes = i % 64 == 63 ? r.bytes : i % 8 == 1 ? 4096 : hot;
+            const int n = int(bytes / r.size);
+            const MPI_Aint disp = MPI_Aint(r.offset);
+            int rc;
+            if (i % 2)
+                rc = FRMA_Get_accumulate(operand[(i + t) % 3], n, r.type, sink.data(), n, r.type, 0, disp, n, r.type,
+                                         MPI_SUM, w.win);
+            else
+                rc = FRMA_Accumulate(operand[(i + t) % 3], n, r.type, 0, disp, n, r.type, MPI_SUM, w.win);
+            errors += rc != MPI_SUCCESS;
+            errors += FRMA_Win_flush(0, w.win) != MPI_SUCCESS;
+            count_run(thread_counts[std::size_t(t)], r, std::size_t(n));
+        }
+    };
+    auto fops = [&](int t) {
+        std::int64_t got = 0;
+        const std::int64_t one64 = 1;
+        const int one32 = 1;
+        const char one8 = 1;
+        const void* one[3] = {&one8, &one32, &one64};
+        for (int i = 0; i < 1000 || !over(); ++i) {
+            const MixedRegion& r = regions[i % 3];
+            const std::size_t e =
+                i % 16 == 0 ? r.elems() / 2 + std::size_t(i % 97) : std::size_t(i * 7) % (hot / r.size);
+            errors += FRMA_Fetch_and_op(one[i % 3], &got, r.type, 0, MPI_Aint(r.offset + e * r.size), MPI_SUM, w.win) !=
+                      MPI_SUCCESS;
+            if (i % 4 == 0) errors += FRMA_Win_flush(0, w.win) != MPI_SUCCESS;
+            ++thread_counts[std::size_t(t)][r.offset + e * r.size];
+        }
+    };
+    auto cas = [&](int t) {
+        for (int i = 0; i < 200 || !over(); ++i) {
+            const MixedRegion& r = regions[1 + i % 2];
+            const std::size_t e = std::size_t(i * 5) % (hot / r.size);
+            const MPI_Aint disp = MPI_Aint(r.offset + e * r.size);
+            std::int64_t old = 0, seen = 0, want = 0;
+            errors += FRMA_Fetch_and_op(nullptr, &old, r.type, 0, disp, MPI_NO_OP, w.win) != MPI_SUCCESS;
+            errors += FRMA_Win_flush(0, w.win) != MPI_SUCCESS;
+            for (;;) {
+                // Only the low r.size bytes are the value (little-endian).
+                want = old + 1;
+                seen = 0;
+                errors += FRMA_Compare_and_swap(&want, &old, &seen, r.type, 0, disp, w.win) != MPI_SUCCESS;
+                errors += FRMA_Win_flush(0, w.win) != MPI_SUCCESS;
+                if (r.size == 4 ? std::int32_t(seen) == std::int32_t(old) : seen == old) break;
+                old = seen;
+            }
+            ++thread_counts[std::size_t(t)][r.offset + e * r.size];
+        }
+    };
+    std::thread a(bulk, 0), b(fops, 1), c(cas, 2);
+    a.join();
+    b.join();
+    c.join();
+    ASSERT_EQ(errors.load(), 0) << FRMA_Last_error_message();
+    ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
+    for (auto& tc : thread_counts)
+        for (std::size_t k = 0; k < total; ++k) counts[k] += tc[k];
+    std::vector<std::int64_t> sum(me == 0 ? total : 0);
+    MPI_Reduce(counts.data(), sum.data(), int(total), MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    FRMA_Win_sync(w.win);  // remote updates were applied by our server thread (am)
+    if (me == 0) {
+        int bad = 0;
+        for (const MixedRegion& r : regions)
+            for (std::size_t e = 0; e < r.elems() && bad < 10; ++e) {
+                const std::int64_t want = sum[r.offset + e * r.size];
+                const unsigned char* at = w.base + r.offset + e * r.size;
+                bool ok;
+                if (r.size == 1)
+                    ok = *at == static_cast<unsigned char>(want);
+                else if (r.size == 4)
+                    ok = *reinterpret_cast<const std::uint32_t*>(at) == static_cast<std::uint32_t>(want);
+                else
+                    ok = *reinterpret_cast<const std::int64_t*>(at) == want;
+                if (!ok) {
+                    ++bad;
+                    ADD_FAILURE() << "element " << e << " of the " << r.size << "-byte region: " << want
+                                  << " updates, the element disagrees (an update was lost)";
+                }
+            }
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
