@@ -16,6 +16,7 @@
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
+#include "transport/shm/liveness.hpp"
 #include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
@@ -920,7 +921,7 @@ void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask) {
             },
             [w] {
                 std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
-                if (holder <= 1 || holder == me || kill(pid_t(holder), 0) == 0 || errno != ESRCH) return false;
+                if (holder <= 1 || holder == me || !pid_exited(pid_t(holder))) return false;
                 if (!__atomic_compare_exchange_n(w, &holder, me, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
                     return false;
                 g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
