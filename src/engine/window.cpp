@@ -507,6 +507,7 @@ int Window::build(Engine& eng, std::unique_ptr<Bootstrap> bs, int flavor, void* 
     if (!err && eng.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
     w->node_tp_->layout.base = w->node_tp_->segment.data();
+    if (bulk_word0 && !err) w->node_tp_->set_served_bulk(bulk_word0, std::size_t(mine_sz.served_bulk), members.size());
 
     // 4. Publish what node peers need to know about my part, in my state page.
     if (!err) w->base_ = is_create ? user_base : has_data ? w->node_tp_->layout.base + doff[std::size_t(me)] : nullptr;
