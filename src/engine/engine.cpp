@@ -14,6 +14,7 @@
 #include "ops/layout.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/shm/segment.hpp"
+#include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
 
@@ -28,6 +29,7 @@ Engine::Engine(const Config& cfg, int local_index, int local_size)
     if (cfg_.ptracer) allow_peer_attach();
     if (cfg_.fault == "nondumpable") prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);  // peers' attach is refused
     if (cfg_.fault == "kill_holding_stripe") g_fault_kill_holding_stripe.store(true);
+    if (cfg_.fault == "kill_serving") served::g_fault_kill_serving.store(true);
     if (cfg_.progress_thread) {
         progress_.start();
         if (cfg_.offload_min) offload_poller_ = progress_.add_poller([this] { return offload_.poll(); });

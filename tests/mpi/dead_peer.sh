@@ -9,14 +9,14 @@ MPIEXEC=$1 BIN=$2
 shift 2
 FLAGS=("$@")
 fail=0
-for mode in lock lock_all fence pscw stripe; do
+for mode in lock lock_all fence pscw stripe served served_bulk; do
   start=$(date +%s.%N)
   out=$(timeout 60 "$MPIEXEC" --mca orte_enable_recovery 1 -n 3 "${FLAGS[@]}" "$BIN" "$mode" 2>&1)
   rc=$?
   secs=$(echo "$(date +%s.%N) - $start" | bc)
   passes=$(grep -c "^PASS rank [01] $mode:" <<<"$out")
   want=2
-  [ "$mode" = stripe ] && want=1  # only rank 1 waits for the dead holder's stripe
+  case $mode in stripe | served*) want=1 ;; esac  # only rank 1 waits for the dead holder or server
   grep -E "^(PASS|FAIL)" <<<"$out"
   if [ "$rc" = 124 ] || [ "$passes" != "$want" ]; then
     echo "FAIL: $mode: $passes of $want survivors passed (mpiexec status $rc after ${secs}s)"
