@@ -172,10 +172,10 @@ if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-aut
 fi
 # The MPI tier under AddressSanitizer + UBSan (docs/building.md, "What CI runs"): a subset
 # that runs every suite over shm and am (and the matrix over ofi) plus the hardening, bounds,
-# host-error and fuzz tests, and only the targets it needs. The whole tier under ASan took
+# host-error and fuzz tests (with the served decoders' unit fuzzer), and only the targets it needs. The whole tier under ASan took
 # 700 s here; bash scripts/test.sh --asan -- -R '^mpi_' runs it all.
-ASAN_MPI_TARGETS='test_passive test_active test_matrix test_progress test_harden test_am_bounds test_am_errors test_am_fuzz test_span'
-ASAN_MPI_TESTS='^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_matrix_np2_(am|ofi)$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_am_(bounds|errors)_np2$|^mpi_am_fuzz_np1$|^mpi_pool_flood_np3$|^mpi_span_nodes2x(2|1)_am$'
+ASAN_MPI_TARGETS='test_passive test_active test_matrix test_progress test_harden test_am_bounds test_am_errors test_am_fuzz test_span fastrma_unit'
+ASAN_MPI_TESTS='^mpi_(passive|active|matrix)_np3(_am)?$|^mpi_matrix_np2_(am|ofi)$|^mpi_progress_np(2|3_am)$|^mpi_harden_np2(_am)?$|^mpi_am_(bounds|errors)_np2$|^mpi_am_fuzz_np1$|^mpi_pool_flood_np3$|^mpi_span_nodes2x(2|1)_am$|^unit_served_fuzz$'
 if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_ASAN:-1} != 0 ]]; then
   asan_rc=0
   FASTRMA_BUILD_TARGETS=$ASAN_MPI_TARGETS bash scripts/build.sh --asan -- -DFASTRMA_BUILD_BENCH=OFF || asan_rc=$?
