@@ -422,12 +422,13 @@ bool Server::poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk) {
         // The header read once: the origin (or any node peer) may write it while this applies.
         const std::uint64_t d = __atomic_load_n(h + kBDesc, __ATOMIC_RELAXED);
         const std::uint64_t toff = __atomic_load_n(h + kBToff, __ATOMIC_RELAXED);
-        const std::int64_t stride = std::int64_t(__atomic_load_n(h + kBStride, __ATOMIC_RELAXED));
+        std::int64_t stride = std::int64_t(__atomic_load_n(h + kBStride, __ATOMIC_RELAXED));
         const std::uint64_t piece = __atomic_load_n(h + kBPiece, __ATOMIC_RELAXED);
         const std::uint64_t count = __atomic_load_n(h + kBCount, __ATOMIC_RELAXED);
         unsigned char* data = bulk_data(area, half_, b);
         Decoded r;
         int rc = decode_bulk(d, piece, count, half_, &r);
+        if (count == 1) stride = std::int64_t(piece);  // (one piece: its stride means nothing)
         if (rc == MPI_SUCCESS) {
             const bool answers = r.kind == int(RmaKind::get) || r.kind == int(RmaKind::get_acc);
             const void* src = r.has_origin ? data : nullptr;
