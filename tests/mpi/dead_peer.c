@@ -16,6 +16,8 @@
  *             create window): it waits in MPI_Barrier, serving, and dies once it took rank 1's
  *             fetch_and_op from its served slots, before answering (rank 0 idles)
  *   served_bulk  the same with rank 1's 8 KiB put, which goes through the victim's bulk area
+ *   flush     (over am: dead_peer.sh runs it with FASTRMA_TRANSPORT=am) after the victim died,
+ *             the others put to it and flush: the answers never come
  * Each survivor prints "PASS rank R MODE" when its first failing call gave the expected
  * class (MPI_ERR_OTHER; MPIX_ERR_PROC_FAILED where the host defines it) with a message that
  * names the victim, within 10 s; then it leaves with _exit (MPI_Finalize needs the victim). */
@@ -148,6 +150,16 @@ int main(int argc, char** argv) {
         TRY(mode, FRMA_Win_lock_all(0, win));
         TRY(mode, FRMA_Accumulate(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_SUM, win));
         TRY(mode, FRMA_Win_flush(0, win));
+        TRY(mode, FRMA_Win_unlock_all(win));
+    } else if (!strcmp(mode, "flush")) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == victim) die();
+        usleep(100 * 1000);
+        t0 = now();
+        TRY(mode, FRMA_Win_lock_all(0, win));
+        TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, victim, rank, 1, MPI_INT64_T, win));
+        TRY(mode, FRMA_Get(&v, 1, MPI_INT64_T, victim, 8, 1, MPI_INT64_T, win));
+        TRY(mode, FRMA_Win_flush(victim, win));
         TRY(mode, FRMA_Win_unlock_all(win));
     } else if (served) {
         static int64_t big[1024];

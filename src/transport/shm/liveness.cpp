@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -40,6 +41,25 @@ bool pid_exited(pid_t pid) {
     if (fd == kUnwatched) return kill(pid, 0) != 0 && errno == ESRCH;
     pollfd p{fd, POLLIN, 0};
     return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+unsigned long long pid_namespace_key() {
+    static const unsigned long long key = [] {
+        unsigned long long h = 1469598103934665603ull;  // FNV-1a of the boot id and the namespace
+        auto mix = [&h](const char* s, std::size_t n) {
+            for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 1099511628211ull;
+        };
+        char buf[128] = {};
+        if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+            const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+            std::fclose(f);
+            mix(buf, n);
+        }
+        const ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+        if (n > 0) mix(buf, std::size_t(n));
+        return h;
+    }();
+    return key;
 }
 
 void unwatch_all_pids() {
