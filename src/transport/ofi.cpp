@@ -226,6 +226,7 @@ public:
     void set_served_elsewhere(bool yes) override { served_elsewhere_ = yes; }
     int wait_fd() const override { return wait_fd_; }
     void set_on_wait(std::function<void()> f) override { on_wait_ = std::move(f); }
+    void set_peer_gone(std::function<int(int)> gone) override { gone_ = std::move(gone); }
     int expose_region(void* base, std::uint64_t size) override;
     void withdraw_region(const void* base) override;
     void learn_regions(const PeerRegion& p, const std::uint64_t* pairs, std::size_t count) override;
@@ -438,6 +439,14 @@ private:
     // it working again (else the probe is sent or awaited; *lost: the peer has been
     // unreachable for kPatience).
     bool usable(int r, bool* lost);
+    std::function<int(int)> gone_;  // Transport::set_peer_gone
+    std::atomic<bool> peer_died_{false};  // gone_ said so: a connection in doubt is lost at once
+    // Why r's connection counts as lost (the messages of the operations refused for it).
+    std::string lost_why() const {
+        return peer_died_.load(std::memory_order_relaxed)
+                   ? std::string("has died")
+                   : "has been unreachable for " + std::to_string(kPatience.count()) + "s";
+    }
     // A failed completion for r: its connection may be gone (see Peer::health).
     void mark_broken(int r);
     std::size_t window_ = 256;
@@ -445,6 +454,18 @@ private:
         bump(Stat::retries);
         return Post::retry;
     }
+    // An operation to r the provider did not take (its connection still being made): handed
+    // back, unless a process of the window on this host has died (asked every 256 refusals;
+    // rxm keeps reconnecting to a dead peer): then an error.
+    Post refuse_unless_dead(int r, const char* call) {
+        if (!gone_ || (refusals_.fetch_add(1, std::memory_order_relaxed) & 255) != 255) return refuse();
+        if (!gone_(r)) return refuse();
+        peer_died_.store(true, std::memory_order_relaxed);
+        const std::string why = last_error_message();
+        raise(MPI_ERR_OTHER, "%s: ofi (%s): rank %d not reached: %s", call, prov_.c_str(), r, why.c_str());
+        return Post::error;
+    }
+    std::atomic<unsigned> refusals_{0};
     bool drive();  // one pass over the CQ: completions counted, waiters woken
     // Whether something arrived for the provider (fi_trywait refuses, or the CQ's wait fd
     // is readable): passive-target traffic, which gives this process no completion, counts
@@ -639,8 +660,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     if (!result && op == FI_ATOMIC_READ) return Post::done;  // an accumulate with MPI_NO_OP
     if (bool lost = false; !usable(p.rank, &lost)) {
         if (!lost) return refuse();  // a probe of the connection is out: nothing taken
-        raise(MPI_ERR_OTHER, "accumulate: ofi (%s): rank %d has been unreachable for %llds", prov_.c_str(), p.rank,
-              static_cast<long long>(kPatience.count()));
+        raise(MPI_ERR_OTHER, "accumulate: ofi (%s): rank %d %s", prov_.c_str(), p.rank, lost_why().c_str());
         return Post::error;
     }
     if (!room(q, false)) {  // (before the ordering wait: a refused operation waits for nothing)
@@ -713,7 +733,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         posted = true;
         i += k;
     }
-    if (rc == ofi::kRefused) return refuse();  // (only ever the first message: nothing was posted)
+    if (rc == ofi::kRefused) return refuse_unless_dead(p.rank, "accumulate");  // (nothing was posted)
     if (rc) {
         fail(int(rc), "accumulate",
              rc == ofi::kStuck ? "the provider took no message for 30 s (-FI_EAGAIN)"
@@ -1102,8 +1122,7 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
     const char* call = write ? "FRMA_Put" : "FRMA_Get";
     if (bool lost = false; !usable(r, &lost)) {
         if (!lost) return refuse();  // a probe of the connection is out: nothing taken
-        raise(MPI_ERR_OTHER, "%s: ofi (%s): rank %d has been unreachable for %llds", call, prov_.c_str(), r,
-              static_cast<long long>(kPatience.count()));
+        raise(MPI_ERR_OTHER, "%s: ofi (%s): rank %d %s", call, prov_.c_str(), r, lost_why().c_str());
         return Post::error;
     }
     // The first message waits for nothing (refused: Post::retry, nothing taken), so the
@@ -1180,7 +1199,7 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
     });
     if (refused) {  // (only ever the first message: nothing was posted)
         if (bad_key) ofi::give_back_bad_key();
-        return refuse();
+        return refuse_unless_dead(r, call);
     }
     if (!ok) {
         fail(int(rc), call,
@@ -1493,8 +1512,12 @@ bool OfiTransport::usable(int r, bool* lost) {
     h = q.health.load(std::memory_order_acquire);
     if (h == 0) return true;
     const std::int64_t now = now_ns();
-    if (now - q.broken_at.load(std::memory_order_relaxed) >
-        std::chrono::duration_cast<std::chrono::nanoseconds>(kPatience).count()) {
+    // A connection in doubt to a process on this host that has exited: lost now, not after
+    // kPatience.
+    if (gone_ && gone_(r)) peer_died_.store(true, std::memory_order_relaxed);
+    if (peer_died_.load(std::memory_order_relaxed) ||
+        now - q.broken_at.load(std::memory_order_relaxed) >
+            std::chrono::duration_cast<std::chrono::nanoseconds>(kPatience).count()) {
         *lost = true;
         return false;
     }

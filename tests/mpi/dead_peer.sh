@@ -17,8 +17,9 @@ run() {
   case $mode in stripe | served*) want=1 ;; esac  # only rank 1 waits for the dead holder or server
   local start out rc secs passes
   start=$(date +%s.%N)
-  if [ "$transport" = am ]; then
-    out=$(FASTRMA_TRANSPORT=am timeout 60 "$MPIEXEC" --mca orte_enable_recovery 1 -n 3 "${FLAGS[@]}" "$BIN" "$mode" 2>&1)
+  if [ "$transport" != shm ]; then
+    out=$(FASTRMA_TRANSPORT=$transport FI_TCP_IFACE=lo timeout 60 "$MPIEXEC" --mca orte_enable_recovery 1 -n 3 \
+      "${FLAGS[@]}" "$BIN" "$mode" 2>&1)
   else
     out=$(timeout 60 "$MPIEXEC" --mca orte_enable_recovery 1 -n 3 "${FLAGS[@]}" "$BIN" "$mode" 2>&1)
   fi
@@ -38,6 +39,8 @@ for mode in lock lock_all fence pscw stripe served served_bulk; do run shm "$mod
 # am: a survivor's lock, flush and unlock waiting for a dead peer on this host fail within
 # seconds as well (its pid is watched; peers on other hosts are not).
 for mode in lock lock_all flush; do run am "$mode"; done
+# ofi (tcp;ofi_rxm): a flush to a dead peer on this host fails too (a lock it held: not yet).
+run ofi flush
 # am, the default launcher: the job ends, with the launcher's report of the killed rank.
 start=$(date +%s.%N)
 out=$(FASTRMA_TRANSPORT=am timeout 60 "$MPIEXEC" -n 3 "${FLAGS[@]}" "$BIN" lock 2>&1)
