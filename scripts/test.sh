@@ -178,7 +178,7 @@ if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_MPICH:-aut
   fi
 fi
 # Every tier under AddressSanitizer + UBSan (docs/building.md, "What CI runs"): the unit tier
-# whole; of the MPI tier a subset that runs every suite over shm and am (and the matrix over
+# whole (with the served decoders' fuzzer); of the MPI tier a subset that runs every suite over shm and am (and the matrix over
 # ofi) plus the hardening, bounds, host-error and fuzz tests; the drop-in tier's programs
 # preloaded at 2 ranks (the host-alone runs exercise no fastrma code); only the targets these
 # need. The whole MPI tier under ASan took 700 s here; bash scripts/test.sh --asan -- -R

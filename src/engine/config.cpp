@@ -127,6 +127,7 @@ const std::vector<ConfigParam>& config_params() {
          "Fault injection for tests: kill_after_segment kills the rank right after its segment exists; nondumpable "
          "makes the process non-dumpable at engine start, so that peers without CAP_SYS_PTRACE may not attach to it; "
          "kill_holding_stripe kills the process right after it took an accumulate stripe on shared state words; "
+         "kill_serving kills it right after it took a node peer's served request or bulk part, before it answers; "
          "osc_version_mismatch makes mca_osc_fastrma.so see another Open MPI version at open (it refuses to load)."},
     };
     return table;

@@ -1,12 +1,9 @@
 // engine.cpp — see engine.hpp.
 #include "engine/engine.hpp"
 
-#include <poll.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -17,6 +14,7 @@
 #include "ops/layout.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/shm/segment.hpp"
+#include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
 
@@ -31,6 +29,7 @@ Engine::Engine(const Config& cfg, int local_index, int local_size)
     if (cfg_.ptracer) allow_peer_attach();
     if (cfg_.fault == "nondumpable") prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);  // peers' attach is refused
     if (cfg_.fault == "kill_holding_stripe") g_fault_kill_holding_stripe.store(true);
+    if (cfg_.fault == "kill_serving") served::g_fault_kill_serving.store(true);
     if (cfg_.progress_thread) {
         progress_.start();
         if (cfg_.offload_min) offload_poller_ = progress_.add_poller([this] { return offload_.poll(); });
@@ -61,33 +60,11 @@ bool Engine::ring_peer(const SegmentExport& bell) {
     return true;
 }
 
-void Engine::watch(pid_t pid) {
-    std::lock_guard lk(pidfds_mu_);
-    if (pidfds_.count(pid)) return;
-    const int fd = int(syscall(SYS_pidfd_open, pid, 0));
-    pidfds_[pid] = fd >= 0 ? fd : errno == ESRCH ? kGone : kUnwatched;  // (no pidfd: a kernel before 5.3)
-}
-
-bool Engine::exited(pid_t pid) {
-    int fd;
-    {
-        std::lock_guard lk(pidfds_mu_);
-        auto it = pidfds_.find(pid);
-        if (it == pidfds_.end()) return false;
-        fd = it->second;
-    }
-    if (fd == kGone) return true;
-    if (fd == kUnwatched) return false;
-    pollfd p{fd, POLLIN, 0};
-    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
-}
-
 Engine::~Engine() {
     // The report reads the progress thread's CPU clock, so it comes before the join.
     if (cfg_.stats) std::fprintf(stderr, "%s", stats_report().c_str());
     progress_.stop();  // drains the pollers: every queued copy has run
-    for (auto& [pid, fd] : pidfds_)
-        if (fd >= 0) close(fd);
+    unwatch_all_pids();
 }
 
 namespace {

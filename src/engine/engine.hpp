@@ -22,6 +22,7 @@
 #include "ops/pool.hpp"
 #include "ops/target.hpp"
 #include "progress/progress.hpp"
+#include "transport/shm/liveness.hpp"
 #include "transport/shm/offload.hpp"
 #include "transport/transport.hpp"
 
@@ -46,11 +47,10 @@ public:
     // Rings a node-local peer's doorbell (its progress thread and dozing threads wake),
     // mapping its bell page on first use. False if it cannot be reached (no shared bell).
     bool ring_peer(const SegmentExport& bell);
-    // Node peers' liveness: a pidfd per peer process, opened while it is known alive (window
-    // creation: watch) and kept for the engine's life. exited(pid): its pidfd has become
-    // readable (the process is gone); a pid never watched counts as alive.
-    void watch(pid_t pid);
-    bool exited(pid_t pid);
+    // Node peers' liveness (transport/shm/liveness.hpp): a pidfd per peer process, opened
+    // while it is known alive (window creation: watch). exited(pid): the process is gone.
+    void watch(pid_t pid) { watch_pid(pid); }
+    bool exited(pid_t pid) { return pid_exited(pid); }
     std::string stats_report() const;
 
 private:
@@ -64,9 +64,6 @@ private:
     struct PeerBell;
     std::mutex bells_mu_;
     std::map<std::pair<int, int>, std::unique_ptr<PeerBell>> bells_;  // (pid, fd) -> mapping
-    std::mutex pidfds_mu_;
-    static constexpr int kGone = -1, kUnwatched = -2;  // pidfds_ values besides descriptors
-    std::map<pid_t, int> pidfds_;  // watched peers: a pidfd, kGone (exited already), kUnwatched
 };
 
 }  // namespace fastrma::detail

@@ -140,15 +140,18 @@ int Window::node_barrier() {
 
 int Window::peer_failure() {
     if (!watch_peers_) return MPI_SUCCESS;
-    for (int r : node_ranks_) {
-        const pid_t pid = pid_t(state_of(r)[kInfoPid]);
-        if (r != rank_ && pid != getpid() && eng_.exited(pid))
-            return raise(kPeerDied,
-                         "rank %d of the window (pid %d) has died: the locks, accumulate stripes and epochs it took "
-                         "part in cannot complete, and the window is unusable",
-                         r, int(pid));
-    }
+    for (int r = 0; r < nprocs_; ++r)
+        if (int e = rank_gone(r)) return e;
     return MPI_SUCCESS;
+}
+
+int Window::rank_gone(int r) {
+    const pid_t pid = watch_peers_ && std::size_t(r) < host_pid_.size() ? host_pid_[std::size_t(r)] : 0;
+    if (!pid || !eng_.exited(pid)) return MPI_SUCCESS;
+    return raise(kPeerDied,
+                 "rank %d of the window (pid %d) has died: the locks, accumulate stripes and epochs it took "
+                 "part in cannot complete, and the window is unusable",
+                 r, int(pid));
 }
 
 namespace {
@@ -209,6 +212,8 @@ struct BuildSizes {
     std::uint64_t dyn_regions;
     int attach;
     std::uint64_t served_bulk;
+    std::int64_t pid;
+    unsigned long long pid_ns;  // pid_namespace_key(): pids comparable with mine when equal
 };
 
 // After a collective free nobody touches this window's memory any more: clear my sync words
@@ -407,7 +412,9 @@ int Window::build_exchange(BuildPlan& p) {
                         eng.config().acc_stripes,
                         p.is_dynamic ? std::uint64_t(eng.config().dyn_regions) : 0,
                         attach,
-                        p.is_create || p.is_dynamic ? std::uint64_t(eng.config().served_bulk) : 0};
+                        p.is_create || p.is_dynamic ? std::uint64_t(eng.config().served_bulk) : 0,
+                        std::int64_t(getpid()),
+                        pid_namespace_key()};
     p.sizes.resize(std::size_t(n));
     b.allgather(&p.mine, sizeof p.mine, p.sizes.data());
     for (int r = 0; r < n; ++r)
@@ -425,6 +432,28 @@ int Window::build_exchange(BuildPlan& p) {
         if (int e = same("FASTRMA_ACC_STRIPES", unsigned(p.mine.acc_stripes), unsigned(z.acc_stripes), r)) return e;
         if (int e = same("FASTRMA_DYN_REGIONS", p.mine.dyn_regions, z.dyn_regions, r)) return e;
         if (int e = same("FASTRMA_SERVED_BULK", p.mine.served_bulk, z.served_bulk, r)) return e;
+    }
+    // The window's processes on this host (node members or not: am and ofi peers too) are
+    // watched for exit from now on (alive: they just sent), so that waits for them fail
+    // instead of hanging once one dies.
+    w->host_pid_.assign(std::size_t(n), 0);
+    for (int r = 0; r < n; ++r) {
+        const Sizes& z = sizes[std::size_t(r)];
+        if (r == me || z.pid_ns != mine_sz.pid_ns || z.pid == mine_sz.pid) continue;
+        w->host_pid_[std::size_t(r)] = pid_t(z.pid);
+        eng.watch(pid_t(z.pid));
+        w->watch_peers_ = true;
+    }
+    // The window's processes on this host (node members or not: am and ofi peers too) are
+    // watched for exit from now on (alive: they just sent), so that waits for them fail
+    // instead of hanging once one dies.
+    host_pid_.assign(std::size_t(n), 0);
+    for (int r = 0; r < n; ++r) {
+        const BuildSizes& z = p.sizes[std::size_t(r)];
+        if (r == me || z.pid_ns != p.mine.pid_ns || z.pid == p.mine.pid) continue;
+        host_pid_[std::size_t(r)] = pid_t(z.pid);
+        eng.watch(pid_t(z.pid));
+        watch_peers_ = true;
     }
     // What the last window freed on this group left (leave_node): taken below or dropped.
     if (Leftover* slot = b.leftover(); slot && slot->what) {
@@ -561,6 +590,8 @@ int Window::build_segment(BuildPlan& p) {
     if (!p.err && eng_.config().fault == "kill_after_segment" && me == n - 1 && n > 1)
         kill(getpid(), SIGKILL);  // fault injection: die while the segment is still named
     lay.base = node_tp_->segment.data();
+    if (p.bulk_word0 && !p.err)
+        node_tp_->set_served_bulk(p.bulk_word0, std::size_t(p.mine.served_bulk), p.members.size());
     return MPI_SUCCESS;
 }
 
@@ -593,20 +624,13 @@ int Window::build_publish(BuildPlan& p) {
     return MPI_SUCCESS;
 }
 
-// 5. Node peers: watched for exit; create windows map their FRMA_Alloc_mem parts and probe
-// cross-memory attach.
+// 5. Node peers: create windows map their FRMA_Alloc_mem parts and probe cross-memory
+// attach (the window's processes on this host are watched since build_exchange).
 int Window::build_node_peers(BuildPlan& p) {
     const int me = rank_;
     int err = MPI_SUCCESS;
     node_tp_->segment.seal();  // everyone has mapped: the name (shm_open method) can go
     node_ranks_ = p.members;
-    // Node peers in other processes are watched from now on (alive: they just published),
-    // so that waits for them (and fences) fail instead of hanging once one dies.
-    for (int r : p.members)
-        if (const pid_t pid = pid_t(state_of(r)[kInfoPid]); r != me && pid != getpid()) {
-            eng_.watch(pid);
-            watch_peers_ = true;
-        }
     Window* const self = this;
     if (!p.remote) bs_->set_fence_barrier([self] { return self->node_barrier(); });
     if (!p.is_create) return MPI_SUCCESS;
@@ -859,6 +883,9 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
     // Who else serves while an application thread sits in one of our group collectives
     // (fence_sync, close_sync): if nobody, those wait serving themselves.
     remote->set_served_elsewhere(host_hooked_ || eng.progress().running());
+    // Its waits end with an error once a peer on this host has died: the one waited for, or
+    // another that holds up its answer (a lock the dead process held at the target).
+    if (watch_peers_) remote->set_peer_gone([self](int) { return self->peer_failure(); });
     // Traffic from a network peer rings no doorbell: the progress thread also wakes when the
     // provider's wait fd does (a target computing outside MPI answers at once, not after
     // the back-off's FASTRMA_POLL_IDLE_US).

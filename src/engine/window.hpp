@@ -267,7 +267,8 @@ private:
     int completion_error(const char* call, int lo, int hi) override;
     void register_lock_wait(int rank) override;  // my bit in rank's lock-waiter bitmap
     void ring_lock_waiters(int rank) override;  // after releasing a lock word of rank's
-    int peer_failure() override;  // a node peer's process has exited (Engine::exited)
+    int peer_failure() override;  // a peer's process on this host has exited (Engine::exited)
+    int rank_gone(int rank);  // the same for one rank (Transport::set_peer_gone)
     // (the progress thread serves without a beat: it dozes between passes)
     bool serve_while_waiting() override { return node_tp_->serve(); }
     // A barrier of my node segment's members on its shared state (a fence's: on one node
@@ -315,7 +316,8 @@ private:
     // (Window::build), left for it when a collective free succeeded (leave_node_).
     std::vector<std::uint64_t> node_key_;
     bool leave_node_ = false;
-    bool watch_peers_ = false;  // node peers in other processes, watched for exit
+    bool watch_peers_ = false;  // peers in other processes on this host, watched for exit
+    std::vector<pid_t> host_pid_;  // per rank: its pid when on this host (same pid namespace) and not me, else 0
     std::uint64_t fences_ = 0;  // node_barrier calls so far
     Transport* tp_all_ = nullptr;  // the transport of every peer, when they agree
     std::vector<Transport*> tp_;  // else one per peer

@@ -138,6 +138,7 @@ private:
     struct WaitPace {
         SpinWait spin;  // the spin phase
         unsigned step = 0;  // yields, then sleeps, since the spin phase ended
+        unsigned busy = 0;  // passes that progressed (they never reach the sleeps)
     };
     int backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
 

@@ -62,6 +62,11 @@ int Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
         if (hp ? *hp == Poll::busy : served->serve()) {
             step = 0;
             pace.spin.progressed();
+            // A wait that keeps progressing never reaches the sleeps below, where peers'
+            // liveness is asked (a lock retried over the network behind a dead holder): every
+            // 4096 such passes it is asked here.
+            if ((++pace.busy & 4095) == 0)
+                if (int e = h_.peer_failure()) return e;
         }
     }
     if (!pace.spin.yielding()) {

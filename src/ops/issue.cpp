@@ -17,6 +17,7 @@
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
+#include "transport/shm/liveness.hpp"
 #include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
@@ -932,7 +933,7 @@ void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask, std::uint64_t fl
             [w, tag] {
                 std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
                 const std::uint64_t pid = holder & ~kStripeExcludesAtomics;
-                if (pid <= 1 || pid == me || kill(pid_t(pid), 0) == 0 || errno != ESRCH) return false;
+                if (pid <= 1 || pid == me || !pid_exited(pid_t(pid))) return false;
                 if (!__atomic_compare_exchange_n(w, &holder, tag, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
                     return false;
                 g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
@@ -958,7 +959,7 @@ void acc_run_lock(std::uint64_t* state, std::uint64_t mask, const AccReaders& re
             // beside its reader word: kInfoPid).
             if (spins % 4096 == 0) {
                 const pid_t pid = pid_t(w[std::ptrdiff_t(kInfoPid) - std::ptrdiff_t(kAccReaders)]);
-                if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) break;
+                if (pid > 0 && pid_exited(pid)) break;
             }
         }
     }
@@ -971,7 +972,7 @@ void acc_stripes_free_dead(std::uint64_t* state, std::uint64_t mask) {
         std::uint64_t* w = &state[stripe_word(__builtin_ctzll(m))];
         std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
         const std::uint64_t pid = holder & ~kStripeExcludesAtomics;
-        if (pid <= 1 || kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
+        if (pid <= 1 || !pid_exited(pid_t(pid))) continue;
         if (__atomic_compare_exchange_n(w, &holder, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
     }

@@ -64,9 +64,10 @@ int issue_op(const IssueContext& ctx, const Op& op);
 // The target's striped accumulate lock (acc_locked): the stripes that cover [offset,
 // offset + bytes) of a window part, and taking / freeing them on mapped state words
 // (ascending order, spinning then yielding; as every origin and the owner do).
-// A taken stripe holds its holder's pid. A waiter that finds the holder's process gone
-// takes the stripe over (what the dead process left half-done stays so) and counts it in
-// g_stripes_taken_over, which the window's next completion point reports as a dead peer.
+// A taken stripe holds its holder's pid. A waiter that finds the holder's process gone (its
+// pidfd, liveness.hpp: a pid reused since still reads as gone) takes the stripe over (what the
+// dead process left half-done stays so) and counts it in g_stripes_taken_over, which the
+// window's next completion point reports as a dead peer.
 std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes);
 // flag: kStripeExcludesAtomics for a plain run of a CPU-domain type (acc_run_lock), else 0.
 void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask, std::uint64_t flag = 0);

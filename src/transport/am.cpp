@@ -495,9 +495,18 @@ std::uint64_t AmEndpoint::send_request(Peer& p, int rank, std::vector<unsigned c
     return seq;
 }
 
+bool AmEndpoint::given_up(int rank, unsigned idle_passes) {
+    // Asked once the wait yields, every 256 passes (a pidfd poll each).
+    if (!gone_ || (idle_passes & 255) != 255) return false;
+    const int e = gone_(rank);
+    if (e) note_failure(e, last_error_message().c_str());
+    return e != MPI_SUCCESS;
+}
+
 template <class Done>
 void AmEndpoint::wait_until(int rank, Done done) {
     Peer& p = peers_[std::size_t(rank)];
+    unsigned yielded = 0;
     for (SpinWait pace;;) {
         {
             std::lock_guard lk(p.mu);
@@ -507,6 +516,7 @@ void AmEndpoint::wait_until(int rank, Done done) {
         // Serve others while waiting: a target that is itself waiting on us must progress
         // even when no progress thread runs.
         serve_while_waiting(pace);
+        if (pace.yielding() && given_up(rank, yielded++)) return;  // (its answers never come)
     }
 }
 
@@ -542,17 +552,29 @@ void AmEndpoint::complete_sends(int rank) {
         for (std::uint8_t b : p.send_big) p.big_in_flight -= b;  // waited for below
         p.send_big.clear();
     }
-    wait_all_serving(rqs);
+    if (!wait_all_serving(rqs, rank)) {
+        std::lock_guard lk(abandoned_mu_);
+        for (auto& b : bufs) abandoned_.push_back(std::move(b));
+    }
 }
 
-void AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs) {
+bool AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs, int rank) {
+    unsigned yielded = 0;
     for (SpinWait pace; !rqs.empty();) {
         int done = 0;
         // Failed: the requests that completed in error are freed; the rest are given up.
-        if (!host_ok(PMPI_Testall(int(rqs.size()), rqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall")) return;
-        if (done) return;
+        if (!host_ok(PMPI_Testall(int(rqs.size()), rqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall")) return true;
+        if (done) return true;
         if (!poll()) pace.idle();
+        if (rank >= 0 && pace.yielding() && given_up(rank, yielded++)) {
+            // Sends to a dead peer never complete: freed while active (the host may still
+            // hold their buffers, which the caller keeps).
+            for (MPI_Request& rq : rqs)
+                if (rq != MPI_REQUEST_NULL) PMPI_Request_free(&rq);
+            return false;
+        }
     }
+    return true;
 }
 
 void AmEndpoint::throttle(int rank) {

@@ -210,6 +210,9 @@ public:
     static constexpr int kPayloadTag = 8;
     // Called on every pass of a thread waiting here for answers (it serves meanwhile).
     void set_on_wait(std::function<void()> f) { on_wait_ = std::move(f); }
+    // gone(rank): an MPI error class once rank is known to have died (Transport::set_peer_gone):
+    // a wait for its answers or for our sends to it then ends with that error recorded.
+    void set_peer_gone(std::function<int(int)> gone) { gone_ = std::move(gone); }
     // Orders what the server threads applied to my memory before this call before the
     // caller's later loads (MPI_Win_sync): the server applies requests under serve_mu_.
     void sync_with_server() { std::lock_guard lk(serve_mu_); }
@@ -393,7 +396,11 @@ private:
     void reap(Peer& p);  // p.mu held: drop completed sends and answers
     void reap_answers(Peer& p);
     void reap_sends(Peer& p);
-    void wait_all_serving(std::vector<MPI_Request>& rqs);  // MPI_Testall, serving meanwhile
+    // MPI_Testall, serving meanwhile; false: given up, rank (>= 0) being dead (the requests
+    // freed, still active: their buffers must outlive them).
+    bool wait_all_serving(std::vector<MPI_Request>& rqs, int rank = -1);
+    std::vector<std::vector<unsigned char>> abandoned_;  // buffers of sends to a dead peer (abandoned_mu_)
+    std::mutex abandoned_mu_;
     template <class Done>
     void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (p.mu held)
     void wait_answer(int rank, std::uint64_t seq);
@@ -484,6 +491,9 @@ private:
     void reap_replies();
     int nprocs_ = 0;
     std::function<void()> on_wait_;
+    std::function<int(int)> gone_;
+    // A wait for rank given up: it is known dead (gone_), the failure recorded.
+    bool given_up(int rank, unsigned idle_passes);
     std::vector<std::uint16_t> peer_page_;  // page offset of each rank's window base
 };
 
@@ -577,6 +587,7 @@ public:
     void sync_served() override { ep_->sync_with_server(); }
     void settle() override { ep_->settle(); }
     void set_on_wait(std::function<void()> f) override { ep_->set_on_wait(std::move(f)); }
+    void set_peer_gone(std::function<int(int)> gone) override { ep_->set_peer_gone(std::move(gone)); }
     void set_served_elsewhere(bool yes) override { ep_->set_served_elsewhere(yes); }
 
 private:

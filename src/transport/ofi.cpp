@@ -11,6 +11,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sched.h>
+#include <sys/random.h>
 
 #include <algorithm>
 #include <array>
@@ -33,11 +34,18 @@ namespace fastrma::detail {
 namespace ofi {
 namespace {
 std::atomic<int> g_bad_keys{0};
+std::atomic<std::uint64_t> g_forced_key{0};  // the injected key (0: the right one with its bits flipped)
+std::atomic<std::uint64_t> g_last_data_key{0}, g_last_state_key{0};
 // Whether this operation takes one of the injected bad keys.
 bool take_bad_key() {
     for (int n = g_bad_keys.load(std::memory_order_relaxed); n > 0;)
         if (g_bad_keys.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return true;
     return false;
+}
+// The key an operation that took a bad key names instead of key.
+std::uint64_t bad_key_for(std::uint64_t key) {
+    const std::uint64_t k = g_forced_key.load(std::memory_order_relaxed);
+    return k ? k : ~key;
 }
 // ... given back by an operation that was refused (Post::retry: it goes again later).
 void give_back_bad_key() { g_bad_keys.fetch_add(1, std::memory_order_relaxed); }
@@ -49,7 +57,14 @@ bool take_lost_notify() {
 }
 }  // namespace
 
-void inject_bad_keys(int n) { g_bad_keys.store(n, std::memory_order_relaxed); }
+void inject_bad_keys(int n, std::uint64_t key) {
+    g_forced_key.store(key, std::memory_order_relaxed);
+    g_bad_keys.store(n, std::memory_order_relaxed);
+}
+void last_window_keys(std::uint64_t* data, std::uint64_t* state) {
+    *data = g_last_data_key.load(std::memory_order_relaxed);
+    *state = g_last_state_key.load(std::memory_order_relaxed);
+}
 void inject_lost_notifies(int n) { g_lost_notifies.store(n, std::memory_order_relaxed); }
 
 int error_class(int fi_err) {
@@ -84,9 +99,30 @@ namespace {
 constexpr int kApiVersion = FI_VERSION(1, 9);
 constexpr std::size_t kMaxName = 256;  // endpoint name bytes exchanged per rank
 constexpr int kScratchSlots = 128;  // atomic8 operations in flight at once
-// Fixed keys asked for when the provider does not hand keys out (no FI_MR_PROV_KEY):
-// unique within the window's own domain.
-constexpr std::uint64_t kKeyData = 1, kKeyState = 2, kKeyScratch = 3, kKeyLocal0 = 16;
+// Keys asked for when the provider does not hand keys out (no FI_MR_PROV_KEY): the window's
+// data and state words under random 64-bit keys, exchanged with its peers only at creation, so
+// that whoever else reaches the endpoint cannot name them; a dynamic region's key its base
+// mixed with a random secret of the window's (region_key), which its peers received at
+// creation; registrations of origin buffers (local access only) from a random start.
+std::uint64_t random_key() {
+    std::uint64_t k = 0;
+    while (k == 0 || k == ~0ull)
+        if (getrandom(&k, sizeof k, 0) != ssize_t(sizeof k)) {
+            // (no getrandom: the clock and the address space's layout, mixed)
+            k = std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                reinterpret_cast<std::uint64_t>(&k);
+            k ^= k >> 31, k *= 0x9E3779B97F4A7C15ull, k ^= k >> 29;
+        }
+    return k;
+}
+// splitmix64's finalizer: a bijection that spreads every input bit.
+std::uint64_t mix(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+std::uint64_t region_key(std::uint64_t secret, std::uint64_t base) { return mix(secret ^ mix(base)); }
 
 std::uint64_t supported_mr_mode() {
     return FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -190,6 +226,7 @@ public:
     void set_served_elsewhere(bool yes) override { served_elsewhere_ = yes; }
     int wait_fd() const override { return wait_fd_; }
     void set_on_wait(std::function<void()> f) override { on_wait_ = std::move(f); }
+    void set_peer_gone(std::function<int(int)> gone) override { gone_ = std::move(gone); }
     int expose_region(void* base, std::uint64_t size) override;
     void withdraw_region(const void* base) override;
     void learn_regions(const PeerRegion& p, const std::uint64_t* pairs, std::size_t count) override;
@@ -240,6 +277,7 @@ private:
         fi_addr_t addr = FI_ADDR_UNSPEC;
         std::uint64_t data_base = 0, data_key = 0, data_size = 0;
         std::uint64_t state_base = 0, state_key = 0;
+        std::uint64_t region_secret = 0;  // its dynamic regions' keys (region_key)
         std::atomic<std::uint64_t> issued{0}, completed{0};
         // The same messages' bytes (counted_bytes), for the byte bound (byte_budget_).
         std::atomic<std::uint64_t> bytes_issued{0}, bytes_completed{0};
@@ -337,6 +375,8 @@ private:
                      fi_strerror(rc < 0 ? -rc : rc));
     }
     int reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr);
+    // A registration for peers under a random key (FI_MR_PROV_KEY: the provider's), in *key.
+    int reg_random(void* buf, std::size_t len, std::uint64_t access, fid_mr** mr, std::uint64_t* key);
     // FI_MR_LOCAL: a registration of an origin buffer, and its desc (null without FI_MR_LOCAL).
     int reg_local(const void* buf, std::size_t len, fid_mr** mr, void** desc) {
         *mr = nullptr;
@@ -399,6 +439,14 @@ private:
     // it working again (else the probe is sent or awaited; *lost: the peer has been
     // unreachable for kPatience).
     bool usable(int r, bool* lost);
+    std::function<int(int)> gone_;  // Transport::set_peer_gone
+    std::atomic<bool> peer_died_{false};  // gone_ said so: a connection in doubt is lost at once
+    // Why r's connection counts as lost (the messages of the operations refused for it).
+    std::string lost_why() const {
+        return peer_died_.load(std::memory_order_relaxed)
+                   ? std::string("has died")
+                   : "has been unreachable for " + std::to_string(kPatience.count()) + "s";
+    }
     // A failed completion for r: its connection may be gone (see Peer::health).
     void mark_broken(int r);
     std::size_t window_ = 256;
@@ -406,6 +454,18 @@ private:
         bump(Stat::retries);
         return Post::retry;
     }
+    // An operation to r the provider did not take (its connection still being made): handed
+    // back, unless a process of the window on this host has died (asked every 256 refusals;
+    // rxm keeps reconnecting to a dead peer): then an error.
+    Post refuse_unless_dead(int r, const char* call) {
+        if (!gone_ || (refusals_.fetch_add(1, std::memory_order_relaxed) & 255) != 255) return refuse();
+        if (!gone_(r)) return refuse();
+        peer_died_.store(true, std::memory_order_relaxed);
+        const std::string why = last_error_message();
+        raise(MPI_ERR_OTHER, "%s: ofi (%s): rank %d not reached: %s", call, prov_.c_str(), r, why.c_str());
+        return Post::error;
+    }
+    std::atomic<unsigned> refusals_{0};
     bool drive();  // one pass over the CQ: completions counted, waiters woken
     // Whether something arrived for the provider (fi_trywait refuses, or the CQ's wait fd
     // is readable): passive-target traffic, which gives this process no completion, counts
@@ -488,7 +548,8 @@ private:
     std::unique_ptr<Scratch[]> scratch_;
     std::mutex scratch_mu_;
     std::vector<int> scratch_free_;
-    std::atomic<std::uint64_t> next_key_{kKeyLocal0};
+    std::atomic<std::uint64_t> next_key_{random_key()};
+    std::uint64_t region_secret_ = random_key();  // my dynamic regions' keys (region_key)
     // Native accumulates per type id: the libfabric type, the largest count of one message
     // (the smallest fi_query_atomic count over the type's ops), whether enabled.
     std::array<int, 256> dt_{};
@@ -599,8 +660,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
     if (!result && op == FI_ATOMIC_READ) return Post::done;  // an accumulate with MPI_NO_OP
     if (bool lost = false; !usable(p.rank, &lost)) {
         if (!lost) return refuse();  // a probe of the connection is out: nothing taken
-        raise(MPI_ERR_OTHER, "accumulate: ofi (%s): rank %d has been unreachable for %llds", prov_.c_str(), p.rank,
-              static_cast<long long>(kPatience.count()));
+        raise(MPI_ERR_OTHER, "accumulate: ofi (%s): rank %d %s", prov_.c_str(), p.rank, lost_why().c_str());
         return Post::error;
     }
     if (!room(q, false)) {  // (before the ordering wait: a refused operation waits for nothing)
@@ -673,7 +733,7 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         posted = true;
         i += k;
     }
-    if (rc == ofi::kRefused) return refuse();  // (only ever the first message: nothing was posted)
+    if (rc == ofi::kRefused) return refuse_unless_dead(p.rank, "accumulate");  // (nothing was posted)
     if (rc) {
         fail(int(rc), "accumulate",
              rc == ofi::kStuck ? "the provider took no message for 30 s (-FI_EAGAIN)"
@@ -683,6 +743,15 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         return Post::error;
     }
     return Post::posted;
+}
+
+int OfiTransport::reg_random(void* buf, std::size_t len, std::uint64_t access, fid_mr** mr, std::uint64_t* key) {
+    const bool prov_key = mr_mode_ & FI_MR_PROV_KEY;
+    int rc = -FI_ENOKEY;
+    for (int tries = 0; rc == -FI_ENOKEY && tries < 8; ++tries)  // (a key already in use: another)
+        rc = reg(buf, len, access, *key = random_key(), mr);
+    if (!rc && prov_key) *key = fi_mr_key(*mr);
+    return rc;
 }
 
 int OfiTransport::reg(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr) {
@@ -713,7 +782,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     struct Card {
         int err;
         std::uint32_t name_len;
-        std::uint64_t data_base, data_key, data_size, state_base, state_key;
+        std::uint64_t data_base, data_key, data_size, state_base, state_key, region_secret;
         unsigned char name[kMaxName];
     };
     Card card{};
@@ -811,26 +880,26 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         if (!err) step(fi_enable(*ep), "fi_enable");
     }
     // Registrations: data and state for peers, the scratch area for our own atomics.
-    const bool virt = mr_mode_ & FI_MR_VIRT_ADDR, prov_key = mr_mode_ & FI_MR_PROV_KEY;
+    const bool virt = mr_mode_ & FI_MR_VIRT_ADDR;
     const std::uint64_t remote = FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE;
     if (!err && part.data && part.data_size) {
-        if (step(reg(part.data, part.data_size, remote, kKeyData, &data_mr_), "fi_mr_reg (window data)")) {
+        if (step(reg_random(part.data, part.data_size, remote, &data_mr_, &card.data_key), "fi_mr_reg (window data)"))
             card.data_base = ofi::published_base(virt, part.data);
-            card.data_key = prov_key ? fi_mr_key(data_mr_) : kKeyData;
-        }
     }
     card.data_size = part.data ? part.data_size : 0;
-    if (!err && step(reg(part.state, part.state_bytes, remote, kKeyState, &state_mr_), "fi_mr_reg (state words)")) {
+    if (!err &&
+        step(reg_random(part.state, part.state_bytes, remote, &state_mr_, &card.state_key), "fi_mr_reg (state words)"))
         card.state_base = ofi::published_base(virt, part.state);
-        card.state_key = prov_key ? fi_mr_key(state_mr_) : kKeyState;
-    }
+    card.region_secret = region_secret_;
+    ofi::g_last_data_key.store(card.data_key, std::memory_order_relaxed);
+    ofi::g_last_state_key.store(card.state_key, std::memory_order_relaxed);
     if (!err) {
         // kScratchSlots for atomic8, then one per peer for its connection probe (usable()).
         const std::size_t slots = std::size_t(kScratchSlots + n_);
         scratch_.reset(new Scratch[slots]);
         for (int i = kScratchSlots - 1; i >= 0; --i) scratch_free_.push_back(i);
-        step(reg(scratch_.get(), sizeof(Scratch) * slots, FI_READ | FI_WRITE | FI_SEND | FI_RECV, kKeyScratch,
-                 &scratch_mr_),
+        step(reg(scratch_.get(), sizeof(Scratch) * slots, FI_READ | FI_WRITE | FI_SEND | FI_RECV,
+                 next_key_.fetch_add(1, std::memory_order_relaxed), &scratch_mr_),
              "fi_mr_reg (atomic operands)");
     }
     if (!err) {
@@ -853,6 +922,7 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         q.data_size = c.data_size;
         q.state_base = c.state_base;
         q.state_key = c.state_key;
+        q.region_secret = c.region_secret;
         const int got = fi_av_insert(av_, c.name, 1, &q.addr, 0, nullptr);
         if (got != 1) err = fail(got < 0 ? got : -FI_EINVAL, call, "fi_av_insert");
     }
@@ -1052,8 +1122,7 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
     const char* call = write ? "FRMA_Put" : "FRMA_Get";
     if (bool lost = false; !usable(r, &lost)) {
         if (!lost) return refuse();  // a probe of the connection is out: nothing taken
-        raise(MPI_ERR_OTHER, "%s: ofi (%s): rank %d has been unreachable for %llds", call, prov_.c_str(), r,
-              static_cast<long long>(kPatience.count()));
+        raise(MPI_ERR_OTHER, "%s: ofi (%s): rank %d %s", call, prov_.c_str(), r, lost_why().c_str());
         return Post::error;
     }
     // The first message waits for nothing (refused: Post::retry, nothing taken), so the
@@ -1087,7 +1156,7 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
             }
             std::uint64_t raddr = 0, key = 0, left = 0;
             target_of(r, p[i].offset, &raddr, &key, &left);  // (found above for dynamic windows)
-            riov[i] = fi_rma_iov{raddr, p[i].len, bad_key ? ~key : key};
+            riov[i] = fi_rma_iov{raddr, p[i].len, bad_key ? ofi::bad_key_for(key) : key};
             if (mr_local_) {
                 rc = reg(iov[i].iov_base, p[i].len, write ? FI_WRITE | FI_SEND : FI_READ | FI_RECV,
                          next_key_.fetch_add(1, std::memory_order_relaxed), &local[i]);
@@ -1130,7 +1199,7 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
     });
     if (refused) {  // (only ever the first message: nothing was posted)
         if (bad_key) ofi::give_back_bad_key();
-        return refuse();
+        return refuse_unless_dead(r, call);
     }
     if (!ok) {
         fail(int(rc), call,
@@ -1174,7 +1243,7 @@ bool OfiTransport::target_of(int r, std::uint64_t addr, std::uint64_t* raddr, st
     std::uint64_t base = 0;
     if (!region_at(r, addr, &base, left)) return false;
     *raddr = (mr_mode_ & FI_MR_VIRT_ADDR) ? addr : addr - base;
-    *key = base;
+    *key = region_key(q.region_secret, base);
     return true;
 }
 
@@ -1182,7 +1251,8 @@ int OfiTransport::expose_region(void* base, std::uint64_t size) {
     if (!dynamic_ || !size) return MPI_SUCCESS;  // (an empty region: nothing to reach)
     const std::uint64_t b = reinterpret_cast<std::uint64_t>(base);
     fid_mr* mr = nullptr;
-    if (const int rc = reg(base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, b, &mr))
+    if (const int rc =
+            reg(base, size, FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE, region_key(region_secret_, b), &mr))
         return fail(rc, "FRMA_Win_attach", "fi_mr_reg (attached region)");
     std::lock_guard lk(mine_mu_);
     mine_[b] = MyRegion{mr, size};
@@ -1442,8 +1512,12 @@ bool OfiTransport::usable(int r, bool* lost) {
     h = q.health.load(std::memory_order_acquire);
     if (h == 0) return true;
     const std::int64_t now = now_ns();
-    if (now - q.broken_at.load(std::memory_order_relaxed) >
-        std::chrono::duration_cast<std::chrono::nanoseconds>(kPatience).count()) {
+    // A connection in doubt to a process on this host that has exited: lost now, not after
+    // kPatience.
+    if (gone_ && gone_(r)) peer_died_.store(true, std::memory_order_relaxed);
+    if (peer_died_.load(std::memory_order_relaxed) ||
+        now - q.broken_at.load(std::memory_order_relaxed) >
+            std::chrono::duration_cast<std::chrono::nanoseconds>(kPatience).count()) {
         *lost = true;
         return false;
     }

@@ -100,9 +100,12 @@ namespace ofi {
 int error_class(int fi_err);
 
 // Error injection for tests: the next n puts and gets to another process name a key its
-// peer never registered, so the provider fails them (at the target, reported in the
-// origin's completion queue).
-void inject_bad_keys(int n);
+// peer never registered (key; 0: the right key with its bits flipped), so the provider fails
+// them (at the target, reported in the origin's completion queue).
+void inject_bad_keys(int n, std::uint64_t key = 0);
+// The keys of the data and state words of the last window this process opened an ofi
+// transport for (tests: random, different from window to window).
+void last_window_keys(std::uint64_t* data, std::uint64_t* state);
 // ... and the next n one-way synchronization atomics (notify8: lock releases, PSCW posts)
 // are not sent but handled as if their completion said they never left (-FI_ENOTCONN):
 // the transport sends them again.

@@ -285,6 +285,10 @@ public:
     // threads blocks in a group collective (else fence_sync and close_sync serve).
     virtual void set_on_wait(std::function<void()> /*f*/) {}
     virtual void set_served_elsewhere(bool /*yes*/) {}
+    // gone(rank): whether rank, or a peer that may hold up rank's answers, is known to have
+    // died (an MPI error class raised for it, else MPI_SUCCESS). A transport whose waits would
+    // otherwise wait for ever asks it while it waits, and gives the wait up with that error.
+    virtual void set_peer_gone(std::function<int(int)> /*gone*/) {}
     // A file descriptor that becomes readable when something arrives for this transport that
     // only its progress() handles (a provider's completion wait fd), re-armed by progress();
     // -1: none. The progress thread sleeps on it besides its doorbell.

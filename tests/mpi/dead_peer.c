@@ -12,6 +12,12 @@
  *             the victim; a create window, whose accumulates take the stripes); rank 1
  *             accumulates to the same place and flushes (the process that takes the stripe
  *             over learns of the death: only one survivor may wait for it, so rank 0 idles)
+ *   served    while serving a node peer's request (FASTRMA_FAULT=kill_serving in the victim, a
+ *             create window): it waits in MPI_Barrier, serving, and dies once it took rank 1's
+ *             fetch_and_op from its served slots, before answering (rank 0 idles)
+ *   served_bulk  the same with rank 1's 8 KiB put, which goes through the victim's bulk area
+ *   flush     (over am: dead_peer.sh runs it with FASTRMA_TRANSPORT=am) after the victim died,
+ *             the others put to it and flush: the answers never come
  * Each survivor prints "PASS rank R MODE" when its first failing call gave the expected
  * class (MPI_ERR_OTHER; MPIX_ERR_PROC_FAILED where the host defines it) with a message that
  * names the victim, within 10 s; then it leaves with _exit (MPI_Finalize needs the victim). */
@@ -69,11 +75,13 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     victim = size - 1;
+    const int served = !strcmp(mode, "served") || !strcmp(mode, "served_bulk");
     if (!strcmp(mode, "stripe") && rank == victim) setenv("FASTRMA_FAULT", "kill_holding_stripe", 1);
-    static int64_t user[64];
+    if (served && rank == victim) setenv("FASTRMA_FAULT", "kill_serving", 1);
+    static int64_t user[2048];
     int64_t* base = user;
     FRMA_Win win;
-    if (!strcmp(mode, "stripe"))
+    if (!strcmp(mode, "stripe") || served)
         FRMA_Win_create(user, sizeof user, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     else
         FRMA_Win_allocate(sizeof user, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
@@ -142,6 +150,46 @@ int main(int argc, char** argv) {
         TRY(mode, FRMA_Win_lock_all(0, win));
         TRY(mode, FRMA_Accumulate(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_SUM, win));
         TRY(mode, FRMA_Win_flush(0, win));
+        TRY(mode, FRMA_Win_unlock_all(win));
+    } else if (!strcmp(mode, "flush")) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == victim) die();
+        usleep(100 * 1000);
+        t0 = now();
+        TRY(mode, FRMA_Win_lock_all(0, win));
+        TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, victim, rank, 1, MPI_INT64_T, win));
+        TRY(mode, FRMA_Get(&v, 1, MPI_INT64_T, victim, 8, 1, MPI_INT64_T, win));
+        TRY(mode, FRMA_Win_flush(victim, win));
+        TRY(mode, FRMA_Win_unlock_all(win));
+    } else if (served) {
+        static int64_t big[1024];
+        for (int i = 0; i < 1024; ++i) big[i] = i;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == victim) { /* serves from inside MPI until the fault kills it */
+            MPI_Barrier(MPI_COMM_WORLD);
+            printf("FAIL rank %d %s: the fault did not kill the victim\n", rank, mode);
+            _exit(1);
+        }
+        if (rank == 0) { /* only one survivor is served (see the header) */
+            printf("IDLE rank 0 %s\n", mode);
+            fflush(stdout);
+            sleep(3);
+            _exit(0);
+        }
+        usleep(200 * 1000); /* the victim waits in its barrier by now */
+        TRY(mode, FRMA_Win_lock_all(0, win));
+        /* Again and again: an op goes by cross-memory attach while the victim's beat is stale
+         * (it is off its core); the first it takes kills it, and that op must end in an error. */
+        for (const double end = now() + 5.0; now() < end;) {
+            t0 = now();
+            if (!strcmp(mode, "served")) {
+                int64_t old = 0;
+                TRY(mode, FRMA_Fetch_and_op(&v, &old, MPI_INT64_T, victim, 0, MPI_SUM, win));
+            } else {
+                TRY(mode, FRMA_Put(big, 1024, MPI_INT64_T, victim, 0, 1024, MPI_INT64_T, win));
+            }
+            TRY(mode, FRMA_Win_flush(victim, win));
+        }
         TRY(mode, FRMA_Win_unlock_all(win));
     } else {
         fprintf(stderr, "dead_peer: unknown mode %s\n", mode);

@@ -44,6 +44,50 @@ bool is_error_class(int rc) {
     return rc != MPI_SUCCESS && MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls != MPI_SUCCESS;
 }
 
+// Registrations are open only to who knows their keys (issue 36, 8): random 64-bit keys, not
+// the fixed ones (data 1, state 2) anyone reaching the endpoint could name, different from
+// window to window; a put or get under the old fixed key, or any other, fails at the target.
+TEST(OfiKeys, KeysAreRandomPerWindowAndAWrongKeyFailsAtTheTarget) {
+    const int me = world_rank(), n = world_size();
+    std::uint64_t data1 = 0, state1 = 0, data2 = 0, state2 = 0;
+    {
+        OfiWin a(4);
+        if (n < 2 || !a.network()) GTEST_SKIP() << "not an ofi window";
+        fastrma::detail::ofi::last_window_keys(&data1, &state1);
+    }
+    OfiWin w(4);
+    fastrma::detail::ofi::last_window_keys(&data2, &state2);
+    for (std::uint64_t k : {data1, state1, data2, state2}) EXPECT_GT(k, 1u << 20) << "a key small enough to guess";
+    EXPECT_NE(data1, data2) << "the same data key in two windows";
+    EXPECT_NE(state1, state2) << "the same state key in two windows";
+    EXPECT_NE(data2, state2);
+    if (me == 0) {
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
+        const std::int64_t seven = 7;
+        std::int64_t got = -1;
+        // The keys the transport used to register with, and the other window's (closed) key.
+        for (std::uint64_t key : {std::uint64_t(1), std::uint64_t(2), data1}) {
+            inject_bad_keys(1, key);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&seven, 1, MPI_INT64_T, 1, 0, 1, MPI_INT64_T, w.win));
+            const int rc = FRMA_Win_flush(1, w.win);
+            inject_bad_keys(0);
+            EXPECT_TRUE(is_error_class(rc)) << "a put under key " << key << " was not refused";
+            inject_bad_keys(1, key);
+            ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_INT64_T, 1, 1, 1, MPI_INT64_T, w.win));
+            const int rc2 = FRMA_Win_flush(1, w.win);
+            inject_bad_keys(0);
+            EXPECT_TRUE(is_error_class(rc2)) << "a get under key " << key << " was not refused";
+        }
+        EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win)) << FRMA_Last_error_message();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 1) {
+        FRMA_Win_sync(w.win);
+        EXPECT_EQ(w.slot[0], 0) << "a put under a wrong key landed";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(OfiRefusal, LaterOperationsToThePeerLandInTheSameEpoch) {
     const int me = world_rank(), n = world_size();
     OfiWin w(16);

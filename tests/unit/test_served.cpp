@@ -2,6 +2,8 @@
 // target's CPU through its state page (transport/shm/served.hpp), with origin and target as threads.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -320,7 +322,10 @@ struct alignas(64) BulkState {
     BulkState() {
         w[kServedBulkWord] = kStateBytes / 8;
         w[kServedBulkBytes] = kArea;
+        w[kInfoPid] = std::uint64_t(getpid());
+        served::register_bulk_areas(w, sizeof w / 8, 1, kStateBytes / 8, kArea);  // (as a window does)
     }
+    ~BulkState() { served::unregister_bulk_areas(w); }
 };
 
 std::uint64_t mono_ns() {
@@ -352,7 +357,7 @@ TEST(ServedBulk, StridedPutAndGetStreamInParts) {
     BulkState st;
     std::vector<unsigned char> mem(5000 * 12 + 64, 0xEE);
     std::atomic<std::uint64_t> applied{0};
-    served::Server server;
+    served::Server server(kStateBytes / 8, kArea);
     std::atomic<bool> stop{false};
     std::thread target([&] {
         while (!stop.load())
@@ -422,7 +427,7 @@ TEST(ServedBulk, EveryPieceIsAppliedOnceByOneSide) {
     }
     BulkState st;
     std::vector<std::atomic<int>> count(kN);
-    served::Server server;
+    served::Server server(kStateBytes / 8, kArea);
     std::atomic<bool> stop{false};
     std::atomic<std::uint64_t> by_target{0};
     const served::ApplyBulk counter = [&](int, int, int, std::uint64_t toff, std::int64_t stride, std::uint64_t,

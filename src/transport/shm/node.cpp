@@ -21,6 +21,14 @@ NodeTransport::~NodeTransport() {
     // Nothing may copy into or out of memory about to be unmapped. (Batched transfers are
     // dropped: the window's free drained them before its barrier.)
     wait_offloads();
+    if (bulk_registered_) served::unregister_bulk_areas(bulk_registered_);
+}
+
+void NodeTransport::set_served_bulk(std::size_t word, std::size_t bytes, std::size_t members) {
+    auto* first = reinterpret_cast<std::uint64_t*>(layout.base);
+    if (!first || !served::register_bulk_areas(first, layout.state_bytes / 8, members, word, bytes)) return;
+    bulk_registered_ = first;
+    bulk_word_ = word, bulk_bytes_ = bytes;
 }
 
 CmaBatch* NodeTransport::make_batch(const PeerRegion& p) const {
@@ -127,7 +135,7 @@ void NodeTransport::ring_lock_waiters(int rank, int me) {
 
 void NodeTransport::serve_for(LocalTarget target) {
     target_ = std::move(target);
-    server_ = std::make_unique<served::Server>();
+    server_ = std::make_unique<served::Server>(bulk_word_, bulk_bytes_);
 }
 
 void NodeTransport::stop_serving() {
@@ -179,9 +187,11 @@ bool NodeTransport::serve_requests(bool beat) {
                 std::memcpy(res, p, count);
             return int(MPI_SUCCESS);
         }
-        // Accumulates: count is bytes, whole elements of the type, inside my part.
+        // Accumulates: count is bytes, whole elements of the type (fetch_and_op and
+        // compare_and_swap: one), inside my part.
         const TypeInfo* ti = type_by_id(std::uint8_t(type_id));
         if (!ti || count == 0 || count % ti->extent != 0) return int(MPI_ERR_TYPE);
+        if ((kind == int(RmaKind::fop) || kind == int(RmaKind::cas)) && count != ti->extent) return int(MPI_ERR_TYPE);
         if (!at(toff, count)) return served::kRefused;  // the origin applies it, and reports a failure
         return target_.accumulate(kind, op_id, type_id, toff, count / ti->extent, ti->extent, src, cmp, res);
     };

@@ -157,6 +157,10 @@ public:
     // one that failed is kept for failed().
     void wait_offloads();
 
+    // The served bulk areas as this window laid them out (each member's state area has one at
+    // word `word`, `bytes` long; every member's alike): origins use these, never what a
+    // peer's page says, and my server keeps mine. Before serve_for, after the layout is set.
+    void set_served_bulk(std::size_t word, std::size_t bytes, std::size_t members);
     // Target side. serve_for: from now on, node peers' requests are served on my part
     // (target: my data, my state words, the window's accumulate paths); stop_serving: no
     // longer (and my page no longer says a server is there).
@@ -195,6 +199,8 @@ private:
     mutable std::atomic<int> pending_{0};  // batches with something to drain
     std::unique_ptr<served::Server> server_;
     LocalTarget target_;
+    std::size_t bulk_word_ = 0, bulk_bytes_ = 0;  // my served bulk area (set_served_bulk)
+    std::uint64_t* bulk_registered_ = nullptr;  // the first state page registered (served::register_bulk_areas)
 };
 
 }  // namespace fastrma::detail

@@ -2,21 +2,26 @@
 #include "transport/shm/served.hpp"
 
 #include <sched.h>
+#include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include <mpi.h>
 
 #include "engine/stats.hpp"
 #include "ops/op.hpp"
+#include "transport/shm/liveness.hpp"
 
 namespace fastrma::detail::served {
 
 namespace {
-// kDesc: kind | op << 8 | type << 16 | bytes << 32 | has origin << 48.
+// kDesc: kind | op << 8 | type << 16 | bytes << 32 | has origin << 48 (no bit above).
+constexpr std::uint64_t kHasOrigin = 1ull << 48;
 
 std::uint64_t now() {
     timespec ts;
@@ -40,6 +45,35 @@ void announce(std::uint64_t* state) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (!__atomic_load_n(state + kServedScanning, __ATOMIC_RELAXED))
         __atomic_store_n(state + kServedPosted, 1, __ATOMIC_RELEASE);
+}
+
+// An answer as the origin takes it: kRefused, MPI_SUCCESS or an MPI error class (anything
+// else a peer wrote: MPI_ERR_OTHER).
+int sane_answer(std::uint64_t word) {
+    const std::int64_t a = std::int64_t(word);
+    return a == kRefused || (a >= 0 && a <= MPI_ERR_LASTCODE) ? int(a) : int(MPI_ERR_OTHER);
+}
+
+// A request as the target decoded it: the header words read once, checked.
+struct Decoded {
+    int kind, op_id, type_id;
+    std::uint64_t toff, bytes;
+    bool has_origin;
+};
+
+// A slot's header: MPI_SUCCESS, or MPI_ERR_OTHER (malformed: never applied).
+int decode_slot(std::uint64_t d, std::uint64_t toff, Decoded* r) {
+    r->kind = int(d & 0xff), r->op_id = int((d >> 8) & 0xff), r->type_id = int((d >> 16) & 0xffff);
+    r->bytes = (d >> 32) & 0xffff, r->has_origin = (d & kHasOrigin) != 0, r->toff = toff;
+    if (d >> 49) return MPI_ERR_OTHER;
+    const bool transfer = r->kind == int(RmaKind::put) || r->kind == int(RmaKind::get);
+    const bool acc = r->kind == int(RmaKind::acc) || r->kind == int(RmaKind::get_acc);
+    const bool atomic = r->kind == int(RmaKind::fop) || r->kind == int(RmaKind::cas);
+    if (!transfer && !acc && !atomic) return MPI_ERR_OTHER;
+    if (r->bytes == 0 || r->bytes > max_bytes(r->kind) || r->type_id > 255) return MPI_ERR_OTHER;
+    if (transfer && (r->op_id || r->type_id || r->has_origin != (r->kind == int(RmaKind::put)))) return MPI_ERR_OTHER;
+    if (r->kind == int(RmaKind::cas) && !r->has_origin) return MPI_ERR_OTHER;
+    return MPI_SUCCESS;
 }
 
 thread_local unsigned t_first_slot = unsigned(reinterpret_cast<std::uintptr_t>(&t_first_slot) >> 6);
@@ -71,10 +105,11 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0)
         if (req.compare) std::memcpy(s + kData + 1, req.compare, req.bytes);
     }
     s[kDesc] = std::uint64_t(req.kind) | std::uint64_t(req.op_id) << 8 | std::uint64_t(req.type_id) << 16 |
-               std::uint64_t(req.bytes) << 32 | (req.origin ? 1ull << 48 : 0);
+               std::uint64_t(req.bytes) << 32 | (req.origin ? kHasOrigin : 0);
     s[kToff] = req.toff;
     p->slot = s;
     p->bytes = req.bytes;
+    p->pid = pid_t(__atomic_load_n(state + kInfoPid, __ATOMIC_RELAXED));
     p->t0 = t0 ? t0 : now();
     __atomic_store_n(s + kState, kPosted, __ATOMIC_RELEASE);
     announce(state);
@@ -83,6 +118,7 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0)
 
 Outcome finish(Posted& p, void* result, int* rc) {
     std::uint64_t* const s = p.slot;
+    std::uint64_t checked = 0;  // when the target's process was last checked
     for (unsigned spins = 0;; ++spins) {
         const std::uint64_t st = __atomic_load_n(s + kState, __ATOMIC_ACQUIRE);
         if (st == kAnswered) break;
@@ -90,12 +126,22 @@ Outcome finish(Posted& p, void* result, int* rc) {
         // cannot both succeed.
         if (st == kPosted && (spins & 63) == 63 && now() - p.t0 > kServedWaitNs && cas(s + kState, kPosted, kFree))
             return Outcome::withdrawn;
-        if (spins > 4096 && st == kTaken)
-            sched_yield();  // taken: the answer is certain, only its thread may be descheduled
-        else
+        if (spins > 4096 && st == kTaken) {
+            sched_yield();  // taken: the answer comes unless the target's process is gone
+            if ((spins & 255) == 0) {
+                const std::uint64_t t = now();
+                if (t - checked >= kLivenessEveryNs) {
+                    if (pid_exited(p.pid)) return Outcome::refused;
+                    checked = t;
+                }
+            }
+        } else if (st != kPosted && st != kTaken) {
+            return Outcome::refused;  // (a peer rewrote the slot's state)
+        } else {
             __builtin_ia32_pause();
+        }
     }
-    const int answer = int(std::int64_t(s[kAnswer]));
+    const int answer = sane_answer(s[kAnswer]);
     if (answer == kRefused) {
         __atomic_store_n(s + kState, kFree, __ATOMIC_RELEASE);
         return Outcome::refused;
@@ -139,20 +185,102 @@ unsigned char* bulk_data(std::uint64_t* area, std::size_t half, int b) {
 
 std::size_t bulk_words(std::size_t bytes) { return bulk_half(bytes) ? (bytes + 7) / 8 : 0; }
 
+namespace {
+// The node peers' bulk areas as this process laid them out (register_bulk_areas).
+struct Areas {
+    std::uint64_t* first;
+    std::size_t page_words, members, word, half;
+};
+SpinLock g_areas_mu;
+std::vector<Areas>& areas() {
+    static auto* v = new std::vector<Areas>;  // never destroyed: origins may claim during exit
+    return *v;
+}
+// The registered area of the state page at `state`: its first word and half, or false.
+bool registered_area(std::uint64_t* state, std::uint64_t** area, std::size_t* half) {
+    std::lock_guard lk(g_areas_mu);
+    const auto at = reinterpret_cast<std::uintptr_t>(state);
+    for (const Areas& a : areas()) {
+        const auto first = reinterpret_cast<std::uintptr_t>(a.first);
+        if (at < first) continue;
+        const std::size_t d = std::size_t(at - first) / 8;
+        if ((at - first) % 8 || d >= a.page_words * a.members || d % a.page_words) continue;
+        *area = state + a.word, *half = a.half;
+        return true;
+    }
+    return false;
+}
+// An origin's tag in a bulk area's owner word.
+std::uint64_t my_tag() {
+    static const std::uint64_t me = std::uint64_t(getpid());  // (getpid is a syscall)
+    return me;
+}
+// Waits until the target is done with both buffers of an area taken over from an origin that
+// died, then frees them. False: the target's process is gone too.
+bool reset_buffers(std::uint64_t* area, pid_t target) {
+    std::uint64_t checked = now();
+    for (int b = 0; b < 2; ++b) {
+        std::uint64_t* h = bulk_header(area, b);
+        while (__atomic_load_n(h, __ATOMIC_ACQUIRE) == kTaken) {
+            sched_yield();
+            if (const std::uint64_t t = now(); t - checked >= kLivenessEveryNs) {
+                if (pid_exited(target)) return false;
+                checked = t;
+            }
+        }
+        // Posted by the dead origin: withdrawn if the target has not taken it (else it is
+        // applied: what the dead origin left half-done stays so).
+        std::uint64_t st = __atomic_load_n(h, __ATOMIC_ACQUIRE);
+        if (st == kPosted && !cas(h, kPosted, kFree)) {
+            --b;  // taken meanwhile: wait for its answer
+            continue;
+        }
+        __atomic_store_n(h, kFree, __ATOMIC_RELEASE);
+    }
+    return true;
+}
+}  // namespace
+
+bool register_bulk_areas(std::uint64_t* first, std::size_t page_words, std::size_t members, std::size_t word,
+                         std::size_t bytes) {
+    const std::size_t half = bulk_half(bytes);
+    if (!first || !members || !half || word < kServedBulkWord + kWordsPerLine || word > page_words ||
+        bulk_words(bytes) > page_words - word)
+        return false;
+    std::lock_guard lk(g_areas_mu);
+    areas().push_back(Areas{first, page_words, members, word, half});
+    return true;
+}
+
+void unregister_bulk_areas(std::uint64_t* first) {
+    std::lock_guard lk(g_areas_mu);
+    auto& v = areas();
+    v.erase(std::remove_if(v.begin(), v.end(), [first](const Areas& a) { return a.first == first; }), v.end());
+}
+
 bool BulkChannel::claim(std::uint64_t* state, std::uint64_t wait_ns, std::uint64_t patience_ns) {
-    const std::uint64_t word = __atomic_load_n(state + kServedBulkWord, __ATOMIC_ACQUIRE);
-    const std::size_t half = bulk_half(state[kServedBulkBytes]);
-    if (!word || !half) return false;
-    std::uint64_t* a = state + word;
+    std::uint64_t* a = nullptr;
+    std::size_t half = 0;
+    if (!registered_area(state, &a, &half)) return false;
+    const pid_t target = pid_t(__atomic_load_n(state + kInfoPid, __ATOMIC_RELAXED));
+    const std::uint64_t me = my_tag();
     const std::uint64_t t0 = wait_ns ? now() : 0;
     for (unsigned spins = 0;; ++spins) {
-        if (fresh(state, std::max(kFreshNs, patience_ns)) && __atomic_load_n(a, __ATOMIC_RELAXED) == 0 && cas(a, 0, 1))
-            break;
+        if (fresh(state, std::max(kFreshNs, patience_ns))) {
+            std::uint64_t holder = __atomic_load_n(a, __ATOMIC_RELAXED);
+            if (holder == 0 && cas(a, 0, me)) break;
+            // An owner whose process exited: taken over, once the target is done with its parts.
+            if (holder != 0 && holder != me && (spins & 255) == 0 && pid_exited(pid_t(holder)) && cas(a, holder, me)) {
+                if (reset_buffers(a, target)) break;
+                __atomic_store_n(a, 0, __ATOMIC_RELEASE);
+                return false;
+            }
+        }
         if (!wait_ns || now() - t0 > wait_ns) return false;
         if (serve_ && (spins & 15) == 15) serve_(serve_arg_);
         __builtin_ia32_pause();
     }
-    state_ = state, area_ = a, half_ = half;
+    state_ = state, area_ = a, half_ = half, pid_ = target;
     fresh_ns_ = std::max(kFreshNs, patience_ns);
     wait_ns_ = std::max(kServedWaitNs, patience_ns);
     return true;
@@ -190,10 +318,22 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
     auto wait = [&](const Part& p) {
         std::uint64_t* h = bulk_header(area_, p.buf);
         const std::uint64_t* other = bulk_header(area_, p.buf ^ 1);
-        std::uint64_t t0 = now();
+        std::uint64_t t0 = now(), checked = t0;
         for (unsigned spins = 0;; ++spins) {
             const std::uint64_t st = __atomic_load_n(h + kBState, __ATOMIC_ACQUIRE);
             if (st == kAnswered) break;
+            if (st != kPosted && st != kTaken) return Outcome::refused;  // (a peer rewrote the buffer's state)
+            // Taken (or the other part taken) by a target whose process has exited: given up
+            // (the fallback then finds it gone); the area stays ours until the channel goes.
+            if ((spins & 255) == 255) {
+                if (const std::uint64_t t = now(); t - checked >= kLivenessEveryNs) {
+                    if (pid_exited(pid_)) {
+                        stop_ = true;
+                        return Outcome::refused;
+                    }
+                    checked = t;
+                }
+            }
             if (st == kPosted && (spins & 63) == 63) {
                 // The target applying our other part counts as progress: it takes this one
                 // next; so does the time spent serving the target's own requests here.
@@ -209,7 +349,7 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
             else
                 __builtin_ia32_pause();
         }
-        const int answer = int(std::int64_t(h[kBAnswer]));
+        const int answer = sane_answer(h[kBAnswer]);
         if (answer != kRefused) {
             if (unpack && answer == MPI_SUCCESS) unpack(p.first, p.n, bulk_data(area_, half_, p.buf));
             if (answer && !err) err = answer;
@@ -246,45 +386,62 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
         }
         bump(Stat::bulk_withdrawn);
         if (int e = fallback(p.first, p.n); e && !err) err = e;
-        stop_ = !fresh(state_, fresh_ns_);  // the target left MPI: the rest goes by fallback too
+        stop_ = stop_ || !fresh(state_, fresh_ns_);  // the target left MPI (or died): the rest goes by fallback too
     }
     if (next < r.count)
         if (int e = fallback(next, r.count - next); e && !err) err = e;
     return err;
 }
 
+Server::Server(std::size_t bulk_word, std::size_t bulk_bytes)
+    : bulk_word_(bulk_half(bulk_bytes) ? bulk_word : 0), half_(bulk_word_ ? bulk_half(bulk_bytes) : 0) {}
+
+namespace {
+// A bulk buffer's header: MPI_SUCCESS, or MPI_ERR_OTHER (malformed: never applied). half:
+// the buffer's data bytes, which piece * count must fit.
+int decode_bulk(std::uint64_t d, std::uint64_t piece, std::uint64_t count, std::size_t half, Decoded* r) {
+    r->kind = int(d & 0xff), r->op_id = int((d >> 8) & 0xff), r->type_id = int((d >> 16) & 0xffff);
+    r->bytes = piece, r->has_origin = (d & kHasOrigin) != 0;
+    if ((d >> 32) != (r->has_origin ? kHasOrigin >> 32 : 0)) return MPI_ERR_OTHER;  // (no bytes field, no bit above)
+    const bool transfer = r->kind == int(RmaKind::put) || r->kind == int(RmaKind::get);
+    if (!transfer && r->kind != int(RmaKind::acc) && r->kind != int(RmaKind::get_acc)) return MPI_ERR_OTHER;
+    if (transfer && (r->op_id || r->type_id || r->has_origin != (r->kind == int(RmaKind::put)))) return MPI_ERR_OTHER;
+    if (r->type_id > 255 || piece == 0 || count == 0 || piece > half || count > half / piece) return MPI_ERR_OTHER;
+    return MPI_SUCCESS;
+}
+}  // namespace
+
 bool Server::poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk) {
-    const std::uint64_t word = my_state[kServedBulkWord];
-    const std::size_t half = bulk_half(my_state[kServedBulkBytes]);
-    if (!word || !half) return false;
-    std::uint64_t* const area = my_state + word;
+    if (!half_) return false;
+    std::uint64_t* const area = my_state + bulk_word_;
     bool served = false;
     for (int b = 0; b < 2; ++b) {
         std::uint64_t* h = bulk_header(area, b);
         if (__atomic_load_n(h + kBState, __ATOMIC_ACQUIRE) != kPosted || !cas(h + kBState, kPosted, kTaken)) continue;
-        const std::uint64_t d = h[kBDesc];
-        const int kind = int(d & 0xff), op_id = int((d >> 8) & 0xff), type_id = int((d >> 16) & 0xffff);
-        const bool has_origin = (d >> 48) & 1;
-        const std::uint64_t piece = h[kBPiece], count = h[kBCount];
-        unsigned char* data = bulk_data(area, half, b);
-        int rc = kRefused;
-        const bool known = kind == int(RmaKind::put) || kind == int(RmaKind::get) || kind == int(RmaKind::acc) ||
-                           kind == int(RmaKind::get_acc);
-        const bool answers = kind == int(RmaKind::get) || kind == int(RmaKind::get_acc);
-        if (known && (kind != int(RmaKind::put) || has_origin) && piece != 0 && count != 0 && piece <= half &&
-            count <= half / piece) {
-            const void* src = has_origin ? data : nullptr;
-            if (kind == int(RmaKind::get_acc) && has_origin) {
+        if (g_fault_kill_serving.load(std::memory_order_relaxed)) kill(getpid(), SIGKILL);
+        // The header read once: the origin (or any node peer) may write it while this applies.
+        const std::uint64_t d = __atomic_load_n(h + kBDesc, __ATOMIC_RELAXED);
+        const std::uint64_t toff = __atomic_load_n(h + kBToff, __ATOMIC_RELAXED);
+        std::int64_t stride = std::int64_t(__atomic_load_n(h + kBStride, __ATOMIC_RELAXED));
+        const std::uint64_t piece = __atomic_load_n(h + kBPiece, __ATOMIC_RELAXED);
+        const std::uint64_t count = __atomic_load_n(h + kBCount, __ATOMIC_RELAXED);
+        unsigned char* data = bulk_data(area, half_, b);
+        Decoded r;
+        int rc = decode_bulk(d, piece, count, half_, &r);
+        if (count == 1) stride = std::int64_t(piece);  // (one piece: its stride means nothing)
+        if (rc == MPI_SUCCESS) {
+            const bool answers = r.kind == int(RmaKind::get) || r.kind == int(RmaKind::get_acc);
+            const void* src = r.has_origin ? data : nullptr;
+            if (r.kind == int(RmaKind::get_acc) && r.has_origin) {
                 // The operand out of the buffer first: the old values replace it there.
-                if (operand_bytes_ < half) {
-                    operand_ = std::make_unique<unsigned char[]>(half);
-                    operand_bytes_ = half;
+                if (operand_bytes_ < half_) {
+                    operand_ = std::make_unique<unsigned char[]>(half_);
+                    operand_bytes_ = half_;
                 }
                 std::memcpy(operand_.get(), data, piece * count);
                 src = operand_.get();
             }
-            rc = apply_bulk(kind, op_id, type_id, h[kBToff], std::int64_t(h[kBStride]), piece, count, src,
-                            answers ? data : nullptr);
+            rc = apply_bulk(r.kind, r.op_id, r.type_id, toff, stride, piece, count, src, answers ? data : nullptr);
         }
         h[kBAnswer] = std::uint64_t(std::int64_t(rc));
         __atomic_store_n(h + kBState, kAnswered, __ATOMIC_RELEASE);
@@ -303,13 +460,13 @@ void Server::beat_now(std::uint64_t* my_state) {
         __atomic_store_n(my_state + kServedBeat, t, __ATOMIC_RELEASE);
 }
 
-bool Server::slots_posted(const std::uint64_t* my_state) {
+bool Server::slots_posted(const std::uint64_t* my_state) const {
     bool any = false;
     for (std::size_t i = 0; i < kServedSlots; ++i)
         any |= __atomic_load_n(slot(const_cast<std::uint64_t*>(my_state), i) + kState, __ATOMIC_RELAXED) == kPosted;
-    if (const std::uint64_t word = __atomic_load_n(my_state + kServedBulkWord, __ATOMIC_RELAXED))
+    if (half_)
         for (int b = 0; b < 2; ++b)
-            any |= __atomic_load_n(bulk_header(const_cast<std::uint64_t*>(my_state) + word, b) + kBState,
+            any |= __atomic_load_n(bulk_header(const_cast<std::uint64_t*>(my_state) + bulk_word_, b) + kBState,
                                    __ATOMIC_RELAXED) == kPosted;
     return any;
 }
@@ -341,6 +498,35 @@ bool Server::poll(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& 
     return posted(my_state) && serve(my_state, apply, apply_bulk);
 }
 
+std::atomic<bool> g_fault_kill_serving{false};
+
+void Server::serve_slot(std::uint64_t* s, const Apply& apply) {
+    if (g_fault_kill_serving.load(std::memory_order_relaxed)) kill(getpid(), SIGKILL);
+    // The header read once, the data copied out before it is applied: node peers may write
+    // the slot meanwhile.
+    Decoded r;
+    int rc =
+        decode_slot(__atomic_load_n(s + kDesc, __ATOMIC_RELAXED), __atomic_load_n(s + kToff, __ATOMIC_RELAXED), &r);
+    if (rc == MPI_SUCCESS) {
+        std::uint64_t in[kMaxBytes / 8], out[kMaxBytes / 8];  // origin data (operand, compare); the answer
+        std::memcpy(in, s + kData, kMaxBytes);
+        const bool answers = r.kind != int(RmaKind::put) && r.kind != int(RmaKind::acc);
+        if (r.kind == int(RmaKind::put) || r.kind == int(RmaKind::get)) {
+            rc = apply(r.kind, 0, 0, r.toff, r.bytes, r.has_origin ? in : nullptr, nullptr, out);
+        } else if (r.kind == int(RmaKind::acc) || r.kind == int(RmaKind::get_acc)) {
+            rc = apply(r.kind, r.op_id, r.type_id, r.toff, r.bytes, r.has_origin ? in : nullptr, nullptr,
+                       r.kind == int(RmaKind::get_acc) ? out : nullptr);
+        } else {  // fetch_and_op, compare_and_swap: an operand word and a compare word
+            out[0] = 0;
+            rc = apply(r.kind, r.op_id, r.type_id, r.toff, r.bytes, r.has_origin ? in : nullptr,
+                       r.kind == int(RmaKind::cas) ? in + 1 : nullptr, out);
+        }
+        if (rc == MPI_SUCCESS && answers) std::memcpy(s + kData, out, r.bytes);
+    }
+    s[kAnswer] = std::uint64_t(std::int64_t(rc));
+    __atomic_store_n(s + kState, kAnswered, __ATOMIC_RELEASE);
+}
+
 bool Server::serve(std::uint64_t* my_state, const Apply& apply, const ApplyBulk& apply_bulk) {
     std::unique_lock lk(mu_, std::try_to_lock);
     if (!lk.owns_lock()) return false;  // another thread serves them
@@ -351,29 +537,7 @@ bool Server::serve(std::uint64_t* my_state, const Apply& apply, const ApplyBulk&
     for (std::size_t i = 0; i < kServedSlots; ++i) {
         std::uint64_t* s = slot(my_state, i);
         if (__atomic_load_n(s + kState, __ATOMIC_RELAXED) != kPosted || !cas(s + kState, kPosted, kTaken)) continue;
-        const std::uint64_t d = s[kDesc];
-        const int kind = int(d & 0xff), op_id = int((d >> 8) & 0xff), type_id = int((d >> 16) & 0xffff);
-        const std::uint64_t bytes = (d >> 32) & 0xffff;
-        int rc;
-        if (kind == int(RmaKind::put)) {
-            rc = apply(kind, 0, 0, s[kToff], bytes, s + kData, nullptr, nullptr);
-        } else if (kind == int(RmaKind::get)) {
-            rc = apply(kind, 0, 0, s[kToff], bytes, nullptr, nullptr, s + kData);
-        } else if (kind == int(RmaKind::acc) || kind == int(RmaKind::get_acc)) {
-            // The operand out of the slot first: get_accumulate's old values replace it there.
-            std::uint64_t operand[kMaxBytes / 8];
-            if ((d >> 48) & 1) std::memcpy(operand, s + kData, bytes);
-            rc = apply(kind, op_id, type_id, s[kToff], bytes, (d >> 48) & 1 ? operand : nullptr, nullptr,
-                       kind == int(RmaKind::get_acc) ? s + kData : nullptr);
-        } else {
-            const std::uint64_t operand = s[kData], compare = s[kData + 1];
-            std::uint64_t old = 0;
-            rc = apply(kind, op_id, type_id, s[kToff], bytes, (d >> 48) & 1 ? &operand : nullptr,
-                       kind == int(RmaKind::cas) ? &compare : nullptr, &old);
-            s[kData] = old;
-        }
-        s[kAnswer] = std::uint64_t(std::int64_t(rc));
-        __atomic_store_n(s + kState, kAnswered, __ATOMIC_RELEASE);
+        serve_slot(s, apply);
         served = true;
     }
     if (apply_bulk && poll_bulk(my_state, apply_bulk)) served = true;

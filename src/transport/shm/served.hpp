@@ -31,6 +31,8 @@
 #include <functional>
 #include <memory>
 
+#include <sys/types.h>
+
 #include "ops/spin_lock.hpp"
 #include "ops/state_words.hpp"
 
@@ -78,8 +80,12 @@ struct Posted {
     std::uint64_t* slot = nullptr;
     std::uint64_t t0 = 0;  // when it was posted
     std::size_t bytes = 0;
+    pid_t pid = 0;  // the target's process (its page's kInfoPid when posted), watched while it holds the request
 };
 enum class Outcome { answered, withdrawn, refused };
+// While the target holds a request or bulk part, its process is checked this often
+// (liveness.hpp): one that died is given up on.
+constexpr std::uint64_t kLivenessEveryNs = 1'000'000;
 
 // Claims a free slot of the peer, writes req into it and posts it. False: no slot free
 // (nothing posted). Several may be posted before the first is finished. t0: the time now,
@@ -88,7 +94,9 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0 
 // Waits for a posted request: answered (the get's data or the atomic's old value copied to
 // result, which may be null for a put, and the peer's answer, an MPI error class, in *rc),
 // withdrawn (nobody took it within kServedWaitNs) or refused by the peer; in the last two
-// the origin applies it itself. The slot is free again on return.
+// the origin applies it itself. The slot is free again on return. A target whose process
+// exited while it held the request: refused (the origin's own path then finds it gone), the
+// slot left as it is.
 Outcome finish(Posted& p, void* result, int* rc);
 
 // An accumulate, get_accumulate, fetch_and_op or compare_and_swap, one at a time: true:
@@ -99,9 +107,14 @@ bool try_remote(std::uint64_t* state, const Request& req, void* result, int* rc)
 // Target: applies one request to my memory: kind, op id, type id, offset, bytes, origin,
 // compare, result (a get's destination, accumulates' old values); an MPI error class, or
 // kRefused to leave it to the origin (an address not attached to my dynamic window any
-// more, a range outside my part).
+// more, a range outside my part). Called only with a request Server's decoder checked, its
+// data copied out of the slot (a node peer may write the slot meanwhile).
 using Apply = std::function<int(int, int, int, std::uint64_t, std::uint64_t, const void*, const void*, void*)>;
 constexpr int kRefused = -1;
+
+// Fault injection (FASTRMA_FAULT=kill_serving): the target kills itself right after it took a
+// request or a bulk part, before it answers.
+extern std::atomic<bool> g_fault_kill_serving;
 
 // ---- Bulk: large and strided transfers (puts, gets, accumulates, get_accumulates) ----
 //
@@ -130,8 +143,9 @@ struct BulkRun {
 // The claimed bulk area of one peer, on the origin's side (one thread, one op).
 class BulkChannel {
 public:
-    // Claims the area of the peer whose state words are mapped at `state`. False: it has no
-    // area, or its beat is stale or another origin holds it for wait_ns on end (meanwhile
+    // Claims the area of the peer whose state words are mapped at `state` (its owner word
+    // then holds this process's pid; an owner whose process exited is taken over). False: it
+    // has no registered area, or its beat is stale or another origin holds it for wait_ns on end (meanwhile
     // this process serves its own peers with its own beat: two processes streaming to each
     // other meet so). patience_ns (an op that costs far more by cross-memory attach): a beat
     // that recent will do, and a part is withdrawn only when not taken for that long (the
@@ -155,6 +169,7 @@ private:
     std::uint64_t* state_ = nullptr;
     std::uint64_t* area_ = nullptr;
     std::size_t half_ = 0;
+    pid_t pid_ = 0;  // the target's process
     bool stop_ = false;  // a part was not taken and the beat is stale: the rest goes by fallback
     std::uint64_t fresh_ns_ = kFreshNs, wait_ns_ = kServedWaitNs;
     bool (*serve_)(void*) = nullptr;
@@ -163,14 +178,31 @@ private:
 
 // Target: applies one bulk part: kind, op id, type id, toff, stride, piece, count, origin
 // (packed pieces, or null), result (where the packed answer goes, or null). An MPI error
-// class or kRefused, as Apply.
+// class or kRefused, as Apply. Called only with a part Server's decoder checked.
 using ApplyBulk =
     std::function<int(int, int, int, std::uint64_t, std::int64_t, std::uint64_t, std::uint64_t, const void*, void*)>;
 // Words of a state area the bulk area of `bytes` takes (0: none).
 std::size_t bulk_words(std::size_t bytes);
 
+// Origins: where the node peers' bulk areas are, as this process laid them out at window
+// creation (every member's alike): the state pages at first + i * page_words for i <
+// members, each with its area at word `word`, `bytes` long. BulkChannel::claim takes only
+// areas registered so, never the geometry a peer's page states. False (nothing registered):
+// an area that does not fit the page.
+bool register_bulk_areas(std::uint64_t* first, std::size_t page_words, std::size_t members, std::size_t word,
+                         std::size_t bytes);
+void unregister_bulk_areas(std::uint64_t* first);
+
+// The target decodes each request as the message transport's server decodes a message: the
+// slot's or buffer's header words copied once, every field checked (kind, flags, op and type
+// ids, bytes against the slot or the element, piece * count against the buffer), the data
+// copied out of the slot before it is applied. A malformed request is answered MPI_ERR_OTHER
+// and never applied; a range outside my part is refused (Apply).
 class Server {
 public:
+    // bulk_word, bulk_bytes: my bulk area as I laid it out (bulk_word words into my state
+    // words, bulk_bytes long; 0: none), kept here: the page's words saying so are never read back.
+    explicit Server(std::size_t bulk_word = 0, std::size_t bulk_bytes = 0);
     // Serves what origins posted to my state words; beat: advertise this thread as a
     // prompt server (the host-progress hook; not the progress thread, which may doze).
     // True if a request was served. Safe from any thread (one serves at a time).
@@ -195,9 +227,11 @@ private:
     // slots once more; an origin stores its post, fences and reads kServedScanning: one of
     // the two sees the other.
     bool posted(std::uint64_t* my_state);
-    static bool slots_posted(const std::uint64_t* my_state);
+    bool slots_posted(const std::uint64_t* my_state) const;
+    void serve_slot(std::uint64_t* s, const Apply& apply);
     void beat_now(std::uint64_t* my_state);
     bool poll_bulk(std::uint64_t* my_state, const ApplyBulk& apply_bulk);
+    std::size_t bulk_word_ = 0, half_ = 0;  // my bulk area: where, and its buffers' data bytes (0: none)
     SpinLock mu_;
     std::unique_ptr<unsigned char[]> operand_;  // a get_accumulate part's origin data (mu_)
     std::size_t operand_bytes_ = 0;
