@@ -436,17 +436,6 @@ int Window::build_exchange(BuildPlan& p) {
     // The window's processes on this host (node members or not: am and ofi peers too) are
     // watched for exit from now on (alive: they just sent), so that waits for them fail
     // instead of hanging once one dies.
-    w->host_pid_.assign(std::size_t(n), 0);
-    for (int r = 0; r < n; ++r) {
-        const Sizes& z = sizes[std::size_t(r)];
-        if (r == me || z.pid_ns != mine_sz.pid_ns || z.pid == mine_sz.pid) continue;
-        w->host_pid_[std::size_t(r)] = pid_t(z.pid);
-        eng.watch(pid_t(z.pid));
-        w->watch_peers_ = true;
-    }
-    // The window's processes on this host (node members or not: am and ofi peers too) are
-    // watched for exit from now on (alive: they just sent), so that waits for them fail
-    // instead of hanging once one dies.
     host_pid_.assign(std::size_t(n), 0);
     for (int r = 0; r < n; ++r) {
         const BuildSizes& z = p.sizes[std::size_t(r)];
