@@ -1354,8 +1354,9 @@ TEST_P(Passive, LargeFetchedResultsArriveIntact) {
 }
 
 TEST_P(Passive, LargeAccumulatesStayOrderedAndAtomic) {
-    // Every rank accumulates into every other rank's array at once (atomicity across origins), and each origin follows its
-    // large SUM with a REPLACE then a fetch_and_op on one element and a large MAX, all
+    // Every rank accumulates into every other rank's array at once (atomicity across
+    // origins), and each origin follows its large SUM with a REPLACE then a fetch_and_op on
+    // one element and a large MAX, all
     // without a flush in between: MPI orders accumulates from one origin to one location,
     // so the REPLACE must land after the SUM and the fetch must see it.
     const int me = world_rank(), n = world_size();
