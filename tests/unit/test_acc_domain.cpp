@@ -109,7 +109,8 @@ TEST(AccDomain, AnAtomicOpWaitsForAFlaggedStripeOnly) {
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_FALSE(entered.load()) << "an atomic op passed a flagged stripe";
-    EXPECT_EQ(*mine, 0u) << "a waiting atomic op must not count itself (the run would wait for it)";
+    EXPECT_EQ(__atomic_load_n(mine, __ATOMIC_ACQUIRE), 0u)
+        << "a waiting atomic op must not count itself (the run would wait for it)";
     acc_stripes_unlock(st->of(0), 1ull << 3);
     t.join();
     EXPECT_TRUE(entered.load());
