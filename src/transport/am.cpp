@@ -1607,26 +1607,42 @@ void AmEndpoint::serve_get_strided(const Incoming& in) {
     reply_owned(in, std::move(b), std::size_t(piece * n) + 1);
 }
 
+namespace {
+// The head of a strided accumulate's body (kAccStrided, kGetAccStrided): its stride and
+// piece count, and whether the body holds them and the runs (b elements of c bytes) are
+// ones the ops layer sends, n not 0.
+struct AccStrided {
+    std::size_t body = 0;
+    std::int64_t stride = 0;
+    std::uint64_t n = 0, piece = 0;
+    bool runs_ok = false;
+};
+
+AccStrided acc_strided_head(std::size_t body, const unsigned char* p, std::uint64_t elems, std::uint64_t eb) {
+    AccStrided a;
+    a.body = body;
+    if (body >= 16) {
+        std::memcpy(&a.stride, p, 8);
+        std::memcpy(&a.n, p + 8, 8);
+    }
+    a.piece = eb * elems;
+    a.runs_ok = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && a.n != 0;
+    return a;
+}
+}  // namespace
+
 void AmEndpoint::serve_acc_strided(const Incoming& in) {
     const Header& h = in.h;
     const int source = in.source;
     const unsigned char* const p = in.p;
-    const std::size_t len = in.len;
     // Pieces of b elements of c bytes from offset a at a stride, through the accumulate
     // path as one strided call (accumulate_runs: one check of kind, op and type, the
     // stripes of the whole footprint); the packed data must be exactly the rest of the
     // message, the footprint inside the part (one check, before any piece is applied).
-    const std::uint64_t elems = h.b, eb = h.c;
-    const std::size_t body = len - sizeof h;
-    std::int64_t stride = 0;
-    std::uint64_t n = 0;
-    if (body >= 16) {
-        std::memcpy(&stride, p, 8);
-        std::memcpy(&n, p + 8, 8);
-    }
-    const std::uint64_t piece = eb * elems;
-    const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
-                       n <= (body - 16) / piece && piece * n == body - 16;
+    const AccStrided a = acc_strided_head(in.len - sizeof h, p, h.b, h.c);
+    const std::uint64_t elems = h.b, eb = h.c, piece = a.piece, n = a.n;
+    const std::int64_t stride = a.stride;
+    const bool sized = a.runs_ok && n <= (a.body - 16) / piece && piece * n == a.body - 16;
     std::uint64_t lo = 0, span = 0;
     if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span))
         refuse(source);
@@ -1640,24 +1656,16 @@ void AmEndpoint::serve_get_acc_strided(const Incoming& in) {
     const Header& h = in.h;
     const int source = in.source;
     const unsigned char* const p = in.p;
-    const std::size_t len = in.len;
     // Pieces of b elements of c bytes from offset a at a stride, at most kMaxMessage
     // bytes of them (the answer's size), origin data (aop & 4) exactly the rest of the
     // message, the footprint inside the part (one check, before anything is applied):
     // applied as kAccStrided, their old values answered packed, then a byte 1. A refused
     // one is answered empty (the origin's result buffer stays as it was).
-    const std::uint64_t elems = h.b, eb = h.c;
-    const std::size_t body = len - sizeof h;
-    std::int64_t stride = 0;
-    std::uint64_t n = 0;
-    if (body >= 16) {
-        std::memcpy(&stride, p, 8);
-        std::memcpy(&n, p + 8, 8);
-    }
+    const AccStrided a = acc_strided_head(in.len - sizeof h, p, h.b, h.c);
+    const std::uint64_t elems = h.b, eb = h.c, piece = a.piece, n = a.n;
+    const std::int64_t stride = a.stride;
     const bool data = (h.aop & 4) != 0;
-    const std::uint64_t piece = eb * elems;
-    const bool sized = body >= 16 && eb != 0 && eb <= 64 && elems != 0 && elems <= kAccRunMax / eb && n != 0 &&
-                       piece <= kMaxMessage / n && body - 16 == (data ? piece * n : 0);
+    const bool sized = a.runs_ok && piece <= kMaxMessage / n && a.body - 16 == (data ? piece * n : 0);
     std::uint64_t lo = 0, span = 0;
     if (!sized || !strided_footprint(h.a, stride, piece, n, &lo, &span)) {
         refuse(source);
