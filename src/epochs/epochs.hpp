@@ -162,6 +162,11 @@ private:
     // Locks (lock.cpp). The caller holds the target's slot mutex unless said otherwise.
     bool try_lock(Target* t);  // one attempt at t's lock words
     bool try_lock_all_once();  // one attempt at lock_all
+    // A retry of a pending lock_all (epoch_mu_ held), paced: after a failure the next
+    // attempt waits a randomised, doubling back-off (to poll_max_us) unless a releaser
+    // kicked us. Each failed attempt sets bits that make others' locks fail: retrying at
+    // every pass kept exclusive lockers out for seconds across two hosts.
+    bool retry_lock_all(std::uint64_t now, bool kicked);
     bool try_acquire(Target* t);
     void release(Target* t);
     // lock and unlock past their inline paths (lock.cpp).
@@ -256,6 +261,9 @@ private:
     Target* spare_target_ = nullptr;  // the last unlocked target, for the next lock (epoch_mu_)
     int lock_all_assert_ = 0;
     bool lock_all_acquired_ = false;
+    std::uint32_t lock_all_backoff_us_ = 0;  // retry_lock_all (epoch_mu_)
+    std::uint64_t lock_all_next_try_ns_ = 0;
+    std::uint64_t lock_all_jitter_ = 0x9e3779b97f4a7c15ull;
     std::atomic<std::uint64_t> kick_seen_{0};  // the last kLockKick value poll saw
 
     // PSCW: the access side's group, the exposure side's bookkeeping (epoch_mu_).

@@ -37,14 +37,38 @@ bool Epochs::try_lock_all_once() {
         return lockproto::try_lock_all_mapped(mw, nprocs_, [this](int r) { return mapped_state(r); });
     const std::vector<int>* ms = h_.lock_masters();
     if (!ms) return lockproto::try_lock_all(tp(0), peer(0));
-    // One master per node: each in turn; exclusive holders at any, the ones taken undone.
-    for (std::size_t i = 0; i < ms->size(); ++i) {
-        const int m = (*ms)[i];
-        if (lockproto::try_lock_all(tp(m), peer(m))) continue;
-        for (std::size_t j = 0; j < i; ++j) lockproto::unlock_all(tp((*ms)[j]), peer((*ms)[j]));
-        return false;
-    }
+    // One master per node: the ones mapped here first (a read shows a holder without a round
+    // trip), then the others; exclusive holders at any: the ones taken are undone.
+    std::vector<int> taken;
+    taken.reserve(ms->size());
+    for (int pass = 0; pass < 2; ++pass)
+        for (int m : *ms) {
+            if (tp(m).caps(peer(m)).load_store != (pass == 0)) continue;
+            if (!lockproto::try_lock_all(tp(m), peer(m))) {
+                for (int u : taken) lockproto::unlock_all(tp(u), peer(u));
+                return false;
+            }
+            taken.push_back(m);
+        }
     return true;
+}
+
+bool Epochs::retry_lock_all(std::uint64_t now, bool kicked) {
+    if (now < lock_all_next_try_ns_ && !kicked) return false;
+    if (try_lock_all_once()) {
+        lock_all_backoff_us_ = 0;
+        lock_all_next_try_ns_ = 0;
+        return true;
+    }
+    bump(Stat::lock_retries);
+    lock_all_backoff_us_ = std::min<std::uint32_t>(lock_all_backoff_us_ ? 2 * lock_all_backoff_us_ : 1,
+                                                   std::uint32_t(std::max(1, cfg_.poll_max_us)));
+    lock_all_jitter_ ^= lock_all_jitter_ << 13;
+    lock_all_jitter_ ^= lock_all_jitter_ >> 7;
+    lock_all_jitter_ ^= lock_all_jitter_ << 17;
+    const std::uint64_t ns = std::uint64_t(lock_all_backoff_us_) * 1000;
+    lock_all_next_try_ns_ = now + ns / 2 + lock_all_jitter_ % (ns + 1);
+    return false;
 }
 
 bool Epochs::try_acquire(Target* t) {
@@ -294,7 +318,7 @@ int Epochs::lock_all(int assert_) {
     if (assert_ & MPI_MODE_NOCHECK) {
         lock_all_acquired_ = false;
         mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-    } else if (try_lock_all_once()) {
+    } else if (lock_all_backoff_us_ = 0, retry_lock_all(now_ns(), true)) {
         lock_all_acquired_ = true;
         mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
     } else {
@@ -318,12 +342,11 @@ int Epochs::ensure_lock_all() {
                 rc = MPI_ERR_RMA_SYNC;
                 return true;
             }
-            if (try_lock_all_once()) {
+            if (retry_lock_all(now_ns(), false)) {
                 lock_all_acquired_ = true;
                 mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
                 return true;
             }
-            bump(Stat::lock_retries);
             return false;
         },
         0, false);

@@ -15,10 +15,17 @@ struct ByTransport {
     std::uint64_t rmw(std::size_t w, AtomicOp op, std::uint64_t x, std::uint64_t c = 0) const {
         return tp.atomic8(p, w, op, x, c);
     }
+    // True when the word is mapped here and shows bits in mask (a read, no change): an
+    // attempt that would fail goes no further and leaves no transient count for others'
+    // attempts to trip on. Behind a round trip it reads nothing (false).
+    bool shows(std::size_t w, std::uint64_t mask) const {
+        return tp.caps(p).load_store && (tp.atomic8(p, w, AtomicOp::fetch_add, 0) & mask);
+    }
 };
 
 template <class W>
 bool take_shared(const W& t) {
+    if (t.shows(kLockLocal, kLocalExclusive)) return false;
     std::uint64_t old = t.rmw(kLockLocal, AtomicOp::fetch_add, 1);
     if (!(old & kLocalExclusive)) return true;
     t.rmw(kLockLocal, AtomicOp::fetch_add, kMinusOne);
@@ -33,6 +40,7 @@ bool take_exclusive_target(const W& t) {
 // An exclusive holder's count on the master; fails (undone) while lock_all holders exist.
 template <class W>
 bool take_master(const W& master) {
+    if (master.shows(kLockGlobal, ~kLow32)) return false;
     if (!(master.rmw(kLockGlobal, AtomicOp::fetch_add, 1) >> 32)) return true;
     master.rmw(kLockGlobal, AtomicOp::fetch_add, kMinusOne);
     return false;
@@ -41,7 +49,7 @@ bool take_master(const W& master) {
 // Both words one after the other: the master's count, then the target's bit.
 template <class M, class T>
 bool take_exclusive(const M& master, const T& t) {
-    if (!take_master(master)) return false;
+    if (t.shows(kLockLocal, ~0ull) || !take_master(master)) return false;
     if (take_exclusive_target(t)) return true;
     master.rmw(kLockGlobal, AtomicOp::fetch_add, kMinusOne);
     return false;
@@ -109,6 +117,7 @@ bool grant(Transport& tp, const PeerRegion& me, const PeerRegion& master, Transp
 }
 
 bool try_lock_all(Transport& tp, const PeerRegion& master) {
+    if (ByTransport{tp, master}.shows(kLockGlobal, kLow32)) return false;
     std::uint64_t g = tp.atomic8(master, kLockGlobal, AtomicOp::fetch_add, kGlobalLockAll);
     if ((g & kLow32) == 0) return true;
     tp.atomic8(master, kLockGlobal, AtomicOp::fetch_add, ~kGlobalLockAll + 1);

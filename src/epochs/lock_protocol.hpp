@@ -100,8 +100,11 @@ inline void unlock_all_mapped(std::uint64_t* master) {
 // window that spans nodes runs on its node's words (Epochs::map_states, spanning), which
 // every other process of the node takes with CPU atomics too (through the node transport,
 // or its agent granting an off-node origin's request), so both meet on the same words.
+// Each first reads the word it would change: an attempt that would fail changes nothing (no
+// transient count for a concurrent attempt of the other kind to fail on).
 inline bool try_shared_two_level(std::uint64_t* target) {
     std::uint64_t* const w = target + kLockLocal;
+    if (__atomic_load_n(w, __ATOMIC_SEQ_CST) & kLocalExclusive) return false;
     if (!(__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST) & kLocalExclusive)) return true;
     __atomic_fetch_sub(w, 1, __ATOMIC_SEQ_CST);
     return false;
@@ -109,6 +112,8 @@ inline bool try_shared_two_level(std::uint64_t* target) {
 
 inline bool try_exclusive_two_level(std::uint64_t* master, std::uint64_t* target) {
     std::uint64_t* const g = master + kLockGlobal;
+    if (__atomic_load_n(target + kLockLocal, __ATOMIC_SEQ_CST) || (__atomic_load_n(g, __ATOMIC_SEQ_CST) >> 32))
+        return false;
     if (__atomic_fetch_add(g, 1, __ATOMIC_SEQ_CST) >> 32) {
         __atomic_fetch_sub(g, 1, __ATOMIC_SEQ_CST);
         return false;

@@ -96,11 +96,18 @@ Poll Epochs::poll() {
     if (!lock_all_pending && waiting_targets_.load(std::memory_order_acquire) == 0 &&
         queued_.load(std::memory_order_acquire) == 0)
         return Poll::idle;
+    const std::uint64_t now = now_ns();
+    // A releaser kicked us (docs/progress.md, doorbells): retry every wait now.
+    bool kicked = false;
+    {
+        const std::uint64_t k = __atomic_load_n(my_word(kLockKick), __ATOMIC_ACQUIRE);
+        kicked = kick_seen_.exchange(k, std::memory_order_relaxed) != k;
+    }
     bool did = false;
     if (lock_all_pending) {
         std::unique_lock lk(epoch_mu_, std::try_to_lock);
         if (lk.owns_lock() && mode_.load() == AccessMode::lock_all_called) {
-            if (try_lock_all_once()) {
+            if (retry_lock_all(now, kicked)) {
                 lock_all_acquired_ = true;
                 mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
                 did = true;
@@ -112,13 +119,6 @@ Poll Epochs::poll() {
                     h_.register_lock_wait(0);
             }
         }
-    }
-    const std::uint64_t now = now_ns();
-    // A releaser kicked us (docs/progress.md, doorbells): retry every wait now.
-    bool kicked = false;
-    {
-        const std::uint64_t k = __atomic_load_n(my_word(kLockKick), __ATOMIC_ACQUIRE);
-        kicked = kick_seen_.exchange(k, std::memory_order_relaxed) != k;
     }
     for (std::size_t i = 0; i < slots_.size(); ++i) {
         Slot& s = slots_.slot_at(i);
