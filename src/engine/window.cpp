@@ -322,20 +322,20 @@ struct Window::BuildPlan {
     const char* call;
     bool is_alloc, is_shared, is_dynamic, is_create;
     // 1. (exchange)
-    NodeTopology topo;
+    NodeTopology topo{};
     int err = MPI_SUCCESS;  // a local failure, agreed at the next collective step
-    std::string msg;  // its message
+    std::string msg{};  // its message
     BuildSizes mine{};
-    std::vector<BuildSizes> sizes;
-    std::shared_ptr<NodeLeftover> left;
+    std::vector<BuildSizes> sizes{};
+    std::shared_ptr<NodeLeftover> left{};
     // 2. (media)
     bool remote = false, net = false, own_nodes = false, alone = false;
     ShmMethod method = ShmMethod::automatic;
-    std::vector<int> members;
+    std::vector<int> members{};
     // 3. (segment)
     std::size_t bulk_word0 = 0;
     bool has_data = false, reused = false, uniform = false;
-    std::vector<std::uint64_t> doff;
+    std::vector<std::uint64_t> doff{};
 
     void keep_message() {
         if (err) msg = last_error_message();
