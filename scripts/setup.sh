@@ -27,6 +27,8 @@ set -euo pipefail
 #   two hosts on one machine .... iproute2 (ip netns, veth: scripts/twohost.sh, tests/twohost)
 #   osc component tests ......... python3-mpi4py (osc_mpi4py: a Python client on mca_osc_fastrma)
 #   formatting check ............ clang-format (scripts/test.sh: the tree as .clang-format says)
+#   stuck MPI tests ............. gdb (tests/mpi/mpi_main.cpp prints every thread's stack
+#                                 before it aborts a test that ran past FASTRMA_TEST_STUCK_S)
 PACKAGES=(
   g++ cmake make pkg-config gfortran
   libopenmpi-dev openmpi-bin
@@ -40,6 +42,7 @@ PACKAGES=(
   iproute2
   python3-mpi4py
   clang-format
+  gdb
 )
 
 log() { printf 'setup.sh: %s\n' "$*" >&2; }

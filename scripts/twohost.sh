@@ -171,7 +171,11 @@ status() {
 # daemons on their command line: plm_rsh_pass_environ_mca_params), so that a plain
 # mpiexec, or one inside a test script, picks them up. byslot mapping: ranks 0..SLOTS-1 on
 # host A. pml ob1 over btl tcp between the hosts and vader within one; the root and
-# oversubscription settings as tests/ (cmake/host_mpi.cmake).
+# oversubscription settings as tests/ (cmake/host_mpi.cmake). mpi_preconnect_mpi: every
+# pair's TCP connection is made in MPI_Init, while one thread per process runs; made lazily,
+# at a pair's first message while several threads of each process were inside MPI, a
+# connection between the hosts now and then failed ("Open MPI failed to TCP connect to a
+# peer", connect() ... Operation now in progress) and the pair's messages never arrived.
 env_lines() {
     local mpich=$1
     if [ "$mpich" = 1 ]; then
@@ -197,6 +201,7 @@ export OMPI_MCA_pml=ob1
 export OMPI_MCA_btl=tcp,vader,self
 export OMPI_MCA_btl_tcp_if_include=$SUBNET
 export OMPI_MCA_oob_tcp_if_include=$SUBNET
+export OMPI_MCA_mpi_preconnect_mpi=1
 export TWOHOST_IFACE=$IFACE
 EOF
     fi

@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 namespace {
 class AbortOnFailure : public ::testing::EmptyTestEventListener {
     void OnTestPartResult(const ::testing::TestPartResult& r) override {
@@ -54,6 +56,16 @@ private:
         std::lock_guard lk(w_->mu);
         w_->running = false;
     }
+    // Every thread's stack to stderr, when gdb is installed: what a stuck run was waiting on.
+    static void print_stacks() {
+        if (access("/usr/bin/gdb", X_OK) != 0) return;
+        char cmd[256];
+        std::snprintf(cmd, sizeof cmd,
+                      "/usr/bin/gdb -p %d -batch -ex 'thread apply all bt 30' 2>/dev/null | grep -E '^(Thread|#)' >&2",
+                      int(getpid()));
+        if (std::system(cmd) != 0) std::fprintf(stderr, "(gdb could not attach)\n");
+        std::this_thread::sleep_for(std::chrono::seconds(5));  // the other ranks print theirs before the abort
+    }
     static void watch(Watch* w) {
         for (;;) {
             std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -65,6 +77,7 @@ private:
             std::fprintf(stderr, "[rank %d] STUCK: %s has run for more than %ld s (FASTRMA_TEST_STUCK_S)\n", rank,
                          w->name.c_str(), w->limit_s);
             std::fflush(stderr);
+            print_stacks();
             MPI_Abort(MPI_COMM_WORLD, 3);
         }
     }
