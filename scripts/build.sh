@@ -50,10 +50,14 @@ case "$sanitizer" in
               -DFASTRMA_SANITIZE_ADDRESS=OFF -DFASTRMA_SANITIZE_THREAD=ON) ;;
 esac
 
+# FASTRMA_BUILD_TARGETS: only these targets (space-separated; default: all), as one target
+# (fastrma_selected, CMakeLists.txt) so that make compiles their files in parallel: given
+# as several goals, make builds one target after another.
+targets=()
+[[ -n ${FASTRMA_BUILD_TARGETS:-} ]] && read -r -a targets <<<"$FASTRMA_BUILD_TARGETS"
+selected=$(IFS=';'; echo "${targets[*]}")
+opts+=("-DFASTRMA_SELECTED_TARGETS=$selected")
 echo "build.sh: configuring $build_dir/ (${opts[*]} ${cmake_extra[*]})" >&2
 cmake -S . -B "$build_dir" "${opts[@]}" "${cmake_extra[@]}"
 echo "build.sh: building $build_dir/ with -j$jobs" >&2
-# FASTRMA_BUILD_TARGETS: only these targets (space-separated; default: all).
-targets=()
-[[ -n ${FASTRMA_BUILD_TARGETS:-} ]] && read -r -a targets <<<"$FASTRMA_BUILD_TARGETS"
-cmake --build "$build_dir" -j "$jobs" ${targets[@]+--target "${targets[@]}"}
+cmake --build "$build_dir" -j "$jobs" ${targets[@]+--target fastrma_selected}
