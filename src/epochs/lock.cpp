@@ -315,10 +315,11 @@ int Epochs::lock_all(int assert_) {
     if (int rc = sync_error(SyncCall::lock_all, "FRMA_Win_lock_all", mode_.load(), false)) return rc;
     if (no_locks_) return raise(MPI_ERR_RMA_SYNC, "FRMA_Win_lock_all: the window was created with info no_locks=true");
     lock_all_assert_ = assert_;
+    lock_all_backoff_us_ = 0;  // a new lock_all's back-off starts over
     if (assert_ & MPI_MODE_NOCHECK) {
         lock_all_acquired_ = false;
         mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
-    } else if (lock_all_backoff_us_ = 0, retry_lock_all(now_ns(), true)) {
+    } else if (retry_lock_all(now_ns(), true)) {
         lock_all_acquired_ = true;
         mode_.store(AccessMode::lock_all_granted, std::memory_order_release);
     } else {
