@@ -172,10 +172,10 @@ status() {
 # mpiexec, or one inside a test script, picks them up. byslot mapping: ranks 0..SLOTS-1 on
 # host A. pml ob1 over btl tcp between the hosts and vader within one; the root and
 # oversubscription settings as tests/ (cmake/host_mpi.cmake). mpi_preconnect_mpi: every
-# pair's TCP connection is made in MPI_Init, while one thread per process runs; made lazily,
-# at a pair's first message while several threads of each process were inside MPI, a
-# connection between the hosts now and then failed ("Open MPI failed to TCP connect to a
-# peer", connect() ... Operation now in progress) and the pair's messages never arrived.
+# pair's TCP connection is made in MPI_Init, while one thread per process runs, not at a
+# pair's first message while several threads are inside MPI; one run that connected lazily
+# printed "Open MPI failed to TCP connect to a peer" during a stall (docs/twohost.md, "Stalls
+# over TCP": the stalls themselves remained with preconnect).
 env_lines() {
     local mpich=$1
     if [ "$mpich" = 1 ]; then

@@ -15,9 +15,9 @@ struct ByTransport {
     std::uint64_t rmw(std::size_t w, AtomicOp op, std::uint64_t x, std::uint64_t c = 0) const {
         return tp.atomic8(p, w, op, x, c);
     }
-    // True when the word is mapped here and shows bits in mask (a read, no change): an
-    // attempt that would fail goes no further and leaves no transient count for others'
-    // attempts to trip on. Behind a round trip it reads nothing (false).
+    // True when the word is mapped here and shows bits in mask (a fetch-add of 0: the value
+    // stays): an attempt that would fail goes no further and leaves no transient count for
+    // others' attempts to trip on. Behind a round trip it looks at nothing (false).
     bool shows(std::size_t w, std::uint64_t mask) const {
         return tp.caps(p).load_store && (tp.atomic8(p, w, AtomicOp::fetch_add, 0) & mask);
     }
