@@ -175,7 +175,11 @@ status() {
 # pair's TCP connection is made in MPI_Init, while one thread per process runs, not at a
 # pair's first message while several threads are inside MPI; one run that connected lazily
 # printed "Open MPI failed to TCP connect to a peer" during a stall (docs/twohost.md, "Stalls
-# over TCP": the stalls themselves remained with preconnect).
+# over TCP": the stalls themselves remained with preconnect). mpi_yield_when_idle: the two
+# hosts share this machine's cores, which Open MPI cannot see (each hostfile entry has 2
+# slots), so it would not yield in its own waits as it does on a node it knows is
+# oversubscribed; without it a rank spinning in MPI_Gather or MPI_Wait starves the ones
+# that must answer, and a flood of one off-host target stalled for 10-48 s.
 env_lines() {
     local mpich=$1
     if [ "$mpich" = 1 ]; then
@@ -202,6 +206,7 @@ export OMPI_MCA_btl=tcp,vader,self
 export OMPI_MCA_btl_tcp_if_include=$SUBNET
 export OMPI_MCA_oob_tcp_if_include=$SUBNET
 export OMPI_MCA_mpi_preconnect_mpi=1
+export OMPI_MCA_mpi_yield_when_idle=1
 export TWOHOST_IFACE=$IFACE
 EOF
     fi

@@ -306,6 +306,11 @@ private:
         // a put after an accumulate), and the provider does not order RMA and atomics
         // among themselves, so switching kinds waits for what is outstanding.
         std::atomic<int> last_kind{0};
+        // Accumulates to q (acc_mu held from the ordering check to the post): the window
+        // offsets [acc_lo, acc_hi) spanned by those posted since q last had nothing in flight.
+        // One that overlaps waits for them (MPI's per-location order); one outside goes at once.
+        std::mutex acc_mu;
+        std::uint64_t acc_lo = 0, acc_hi = 0;
         // notify8s posted and not completed (counted in issued/completed too): what of
         // `outstanding` is not a transfer.
         std::atomic<std::int64_t> notifies{0};
@@ -579,6 +584,23 @@ private:
             q.completed.load(std::memory_order_acquire) < q.issued.load(std::memory_order_acquire))
             wait_peer(r);
     }
+    // Before an accumulate to [lo, hi) of r's window (q.acc_mu held): where the provider does
+    // not order atomics, only what overlaps the accumulates in flight waits for them, and
+    // anything after another kind of operation waits as order_before does.
+    void order_accumulate(int r, std::uint64_t lo, std::uint64_t hi) {
+        Peer& q = peers_[std::size_t(r)];
+        const int last = q.last_kind.exchange(kAtomic, std::memory_order_relaxed);
+        const bool busy = q.completed.load(std::memory_order_acquire) < q.issued.load(std::memory_order_acquire);
+        if (busy && (last != kAtomic || (!acc_ordered_ && lo < q.acc_hi && q.acc_lo < hi))) {
+            wait_peer(r);
+        } else if (busy) {
+            q.acc_lo = std::min(q.acc_lo, lo);
+            q.acc_hi = std::max(q.acc_hi, hi);
+            return;
+        }
+        q.acc_lo = lo;
+        q.acc_hi = hi;
+    }
 };
 
 int fi_type_of(ElemKind k) {
@@ -668,8 +690,9 @@ Post OfiTransport::accumulate(const PeerRegion& p, int /*rma_kind*/, int op_id, 
         if (!room(q, false)) return refuse();
     }
     // MPI orders one origin's accumulates to a location (accumulate_ordering's default):
-    // where the provider does not, the previous ones complete first.
-    order_before(p.rank, kAtomic, acc_ordered_);
+    // where the provider does not, the previous ones that overlap complete first.
+    std::unique_lock acc_lock(q.acc_mu);
+    order_accumulate(p.rank, toff, toff + n * elem_bytes);
     if (q.health.load(std::memory_order_acquire) != 0) return refuse();  // (as in rma())
     const std::size_t per = compare ? 1 : std::max<std::size_t>(1, max_count_[std::size_t(type_id)]);
     ssize_t rc = 0;

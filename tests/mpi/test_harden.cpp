@@ -381,9 +381,11 @@ TEST(Accumulate, LargeDerivedTypesOnACreateWindowAreExact) {
             std::vector<int> gap_vals(c, -7);
             ASSERT_EQ(MPI_SUCCESS, FRMA_Put(gap_vals.data(), count, MPI_INT, 0, 1, 1, vec, win));
         }
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), count, MPI_INT, 0, 0, 1, vec, MPI_SUM, win));
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), count, MPI_INT, 0, 0, 1, idx, MPI_SUM, win));
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), count, MPI_INT, 0, 0, 1, vec, MPI_SUM, win))
+            << FRMA_Last_error_message();
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Accumulate(ones.data(), count, MPI_INT, 0, 0, 1, idx, MPI_SUM, win))
+            << FRMA_Last_error_message();
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(win)) << FRMA_Last_error_message();
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(win));
         MPI_Barrier(MPI_COMM_WORLD);
         // Old values, through get_accumulate (MPI_NO_OP) and a fetching SUM of 0.

@@ -1866,6 +1866,9 @@ TEST(Waiting, SpinBudgetFollowsRanksOnTheNodeAgainstTheCpuset) {
 // window fail too), so each case has a window of its own; a window made afterwards works.
 TEST(OfiErrors, AFailedCompletionIsReportedAtTheCompletionPointThatCompletesIt) {
     const int me = world_rank(), n = world_size();
+    // The last rank: another node than rank 0 in every layout these tests run in (fake
+    // nodes, two hosts), so an ofi peer wherever the window mixes media.
+    const int peer = n - 1;
     using fastrma::detail::ofi::inject_bad_keys;
     for (int round = 0; round < 3; ++round) {
         TestWin w(Flavor::allocate, 4096);
@@ -1876,31 +1879,31 @@ TEST(OfiErrors, AFailedCompletionIsReportedAtTheCompletionPointThatCompletesIt) 
             if (round == 0) {  // a put, completed by a flush
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
                 inject_bad_keys(1);
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, 1, 0, 1, MPI_UINT64_T, w.win));
-                rc = FRMA_Win_flush(1, w.win);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, peer, 0, 1, MPI_UINT64_T, w.win));
+                rc = FRMA_Win_flush(peer, w.win);
             } else if (round == 1) {  // a get, completed by a flush_all
                 ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
                 inject_bad_keys(1);
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_UINT64_T, 1, 8, 1, MPI_UINT64_T, w.win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Get(&got, 1, MPI_UINT64_T, peer, 8, 1, MPI_UINT64_T, w.win));
                 rc = FRMA_Win_flush_all(w.win);
             } else {  // a put under a lock, completed by the unlock
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, w.win));
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, peer, 0, w.win));
                 inject_bad_keys(1);
-                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, 1, 0, 1, MPI_UINT64_T, w.win));
-                rc = FRMA_Win_unlock(1, w.win);
+                ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, peer, 0, 1, MPI_UINT64_T, w.win));
+                rc = FRMA_Win_unlock(peer, w.win);
             }
             inject_bad_keys(0);
             EXPECT_NE(MPI_SUCCESS, rc) << "round " << round;
             const std::string msg = FRMA_Last_error_message();
             EXPECT_NE(std::string::npos, msg.find("ofi")) << msg;
-            EXPECT_NE(std::string::npos, msg.find("rank 1")) << msg;
+            EXPECT_NE(std::string::npos, msg.find("rank " + std::to_string(peer))) << msg;
             if (round < 2) {
                 EXPECT_EQ(MPI_SUCCESS, FRMA_Win_flush_all(w.win));  // reported once
                 EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
             }
         }
         MPI_Barrier(MPI_COMM_WORLD);
-        if (me == 1) {
+        if (me == peer) {
             EXPECT_EQ(0u, *w.at<std::uint64_t>(0)) << "the failed put landed";
         }
         MPI_Barrier(MPI_COMM_WORLD);
@@ -1910,11 +1913,11 @@ TEST(OfiErrors, AFailedCompletionIsReportedAtTheCompletionPointThatCompletesIt) 
     if (me == 0) {
         std::uint64_t v = 42;
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, w.win));
-        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, 1, 16, 1, MPI_UINT64_T, w.win));
+        ASSERT_EQ(MPI_SUCCESS, FRMA_Put(&v, 1, MPI_UINT64_T, peer, 16, 1, MPI_UINT64_T, w.win));
         EXPECT_EQ(MPI_SUCCESS, FRMA_Win_unlock_all(w.win));
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me == 1) {
+    if (me == peer) {
         FRMA_Win_sync(w.win);
         EXPECT_EQ(42u, *w.at<std::uint64_t>(2));
     }
