@@ -550,8 +550,8 @@ TEST(Dynamic, ADetachWaitsForAnswersStillReadingTheRegion) {
         ASSERT_EQ(MPI_SUCCESS, FRMA_Win_lock_all(0, win));
         // The owner detaches after at most 0.2 s: when the lock and the get's look-up of the
         // owner's regions take longer (first contact across hosts), the get is refused here.
-        const int rc_get = FRMA_Get(got.data(), int(kWords), MPI_INT64_T, owner, addrs[2 * owner], int(kWords),
-                                    MPI_INT64_T, win);
+        const int rc_get =
+            FRMA_Get(got.data(), int(kWords), MPI_INT64_T, owner, addrs[2 * owner], int(kWords), MPI_INT64_T, win);
         ASSERT_TRUE(rc_get == MPI_SUCCESS || rc_get == MPI_ERR_RMA_RANGE) << rc_get << " " << FRMA_Last_error_message();
         // The marker: 2 KiB (a message of its own over am, behind the get's request).
         std::vector<std::int64_t> marker(256, 4242);
