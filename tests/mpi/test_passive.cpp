@@ -1485,6 +1485,9 @@ TEST_P(Passive, LargeAccumulatesAndFetchAndOpCountersOnTheSameElementsAreExact) 
             if (i % 4 == 0) errors += FRMA_Win_flush(0, w.win) != MPI_SUCCESS;
             ++thread_counts[std::size_t(t)][r.offset + e * r.size];
         }
+        // The operands and `got` live on this thread's stack: its last ops complete before it
+        // returns (an op still queued at the unlock_all read a dead stack's bytes as its operand).
+        errors += FRMA_Win_flush(0, w.win) != MPI_SUCCESS;
     };
     auto cas = [&](int t) {
         for (int i = 0; i < 200 || !over(); ++i) {
@@ -1524,17 +1527,21 @@ TEST_P(Passive, LargeAccumulatesAndFetchAndOpCountersOnTheSameElementsAreExact) 
             for (std::size_t e = 0; e < r.elems() && bad < 10; ++e) {
                 const std::int64_t want = sum[r.offset + e * r.size];
                 const unsigned char* at = w.base + r.offset + e * r.size;
-                bool ok;
-                if (r.size == 1)
-                    ok = *at == static_cast<unsigned char>(want);
-                else if (r.size == 4)
-                    ok = *reinterpret_cast<const std::uint32_t*>(at) == static_cast<std::uint32_t>(want);
-                else
-                    ok = *reinterpret_cast<const std::int64_t*>(at) == want;
-                if (!ok) {
+                std::int64_t got, wrapped;
+                if (r.size == 1) {
+                    got = *at;
+                    wrapped = static_cast<unsigned char>(want);
+                } else if (r.size == 4) {
+                    got = *reinterpret_cast<const std::uint32_t*>(at);
+                    wrapped = static_cast<std::uint32_t>(want);
+                } else {
+                    got = *reinterpret_cast<const std::int64_t*>(at);
+                    wrapped = want;
+                }
+                if (got != wrapped) {
                     ++bad;
                     ADD_FAILURE() << "element " << e << " of the " << r.size << "-byte region: " << want
-                                  << " updates, the element disagrees (an update was lost)";
+                                  << " updates (" << wrapped << " in its width), the element holds " << got;
                 }
             }
     }
