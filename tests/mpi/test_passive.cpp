@@ -1540,8 +1540,8 @@ TEST_P(Passive, LargeAccumulatesAndFetchAndOpCountersOnTheSameElementsAreExact) 
                 }
                 if (got != wrapped) {
                     ++bad;
-                    ADD_FAILURE() << "element " << e << " of the " << r.size << "-byte region: " << want
-                                  << " updates (" << wrapped << " in its width), the element holds " << got;
+                    ADD_FAILURE() << "element " << e << " of the " << r.size << "-byte region: " << want << " updates ("
+                                  << wrapped << " in its width), the element holds " << got;
                 }
             }
     }

@@ -342,9 +342,12 @@ TEST(ServedFuzz, OriginsClaimOnlyTheAreaTheyLaidOut) {
     t.page[kServedBeat] = now_ns();
     t.page[kServedBulkWord] = 1ull << 40;  // garbage where the area is said to be
     t.page[kServedBulkBytes] = ~0ull;
+    // Patience 1 s: the beat counts as fresh although this thread may be preempted for
+    // longer than kFreshNs (10 us) between writing it and claiming (it was, once, in CI).
+    constexpr std::uint64_t kPatient = 1'000'000'000;
     {
         served::BulkChannel ch;
-        ASSERT_TRUE(ch.claim(t.page.data()));
+        ASSERT_TRUE(ch.claim(t.page.data(), 0, kPatient));
         EXPECT_EQ(ch.part_bytes(), kHalf);
         EXPECT_EQ(t.page[kBulkWord0], std::uint64_t(getpid())) << "the owner word holds the origin's pid";
     }
@@ -354,7 +357,7 @@ TEST(ServedFuzz, OriginsClaimOnlyTheAreaTheyLaidOut) {
     other[kServedBulkBytes] = kArea;
     other[kServedBeat] = now_ns();
     served::BulkChannel ch;
-    EXPECT_FALSE(ch.claim(other.data()));
+    EXPECT_FALSE(ch.claim(other.data(), 0, kPatient));
 }
 
 // An origin that died holding a bulk area: the next one takes it over (its parts withdrawn).
@@ -367,7 +370,7 @@ TEST(ServedFuzz, ABulkAreaHeldByADeadOriginIsTakenOver) {
     {
         served::BulkChannel ch;
         t.page[kServedBeat] = now_ns();
-        EXPECT_FALSE(ch.claim(t.page.data())) << "held by a live process";
+        EXPECT_FALSE(ch.claim(t.page.data(), 0, 1'000'000'000)) << "held by a live process";
     }
     kill_child(dead);
     served::BulkChannel ch;
