@@ -576,24 +576,25 @@ private:
         if (transfers_out(q) > 0 || (!sync_ordered_ && q.notifies.load(std::memory_order_acquire) > 0)) wait_peer(r);
     }
     static constexpr int kRma = 1, kAtomic = 2;
-    // Before an operation of kind to r: completes what it must not overtake (see Peer).
-    void order_before(int r, int kind, bool same_kind_ordered) {
+    // Before a transfer to r: after an accumulate, what is in flight completes (see Peer).
+    void order_transfer(int r) {
         Peer& q = peers_[std::size_t(r)];
-        const int last = q.last_kind.exchange(kind, std::memory_order_relaxed);
-        if ((last != kind || !same_kind_ordered) &&
-            q.completed.load(std::memory_order_acquire) < q.issued.load(std::memory_order_acquire))
-            wait_peer(r);
+        const int last = q.last_kind.exchange(kRma, std::memory_order_relaxed);
+        if (last != kRma && busy(q)) wait_peer(r);
+    }
+    static bool busy(const Peer& q) {
+        return q.completed.load(std::memory_order_acquire) < q.issued.load(std::memory_order_acquire);
     }
     // Before an accumulate to [lo, hi) of r's window (q.acc_mu held): where the provider does
     // not order atomics, only what overlaps the accumulates in flight waits for them, and
-    // anything after another kind of operation waits as order_before does.
+    // anything after a transfer waits as order_transfer does.
     void order_accumulate(int r, std::uint64_t lo, std::uint64_t hi) {
         Peer& q = peers_[std::size_t(r)];
         const int last = q.last_kind.exchange(kAtomic, std::memory_order_relaxed);
-        const bool busy = q.completed.load(std::memory_order_acquire) < q.issued.load(std::memory_order_acquire);
-        if (busy && (last != kAtomic || (!acc_ordered_ && lo < q.acc_hi && q.acc_lo < hi))) {
+        const bool in_flight = busy(q);
+        if (in_flight && (last != kAtomic || (!acc_ordered_ && lo < q.acc_hi && q.acc_lo < hi))) {
             wait_peer(r);
-        } else if (busy) {
+        } else if (in_flight) {
             q.acc_lo = std::min(q.acc_lo, lo);
             q.acc_hi = std::max(q.acc_hi, hi);
             return;
@@ -1154,7 +1155,7 @@ Post OfiTransport::rma(int r, const Chunk* c, std::size_t n, bool write) {
         drive();
         if (!room(q, false)) return refuse();
     }
-    order_before(r, kRma, true);
+    order_transfer(r);
     // The ordering wait may have seen an earlier operation fail: then the connection is in
     // doubt and this one waits for the probe (usable()) instead of failing behind it.
     if (q.health.load(std::memory_order_acquire) != 0) return refuse();
