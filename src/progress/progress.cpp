@@ -73,7 +73,11 @@ void ProgressEngine::start() {
         std::lock_guard lk(fd_mu_);
         fd_stop_ = false;  // (stop() ended the waker; watch_fd makes a new one)
     }
+    set_up_.store(false);
     thread_ = std::thread([this] { loop(); });
+    // The thread's set-up (hwloc's topology, ~1 ms of CPU) runs before the caller goes on,
+    // not beside the application's first operations on the same cores.
+    set_up_.wait(false);
 }
 
 void ProgressEngine::stop() {
@@ -431,6 +435,8 @@ void ProgressEngine::start_loop(LoopState& st) {
     st.hook_look_ns = now_ns();
     st.answers_seen = g_answers_sent.load(std::memory_order_relaxed);
     st.spin_ns = std::uint64_t(st.spin_us) * 1000;
+    set_up_.store(true);
+    set_up_.notify_all();
 }
 
 void ProgressEngine::stand_down_if_helped(LoopState& st, std::uint32_t bell) {

@@ -234,6 +234,7 @@ private:
     int next_id_ = 1;
     std::atomic<pthread_t> tid_{};
     std::atomic<bool> has_tid_{false};
+    std::atomic<bool> set_up_{false};  // start_loop done (start() waits for it)
     std::atomic<int> bound_pu_{-1};  // set by the thread in pin(); read by stats at any time
     std::atomic<int> spin_us_{-1};  // set by the thread at start
     std::atomic<int> net_windows_{0};  // open windows over a network transport

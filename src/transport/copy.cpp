@@ -11,14 +11,13 @@ namespace fastrma::detail {
 namespace {
 // 16 bytes, any alignment: plain SSE2 moves on x86-64 (the baseline), NEON on arm64.
 using V16 = unsigned char __attribute__((vector_size(16), aligned(1), may_alias));
-}  // namespace
 
-void copy_vector(void* dst, const void* src, std::size_t n) noexcept {  // n >= 64
+// The last 64 bytes first (they may overlap what the loop writes; the ranges of dst and src
+// never overlap, so the order does not matter), then 64-byte blocks from the start.
+void copy_vector16(void* dst, const void* src, std::size_t n) noexcept {
     auto* d = static_cast<unsigned char*>(dst);
     const auto* s = static_cast<const unsigned char*>(src);
     const unsigned char* const end = s + n;
-    // The last 64 bytes first (they may overlap what the loop writes; the ranges of dst and
-    // src never overlap, so the order does not matter), then 64-byte blocks from the start.
     const V16 t0 = *reinterpret_cast<const V16*>(end - 64);
     const V16 t1 = *reinterpret_cast<const V16*>(end - 48);
     const V16 t2 = *reinterpret_cast<const V16*>(end - 32);
@@ -38,6 +37,54 @@ void copy_vector(void* dst, const void* src, std::size_t n) noexcept {  // n >= 
     *reinterpret_cast<V16*>(dend - 48) = t1;
     *reinterpret_cast<V16*>(dend - 32) = t2;
     *reinterpret_cast<V16*>(dend - 16) = t3;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+using V32 = unsigned char __attribute__((vector_size(32), aligned(1), may_alias));
+
+// The same with 32-byte AVX2 moves: 128-byte blocks, then 32-byte steps, then the last 64
+// bytes saved before the loop.
+__attribute__((target("avx2"))) void copy_vector32(void* dst, const void* src, std::size_t n) noexcept {
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+    const unsigned char* const end = s + n;
+    const V32 t0 = *reinterpret_cast<const V32*>(end - 64);
+    const V32 t1 = *reinterpret_cast<const V32*>(end - 32);
+    unsigned char* const dend = d + n;
+    for (; s + 128 <= end; s += 128, d += 128) {
+        const V32 a = *reinterpret_cast<const V32*>(s);
+        const V32 b = *reinterpret_cast<const V32*>(s + 32);
+        const V32 c = *reinterpret_cast<const V32*>(s + 64);
+        const V32 e = *reinterpret_cast<const V32*>(s + 96);
+        *reinterpret_cast<V32*>(d) = a;
+        *reinterpret_cast<V32*>(d + 32) = b;
+        *reinterpret_cast<V32*>(d + 64) = c;
+        *reinterpret_cast<V32*>(d + 96) = e;
+    }
+    for (; s + 32 <= end; s += 32, d += 32) *reinterpret_cast<V32*>(d) = *reinterpret_cast<const V32*>(s);
+    *reinterpret_cast<V32*>(dend - 64) = t0;
+    *reinterpret_cast<V32*>(dend - 32) = t1;
+}
+
+bool has_avx2() noexcept {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+#endif
+}  // namespace
+
+std::vector<CopyVariant> copy_vector_variants() {
+    std::vector<CopyVariant> v;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (has_avx2()) v.push_back({"avx2", copy_vector32});
+#endif
+    v.push_back({"16-byte", copy_vector16});
+    return v;
+}
+
+void copy_vector(void* dst, const void* src, std::size_t n) noexcept {  // n >= 64
+    static const CopyVariant::Fn chosen = copy_vector_variants().front().fn;
+    chosen(dst, src, n);
 }
 
 namespace {

@@ -5,8 +5,9 @@
 // and its stop threshold with `rep movsb`, which is slow at some page-offset distances on
 // AMD Zen (below; figures in docs/performance.md).
 // copy_bytes() leaves small copies to memcpy (its vector moves are the best there), copies
-// the middle range with 16-byte vector loads and stores of its own, and hands huge copies
-// back to memcpy, whose non-temporal stores spare the cache.
+// the middle range with vector loads and stores of its own (32-byte AVX2 moves where the
+// CPU has them, chosen once, else 16-byte ones), and hands huge copies back to memcpy,
+// whose non-temporal stores spare the cache.
 #pragma once
 
 #include <algorithm>
@@ -32,9 +33,17 @@ struct TsanIgnoreReads {
 #endif
 };
 
-// Copy the middle range with vector moves (copy.cpp; built so that the compiler cannot
-// turn the loop back into a memcpy call).
+// Copy the middle range (n >= 64) with vector moves (copy.cpp; built so that the compiler
+// cannot turn the loops back into memcpy calls).
 void copy_vector(void* dst, const void* src, std::size_t n) noexcept;
+
+// The loops copy_vector can run on this CPU, the one it runs first (for tests).
+struct CopyVariant {
+    using Fn = void (*)(void*, const void*, std::size_t) noexcept;
+    const char* name;
+    Fn fn;
+};
+std::vector<CopyVariant> copy_vector_variants();
 
 inline constexpr std::size_t kCopyVectorMin = 1024;
 inline constexpr std::size_t kCopyVectorMax = std::size_t(4) << 20;

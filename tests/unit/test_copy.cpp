@@ -45,16 +45,17 @@ TEST(Copy, EverySizeAroundTheVectorRangeAndEveryMisalignment) {
             }
 }
 
-TEST(Copy, VectorLoopDirectlyFrom64Bytes) {
-    for (std::size_t n = 64; n <= 1100; ++n) {
-        std::vector<unsigned char> src(n + 3), dst(n + 5, 0);
-        for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i ^ 0x5C);
-        copy_vector(dst.data() + 2, src.data() + 3, n);
-        ASSERT_EQ(dst[0], 0);
-        ASSERT_EQ(dst[1], 0);
-        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(dst[i + 2], src[i + 3]) << n << " " << i;
-        ASSERT_EQ(dst[n + 2], 0);
-    }
+TEST(Copy, EveryVectorLoopDirectlyFrom64Bytes) {
+    for (const CopyVariant& v : copy_vector_variants())
+        for (std::size_t n = 64; n <= 1100; ++n) {
+            std::vector<unsigned char> src(n + 3), dst(n + 5, 0);
+            for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i ^ 0x5C);
+            v.fn(dst.data() + 2, src.data() + 3, n);
+            ASSERT_EQ(dst[0], 0) << v.name;
+            ASSERT_EQ(dst[1], 0) << v.name;
+            for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(dst[i + 2], src[i + 3]) << v.name << " " << n << " " << i;
+            ASSERT_EQ(dst[n + 2], 0) << v.name;
+        }
 }
 
 // copy_strided: every fixed-size case and a generic one, positive and negative strides on
