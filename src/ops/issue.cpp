@@ -14,6 +14,7 @@
 #include "engine/stats.hpp"
 #include "ops/acc_domain.hpp"
 #include "ops/layout.hpp"
+#include "ops/path_costs.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "transport/copy.hpp"
@@ -27,7 +28,17 @@ namespace {
 // A large or strided op through the peer's served bulk area (served_bulk below), or
 // kNotServed: the op goes its usual way.
 constexpr int kNotServed = -2;
-int served_bulk(const IssueContext& ctx, const Op& op);
+struct PathTiming;
+int served_bulk(const IssueContext& ctx, const Op& op, PathTiming* timing = nullptr);
+
+// Served bulk area or cross-memory attach for a contiguous transfer: ops/path_costs.hpp.
+PathCosts g_path_costs;
+
+// What served_bulk decided for a contiguous transfer: cma (the caller times its usual way).
+struct PathTiming {
+    bool cma = false;
+    std::uint64_t t0 = 0;
+};
 
 // One post of an op through f (a transport call). The op's first post may be refused
 // (*first is then left true and Post::retry returned: nothing of the op was taken); a
@@ -214,8 +225,17 @@ bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* 
 
 // put/get: chunks contiguous on both sides, in bounded batches (no copy of the data, no
 // allocation proportional to it: large derived-type transfers are pipelined).
+int transfer_usual(const IssueContext& ctx, const Op& op, bool is_put);
 int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
-    if (int rc = served_bulk(ctx, op); rc != kNotServed) return rc;
+    PathTiming timing;
+    if (int rc = served_bulk(ctx, op, &timing); rc != kNotServed) return rc;
+    const int rc = transfer_usual(ctx, op, is_put);
+    if (timing.cma && rc == MPI_SUCCESS)
+        g_path_costs.record(is_put, op.bytes, false, PathCosts::ticks() - timing.t0);
+    return rc;
+}
+
+int transfer_usual(const IssueContext& ctx, const Op& op, bool is_put) {
     void* local = is_put ? const_cast<void*>(op.origin) : op.result;
     if (int rc; transfer_strided(ctx, op, is_put, local, &rc)) return rc;
     int rc = MPI_SUCCESS;
@@ -769,7 +789,7 @@ int bulk_fallback(const IssueContext& ctx, const Op& op, const BulkPiece& b) {
 // equal pieces at fixed steps (a vector, a uniform indexed type, a subarray row). The area
 // streams each run in parts (BulkChannel::run); what the peer does not take moves here
 // (bulk_fallback). kNotServed: nothing moved, the op goes its usual way.
-int served_bulk(const IssueContext& ctx, const Op& op) {
+int served_bulk(const IssueContext& ctx, const Op& op, PathTiming* timing) {
     if (!ctx.bulk_max || ctx.peer.mapped || !ctx.peer.state || ctx.peer.pid <= 0 || op.bytes == 0) return kNotServed;
     if (op.kind != RmaKind::put && op.kind != RmaKind::get && op.kind != RmaKind::acc && op.kind != RmaKind::get_acc)
         return kNotServed;
@@ -801,6 +821,13 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
         pieces += b.n;
     }
     if (!contiguous && pieces < kManyPieces) return kNotServed;
+    const bool timed = contiguous && transfer && timing;
+    if (timed && !g_path_costs.serve(op.kind == RmaKind::put, op.bytes)) {
+        timing->cma = true;
+        timing->t0 = PathCosts::ticks();
+        return kNotServed;
+    }
+    const std::uint64_t t0 = timed ? PathCosts::ticks() : 0;
     // Behind what this origin batched for the peer (its ops apply in order).
     if (int rc = drain_batch(ctx.batch, ctx.peer.rank)) return rc;
     // An op of many pieces (milliseconds by cross-memory attach, an iovec each) waits a
@@ -870,6 +897,8 @@ int served_bulk(const IssueContext& ctx, const Op& op) {
                            b.src ? b.src + std::int64_t(k) * p : nullptr, std::int64_t(rest),
                            b.res ? b.res + std::int64_t(k) * p : nullptr, std::int64_t(rest)});
     }
+    if (timed && err == MPI_SUCCESS)
+        g_path_costs.record(op.kind == RmaKind::put, op.bytes, true, PathCosts::ticks() - t0);
     return err;
 }
 
