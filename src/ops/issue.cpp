@@ -230,8 +230,7 @@ int transfer(const IssueContext& ctx, const Op& op, bool is_put) {
     PathTiming timing;
     if (int rc = served_bulk(ctx, op, &timing); rc != kNotServed) return rc;
     const int rc = transfer_usual(ctx, op, is_put);
-    if (timing.cma && rc == MPI_SUCCESS)
-        g_path_costs.record(is_put, op.bytes, false, PathCosts::ticks() - timing.t0);
+    if (timing.cma && rc == MPI_SUCCESS) g_path_costs.record(is_put, op.bytes, false, PathCosts::ticks() - timing.t0);
     return rc;
 }
 
