@@ -6,7 +6,9 @@
  *   lockall_flush  lock_all; ITERS x (put + flush); unlock_all
  *   fence          ITERS/8 x (put; fence)
  *   lock_excl      ITERS/8 x (lock exclusive on the right; put; unlock)
- * and checks the last value every rank received. Prints per phase the slowest rank's time per
+ *   lock_contended ITERS/8 x (lock exclusive on rank 0; get its counter, flush, put it + 1;
+ *                  unlock): every rank waits for the same lock
+ * and checks the last value every rank received (and rank 0's counter: every increment). Prints per phase the slowest rank's time per
  * iteration of the phase:
  *   contended_wait,IMPL,PHASE,MICROSECONDS
  * usage: contended_wait IMPL [ITERS] (default 20000) */
@@ -94,6 +96,31 @@ int main(int argc, char** argv) {
     }
     report(impl, "lock_excl", t0, iters / 8);
     expect(mem, win, 3000000 * (int64_t)(left + 1) + iters / 8 - 1, "lock_excl");
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    for (int i = 0; i < iters / 8; ++i) {
+        int64_t count = -1;
+        check(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win), "MPI_Win_lock (contended)");
+        check(MPI_Get(&count, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, win), "MPI_Get");
+        check(MPI_Win_flush(0, win), "MPI_Win_flush");
+        ++count;
+        check(MPI_Put(&count, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, win), "MPI_Put");
+        check(MPI_Win_unlock(0, win), "MPI_Win_unlock (contended)");
+    }
+    report(impl, "lock_contended", t0, iters / 8);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == 0) {
+        int n;
+        MPI_Comm_size(MPI_COMM_WORLD, &n);
+        check(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win), "MPI_Win_lock (check)");
+        const int64_t got = mem[1] + 1, want = (int64_t)n * (iters / 8);  /* (slot 1 starts at -1) */
+        check(MPI_Win_unlock(0, win), "MPI_Win_unlock (check)");
+        if (got != want) {
+            fprintf(stderr, "contended_wait: lock_contended: counter %lld, want %lld\n", (long long)got, (long long)want);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
 
     MPI_Win_free(&win);
     MPI_Finalize();

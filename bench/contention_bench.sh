@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # contention_bench.sh — how fastrma's waiting holds up when the cores are taken: 4 ranks of
-# bench/contended_wait (lock_all + put + flush, fence, exclusive-lock loops) at nice NICE
-# beside HOGS busy processes at nice 0, under the drop-in and under Open MPI's own RMA (default
-# osc and osc sm), ROUNDS times interleaved, in one run.
+# bench/contended_wait (lock_all + put + flush, fence, exclusive-lock and contended-lock
+# loops) at nice NICE beside HOGS busy processes at nice 0, under the drop-in and under Open
+# MPI's own RMA (default osc and osc sm), ROUNDS times interleaved, in one run.
 #
 # usage: bash bench/contention_bench.sh [BUILD_DIR] [ROUNDS] [ITERS]
 #   BUILD_DIR  default build (needs bench/contended_wait and src/mpi/libfastrma-mpi.so)
 #   ROUNDS     default 3; ITERS default 20000 (fence and lock phases run ITERS/8)
 #   HOGS (env) busy processes beside the ranks, default 2 (0: a quiet machine)
 #   NICE (env) the ranks' nice value, default 10
+#   PROGRAMS (env) plain MPI programs also run, whole, under each implementation in each
+#              round (e.g. build/tests/dropin/dropin_sync): phase run:NAME, its wall time in
+#              microseconds (a program that fails under an implementation is reported, not timed)
 # Prints every run's CSV lines (contended_wait,IMPL,PHASE,US: microseconds per iteration of the
 # phase, slowest rank), then per phase the median
 # over rounds for each implementation and dropin / the better of Open MPI's two.
@@ -56,6 +59,16 @@ for ((r = 1; r <= rounds; ++r)); do
             continue
         fi
         printf '%s\n' "$out" | grep '^contended_wait,' | tee -a "$results"
+        for prog in ${PROGRAMS:-}; do
+            t0=$(date +%s%N)
+            # shellcheck disable=SC2046
+            if ! out=$(timeout 900 "${launch[@]}" $(args_of "$impl") "$prog" 2>&1); then
+                echo "contention_bench.sh: round $r, $impl, $prog failed:" >&2
+                printf '%s\n' "$out" | tail -3 >&2
+                continue
+            fi
+            echo "contended_wait,$impl,run:$(basename "$prog"),$((($(date +%s%N) - t0) / 1000))" | tee -a "$results"
+        done
     done
 done
 
