@@ -12,7 +12,9 @@
 #               put/get latency and bandwidth, allocate and create, flush and lock; acc
 #               latency MPI_CHAR and mpi_int; fop and cas latency)
 #   OSU_SIZES   -m argument (default 8:1048576, latency-only benches of 8 bytes ignore it)
-#   OSU_ITERS   -i argument (default OSU's own); IMPLS (default "dropin default sm")
+#   OSU_ITERS   -i argument (default OSU's own); IMPLS (default "dropin default sm"; add
+#               osc for fastrma's Open MPI component, --mca osc fastrma, printed beside the
+#               drop-in with osc / dropin)
 # Prints each run's points, then per shape and size the median over rounds of each
 # implementation, its range, and dropin / best of Open MPI's (time; bandwidth inverted, so
 # < 1 always means fastrma is ahead). osc sm serves allocate windows only.
@@ -49,6 +51,9 @@ for ((r = 1; r <= rounds; ++r)); do
             case $impl in
                 dropin) extra=(-x "LD_PRELOAD=$lib") ;;
                 sm) [ "$win" = allocate ] || continue; extra=(--mca osc sm) ;;
+                osc)
+                    ompi_dir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+                    extra=(--mca osc fastrma --mca mca_component_path "$build/src/mpi/osc:$ompi_dir") ;;
             esac
             if ! out=$(timeout 600 "${launch[@]}" "${extra[@]}" "$osu/osu_$bench" "${args[@]}" 2>&1); then
                 echo "osu_onesided.sh: round $r, $impl, $shape failed:" >&2
@@ -80,14 +85,21 @@ def cell(k):
         return "-", None
     m = statistics.median(x)
     return f"{m:.3g} [{min(x):.3g}-{max(x):.3g}]", m
-print(f"{'shape':36} {'bytes':>8} {'dropin':>24} {'default':>24} {'sm':>24} {'dropin/best':>11}")
+has_osc = any(k[2] == "osc" for k in v)
+print(f"{'shape':36} {'bytes':>8} {'dropin':>24} {'default':>24} {'sm':>24} {'dropin/best':>11}"
+      + (f" {'osc':>24} {'osc/dropin':>10}" if has_osc else ""))
 for shape, size in order:
     bw = shape.split(":")[0].endswith("_bw")
     cells = {i: cell((shape, size, i)) for i in ("dropin", "default", "sm")}
-    others = [m for i, (_, m) in cells.items() if i != "dropin" and m]
+    others = [m for i, (_, m) in cells.items() if i != "dropin" and m]  # (Open MPI's own)
     ratio = "-"
     if cells["dropin"][1] and others:
         d = cells["dropin"][1]
         ratio = f"{(max(others) / d if bw else d / min(others)):.2f}"
-    print(f"{shape:36} {size:>8} {cells['dropin'][0]:>24} {cells['default'][0]:>24} {cells['sm'][0]:>24} {ratio:>11}")
+    line = f"{shape:36} {size:>8} {cells['dropin'][0]:>24} {cells['default'][0]:>24} {cells['sm'][0]:>24} {ratio:>11}"
+    if has_osc:
+        o, om = cell((shape, size, "osc"))
+        d = cells["dropin"][1]
+        line += f" {o:>24} {((d / om if bw else om / d) if om and d else float('nan')):>10.2f}"
+    print(line)
 PY
