@@ -95,7 +95,7 @@ std::string Engine::stats_report() const {
         "fastrma stats: windows=%llu windows_am=%llu windows_ofi=%llu puts=%llu gets=%llu accs=%llu fops=%llu cas=%llu "
         "direct=%llu queued=%llu retries=%llu gc_runs=%llu lock_retries=%llu locks_parked=%llu bells_rung=%llu "
         "cma_batched=%llu cma_drains=%llu atomics_served=%llu atomics_withdrawn=%llu transfers_served=%llu "
-        "transfers_withdrawn=%llu bulk_served=%llu bulk_withdrawn=%llu op_pool_peak=%zu "
+        "transfers_withdrawn=%llu bulk_served=%llu bulk_withdrawn=%llu bulk_declined=%llu op_pool_peak=%zu "
         "progress_cpu_ms=%.3f progress_pu=%d progress_follow=%d progress_spin_us=%d progress_nice=%d "
         "progress_sleeps=%llu progress_predicted_sleeps=%llu progress_work_spin_us=%d wait_spin_us=%llu\n",
         (unsigned long long)stat_total(Stat::windows_created), (unsigned long long)stat_total(Stat::windows_am),
@@ -109,9 +109,10 @@ std::string Engine::stats_report() const {
         (unsigned long long)stat_total(Stat::cma_drains), (unsigned long long)stat_total(Stat::atomics_served),
         (unsigned long long)stat_total(Stat::atomics_withdrawn), (unsigned long long)stat_total(Stat::transfers_served),
         (unsigned long long)stat_total(Stat::transfers_withdrawn), (unsigned long long)stat_total(Stat::bulk_served),
-        (unsigned long long)stat_total(Stat::bulk_withdrawn), op_pool_.peak(), double(progress_.thread_cpu_ns()) / 1e6,
-        progress_.bound_pu(), int(progress_.following()), progress_.spin_us(), progress_.nice(),
-        (unsigned long long)progress_.sleeps(), (unsigned long long)progress_.predictions(), progress_.work_spin_us(),
+        (unsigned long long)stat_total(Stat::bulk_withdrawn), (unsigned long long)stat_total(Stat::bulk_declined),
+        op_pool_.peak(), double(progress_.thread_cpu_ns()) / 1e6, progress_.bound_pu(), int(progress_.following()),
+        progress_.spin_us(), progress_.nice(), (unsigned long long)progress_.sleeps(),
+        (unsigned long long)progress_.predictions(), progress_.work_spin_us(),
         (unsigned long long)(g_wait_spin_ns.load(std::memory_order_relaxed) / 1000));
     return buf;
 }

@@ -31,6 +31,7 @@ enum class Stat : int {
     transfers_withdrawn,  // ... posted to it, not taken in time, moved by cross-memory attach
     bulk_served,  // parts of large or strided transfers applied by a node peer's CPU (served.hpp, bulk)
     bulk_withdrawn,  // ... not taken in time or refused, moved by cross-memory attach
+    bulk_declined,  // contiguous transfers the area could move sent by one syscall, cheaper lately (path_costs.hpp)
     windows_am,  // windows whose remote peers went over am (the rest of windows_created: shm)
     windows_ofi,  // ... over ofi
     retries,  // posts a transport refused (full: Post::retry); the op queued and went later

@@ -824,6 +824,7 @@ int served_bulk(const IssueContext& ctx, const Op& op, PathTiming* timing) {
     if (timed && !g_path_costs.serve(op.kind == RmaKind::put, op.bytes)) {
         timing->cma = true;
         timing->t0 = PathCosts::ticks();
+        bump(Stat::bulk_declined);
         return kNotServed;
     }
     const std::uint64_t t0 = timed ? PathCosts::ticks() : 0;

@@ -16,8 +16,9 @@ namespace fastrma::detail {
 // CPU turning a request around, which depends on where the host places the two processes'
 // CPUs (docs/performance.md, *OSU one-sided*); a syscall's does not. Costs are kept per
 // direction and size class (powers of two) for the process, as moving averages of clock
-// ticks. Every kExplore-th choice of a thread starts a run of kBurst choices the other way,
-// so both averages stay current; the first op after a change of way is not counted (the
+// ticks. Every kExplore-th choice of a thread (every 2nd or 4th kExplore-th while the other
+// way costs 2x or 4x as much) starts a run of kBurst choices the other way, so both averages
+// stay current; the first op after a change of way is not counted (the
 // window's lines then move to the other core: a cost of the change, not of the way).
 // A thread's exploration count, run and last way (the same for every PathCosts it uses).
 struct PathThreadState {
@@ -44,7 +45,9 @@ public:
         const std::uint64_t area = c.area.load(std::memory_order_relaxed);
         const std::uint64_t cma = c.cma.load(std::memory_order_relaxed);
         const bool area_better = cma == 0 || area <= cma;
-        if (t_path_state.burst == 0 && ++t_path_state.tick % kExplore == 0) t_path_state.burst = kBurst;
+        const std::uint64_t lo = std::min(area, cma), hi = std::max(area, cma);
+        const unsigned period = kExplore << (lo == 0 ? 0 : hi >= 4 * lo ? 2 : hi >= 2 * lo ? 1 : 0);
+        if (t_path_state.burst == 0 && ++t_path_state.tick % period == 0) t_path_state.burst = kBurst;
         bool area_now = area_better;
         if (t_path_state.burst) {
             --t_path_state.burst;

@@ -39,13 +39,13 @@ TEST(PathCosts, TheAreaFirstThenTheCheaperWayWithAFewExploringRuns) {
         // The area costs 3x what a syscall does (a far placement): after the first exploring
         // run, nearly everything goes by cross-memory attach.
         run(pc, 300, 4096, 3000, 1000);
-        const int area = run(pc, 2560, 4096, 3000, 1000);
-        EXPECT_GE(area, 2560 / 256 * 8 - 8);  // the exploring runs, 8 of every 256
-        EXPECT_LE(area, 2560 / 256 * 8 + 8);
+        const int area = run(pc, 5120, 4096, 3000, 1000);
+        EXPECT_GE(area, 5120 / 512 * 8 - 8);  // the exploring runs, 8 of every 512 (a 2x gap)
+        EXPECT_LE(area, 5120 / 512 * 8 + 8);
         // The placement changes (the area costs a third): the next exploring runs see it.
-        run(pc, 1200, 4096, 300, 1000);
-        const int back = run(pc, 2560, 4096, 300, 1000);
-        EXPECT_GE(back, 2560 - 2560 / 256 * 8 - 8);
+        run(pc, 1600, 4096, 300, 1000);
+        const int back = run(pc, 5120, 4096, 300, 1000);
+        EXPECT_GE(back, 5120 - 5120 / 512 * 8 - 8);  // (a 3.3x gap: every 512th)
     });
 }
 
