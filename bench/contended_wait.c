@@ -114,10 +114,11 @@ int main(int argc, char** argv) {
         int n;
         MPI_Comm_size(MPI_COMM_WORLD, &n);
         check(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win), "MPI_Win_lock (check)");
-        const int64_t got = mem[1] + 1, want = (int64_t)n * (iters / 8);  /* (slot 1 starts at -1) */
+        const int64_t got = mem[1] + 1, want = (int64_t)n * (iters / 8); /* (slot 1 starts at -1) */
         check(MPI_Win_unlock(0, win), "MPI_Win_unlock (check)");
         if (got != want) {
-            fprintf(stderr, "contended_wait: lock_contended: counter %lld, want %lld\n", (long long)got, (long long)want);
+            fprintf(stderr, "contended_wait: lock_contended: counter %lld, want %lld\n", (long long)got,
+                    (long long)want);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
