@@ -1099,7 +1099,9 @@ int AmEndpoint::fence() {
     // A peer that has not reached its fence yet may be waiting for an answer of ours (a
     // dynamic window's region table, an atomic): without a progress thread or the host
     // hook only this thread can give it, so then the exchange is non-blocking and served.
-    if (served_elsewhere_) {
+    // So it is where peers are watched for death (gone_): a blocking collective with a dead
+    // member never returns.
+    if (served_elsewhere_ && !gone_) {
         if (!host_ok(PMPI_Reduce_scatter_block(sent.data(), &to_me, 1, MPI_UINT64_T, MPI_SUM, comm_),
                      "MPI_Reduce_scatter_block"))
             return take_failure(nullptr);
@@ -1124,18 +1126,27 @@ int AmEndpoint::fence() {
 void AmEndpoint::quiesce() { flush_all(); }
 
 int AmEndpoint::barrier() {
-    if (served_elsewhere_) return host_ok(PMPI_Barrier(comm_), "MPI_Barrier") ? MPI_SUCCESS : take_failure(nullptr);
+    if (served_elsewhere_ && !gone_) return host_ok(PMPI_Barrier(comm_), "MPI_Barrier") ? MPI_SUCCESS : take_failure(nullptr);
     MPI_Request rq;
     if (!host_ok(PMPI_Ibarrier(comm_, &rq), "MPI_Ibarrier")) return take_failure(nullptr);
     return wait_serving(&rq);
 }
 
 int AmEndpoint::wait_serving(MPI_Request* rq) {
+    unsigned yielded = 0, passes = 0;
     for (SpinWait pace;;) {
         int done = 0;
         if (!host_ok(PMPI_Test(rq, &done, MPI_STATUS_IGNORE), "MPI_Test")) return take_failure(nullptr);
         if (done) return MPI_SUCCESS;
-        serve_while_waiting(pace);
+        // Served elsewhere too (the host's hook runs in MPI_Test): this thread serves on one
+        // pass in 8.
+        if (!served_elsewhere_ || (++passes & 7) == 0)
+            serve_while_waiting(pace);
+        else
+            pace.idle();
+        // A member that died never joins: the collective is left behind (the window is
+        // unusable from now on) and the death reported.
+        if (pace.yielding() && given_up(0, yielded++)) return take_failure(nullptr);
     }
 }
 

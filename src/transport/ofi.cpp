@@ -1044,8 +1044,10 @@ int OfiTransport::barrier(Bootstrap& group) {
     // Without a progress thread or the host hook, a peer still flushing in its fence waits
     // for this process to read its CQ (a manual-progress provider moves the peer's data
     // into our memory only then), so the barrier is non-blocking and the CQ read meanwhile.
+    // So is it where peers are watched for death (gone_): a blocking barrier with a dead
+    // member never returns; this one is left behind (the window is unusable from then on).
     const MPI_Comm comm = group.mpi_comm();
-    if (served_elsewhere_ || comm == MPI_COMM_NULL) {
+    if ((served_elsewhere_ && !gone_) || comm == MPI_COMM_NULL) {
         group.barrier();
         return MPI_SUCCESS;
     }
@@ -1055,7 +1057,14 @@ int OfiTransport::barrier(Bootstrap& group) {
         int done = 0;
         if (PMPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return MPI_ERR_INTERN;
         if (done) return MPI_SUCCESS;
-        if (!drive() && spins > 64) sched_yield();
+        if (!drive() && spins > 64) {
+            if (gone_ && (spins & 255) == 0)
+                if (int e = gone_(0)) {
+                    peer_died_.store(true, std::memory_order_relaxed);
+                    return e;
+                }
+            sched_yield();
+        }
     }
 }
 

@@ -2,9 +2,10 @@
 # dead_peer.sh MPIEXEC BINARY [MPIEXEC FLAGS...] — a rank dies mid-epoch (dead_peer.c says
 # where). Under a launcher that lets the survivors live on (Open MPI:
 # orte_enable_recovery), each survivor's call must fail with the expected class naming the
-# dead rank within seconds: every survivor prints PASS (over shm, and over am for the waits it
-# covers: lock, lock_all, flush; over ofi: flush). Over am, the default launcher must end
-# the job (Open MPI's mpiexec kills every rank once one dies) instead of letting it hang.
+# dead rank within seconds: every survivor prints PASS (over shm, and over am for the waits
+# it covers: lock, lock_all, flush, fence; over ofi: flush, fence). Over am, the default
+# launcher must end the job (Open MPI's mpiexec kills every rank once one dies) instead of
+# letting it hang.
 set -u
 MPIEXEC=$1 BIN=$2
 shift 2
@@ -36,12 +37,12 @@ run() {
   fi
 }
 for mode in lock lock_all fence pscw stripe served served_bulk; do run shm "$mode"; done
-# am: a survivor's lock, flush and unlock waiting for a dead peer on this host fail within
-# seconds as well (its pid is watched; peers on other hosts are not).
-for mode in lock lock_all flush; do run am "$mode"; done
-# ofi (tcp;ofi_rxm): flush. (lock and lock_all usually pass in about a second, but a survivor
-# that locks a live rank behind the dead holder has hung: not run here.)
-run ofi flush
+# am: a survivor's lock, flush, unlock and fence waiting for a dead peer on this host fail
+# within seconds as well (its pid is watched; peers on other hosts are not).
+for mode in lock lock_all flush fence; do run am "$mode"; done
+# ofi (tcp;ofi_rxm): flush and fence. (lock and lock_all usually pass in about a second, but
+# a survivor that locks a live rank behind the dead holder has hung: not run here.)
+for mode in flush fence; do run ofi "$mode"; done
 # am, the default launcher: the job ends, with the launcher's report of the killed rank.
 start=$(date +%s.%N)
 out=$(FASTRMA_TRANSPORT=am timeout 60 "$MPIEXEC" -n 3 "${FLAGS[@]}" "$BIN" lock 2>&1)
