@@ -355,7 +355,8 @@ private:
         s->compare = compare;
         s->result = 0;
         return ofi::post_message([&] { return post_atomic8(q, s, word, op, w); }, [this] { return drive(); },
-                                 [](bool) { return true; }, true, kPatience);
+                                 [](bool) { return true; }, true, kPatience,
+                                 [&] { return dead(int(&q - peers_.get())); });
     }
     // A notify8 that never left: kept for resend_lost, its peer's connection marked broken.
     void keep_lost(int r, std::size_t word, AtomicOp op, std::uint64_t operand) {
@@ -371,8 +372,16 @@ private:
     }
     // A post's failure as text (kStuck: the provider kept answering -FI_EAGAIN).
     static std::string post_error(ssize_t rc) {
-        return rc == ofi::kStuck ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
-                                 : std::string(fi_strerror(int(rc < 0 ? -rc : rc)));
+        return rc == ofi::kStuck  ? std::string("the provider took nothing for 30 s (-FI_EAGAIN)")
+               : rc == ofi::kGone ? last_error_message()
+                                  : std::string(fi_strerror(int(rc < 0 ? -rc : rc)));
+    }
+    // Whether r's process (or another of the window's on this host) is known dead
+    // (Transport::set_peer_gone); its error is then the thread's last error message.
+    bool dead(int r) {
+        if (!gone_ || !gone_(r)) return false;
+        peer_died_.store(true, std::memory_order_relaxed);
+        return true;
     }
 
     int fail(int rc, const char* call, const char* what) {
@@ -438,7 +447,8 @@ private:
                 }
                 return rc;
             },
-            [this] { return drive(); }, [&](bool st) { return room(q, st, b); }, started, kPatience);
+            [this] { return drive(); }, [&](bool st) { return room(q, st, b); }, started, kPatience,
+            [&] { return dead(r); });
     }
     // Whether operations may go to r now: its connection is healthy, or a probe just proved
     // it working again (else the probe is sent or awaited; *lost: the peer has been

@@ -163,6 +163,8 @@ bool plan_rma(const Chunk* chunks, std::size_t n, const Limits& lim, Emit emit) 
 constexpr ssize_t kRefused = 1;
 // A message that waited in place longer than its patience with nothing completing.
 constexpr ssize_t kStuck = -FI_ETIMEDOUT;
+// A message whose in-place wait was given up because its peer's process is known dead.
+constexpr ssize_t kGone = -FI_ECONNABORTED;
 
 // Posts one message of an operation to one peer. post() is the libfabric call (0, -FI_EAGAIN
 // or an error); drive() reads the CQ once (true: something completed); room(started) says
@@ -172,26 +174,35 @@ constexpr ssize_t kStuck = -FI_ETIMEDOUT;
 // reached or the provider answers -FI_EAGAIN, the CQ is read once and the message tried once
 // more; then it is refused (kRefused) and the caller hands the whole operation back.
 // A later message of an operation already under way is retried in place, reading the CQ,
-// until it is taken or fails, or until `patience` passed with nothing completing (kStuck).
-template <class PostFn, class DriveFn, class RoomFn>
-ssize_t post_message(PostFn post, DriveFn drive, RoomFn room, bool started, std::chrono::nanoseconds patience) {
+// until it is taken or fails, or until `patience` passed with nothing completing (kStuck), or
+// until gone() — asked every 256 idle passes once it yields — says the peer died (kGone).
+template <class PostFn, class DriveFn, class RoomFn, class GoneFn>
+ssize_t post_message(PostFn post, DriveFn drive, RoomFn room, bool started, std::chrono::nanoseconds patience,
+                     GoneFn gone) {
     using clock = std::chrono::steady_clock;
     auto deadline = clock::now() + patience;
     unsigned idle = 0;
+    bool dead = false;
     auto wait = [&] {  // one pass of the in-place retry; false when patience ran out
         if (drive()) {
             deadline = clock::now() + patience;
             idle = 0;
             return true;
         }
-        if (++idle > 64) sched_yield();
+        if (++idle > 64) {
+            if ((idle & 255) == 0 && gone()) {
+                dead = true;
+                return false;
+            }
+            sched_yield();
+        }
         return clock::now() < deadline;
     };
     if (!room(started)) {
         drive();
         while (!room(started)) {
             if (!started) return kRefused;
-            if (!wait()) return kStuck;
+            if (!wait()) return dead ? kGone : kStuck;
         }
     }
     ssize_t rc = post();
@@ -201,10 +212,14 @@ ssize_t post_message(PostFn post, DriveFn drive, RoomFn room, bool started, std:
     if (rc != -FI_EAGAIN) return rc;
     if (!started) return kRefused;
     while (rc == -FI_EAGAIN) {
-        if (!wait()) return kStuck;
+        if (!wait()) return dead ? kGone : kStuck;
         rc = post();
     }
     return rc;
+}
+template <class PostFn, class DriveFn, class RoomFn>
+ssize_t post_message(PostFn post, DriveFn drive, RoomFn room, bool started, std::chrono::nanoseconds patience) {
+    return post_message(post, drive, room, started, patience, [] { return false; });
 }
 
 // The address a peer's operation names: its registration's published base (its virtual

@@ -197,5 +197,6 @@ int main(int argc, char** argv) {
     }
     printf("FAIL rank %d %s: every call succeeded although rank %d died\n", rank, mode, victim);
     fflush(stdout);
+    sleep(2); /* as report(): the other survivor must find the victim dead, not us */
     _exit(1);
 }

@@ -3,7 +3,7 @@
 # where). Under a launcher that lets the survivors live on (Open MPI:
 # orte_enable_recovery), each survivor's call must fail with the expected class naming the
 # dead rank within seconds: every survivor prints PASS (over shm, and over am for the waits
-# it covers: lock, lock_all, flush, fence; over ofi: flush, fence). Over am, the default
+# it covers: lock, lock_all, flush, fence; over ofi: those and pscw). Over am, the default
 # launcher must end the job (Open MPI's mpiexec kills every rank once one dies) instead of
 # letting it hang.
 set -u
@@ -40,9 +40,8 @@ for mode in lock lock_all fence pscw stripe served served_bulk; do run shm "$mod
 # am: a survivor's lock, flush, unlock and fence waiting for a dead peer on this host fail
 # within seconds as well (its pid is watched; peers on other hosts are not).
 for mode in lock lock_all flush fence; do run am "$mode"; done
-# ofi (tcp;ofi_rxm): flush and fence. (lock and lock_all usually pass in about a second, but
-# a survivor that locks a live rank behind the dead holder has hung: not run here.)
-for mode in flush fence; do run ofi "$mode"; done
+# ofi (tcp;ofi_rxm): every mode but those of shared memory's own paths.
+for mode in lock lock_all fence pscw flush; do run ofi "$mode"; done
 # am, the default launcher: the job ends, with the launcher's report of the killed rank.
 start=$(date +%s.%N)
 out=$(FASTRMA_TRANSPORT=am timeout 60 "$MPIEXEC" -n 3 "${FLAGS[@]}" "$BIN" lock 2>&1)

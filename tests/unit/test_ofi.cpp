@@ -223,3 +223,20 @@ TEST(OfiPost, ErrorsOtherThanEagainAreReturnedAsTheyAre) {
     EXPECT_EQ(rc, -FI_EINVAL);
     EXPECT_EQ(b.posts, 1);
 }
+
+// A message waiting in place for a peer whose process died (the provider answers -FI_EAGAIN
+// for ever while it reconnects) is given up once gone() says so, long before its patience.
+TEST(OfiPost, AWaitForADeadPeerEndsWhenGoneSaysSo) {
+    int asked = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ssize_t rc =
+        ofi::post_message([] { return ssize_t(-FI_EAGAIN); }, [] { return false; }, [](bool) { return true; }, true,
+                          std::chrono::seconds(30), [&] { return ++asked == 3; });
+    EXPECT_EQ(rc, ofi::kGone);
+    EXPECT_EQ(asked, 3);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    // Not dead: its patience decides, as before.
+    EXPECT_EQ(ofi::post_message([] { return ssize_t(-FI_EAGAIN); }, [] { return false; }, [](bool) { return true; },
+                                true, std::chrono::milliseconds(20), [] { return false; }),
+              ofi::kStuck);
+}
