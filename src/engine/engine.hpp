@@ -22,6 +22,7 @@
 #include "ops/pool.hpp"
 #include "ops/target.hpp"
 #include "progress/progress.hpp"
+#include "transport/peer_links.hpp"
 #include "transport/shm/liveness.hpp"
 #include "transport/shm/offload.hpp"
 #include "transport/transport.hpp"
@@ -51,10 +52,14 @@ public:
     // while it is known alive (window creation: watch). exited(pid): the process is gone.
     void watch(pid_t pid) { watch_pid(pid); }
     bool exited(pid_t pid) { return pid_exited(pid); }
+    // Peers on other hosts: a connection each, closed by their kernel when they die
+    // (transport/peer_links.hpp).
+    PeerLinks& links() { return links_; }
     std::string stats_report() const;
 
 private:
     Config cfg_;
+    PeerLinks links_;
     Pool<Op> op_pool_;
     Pool<Target> target_pool_;
     CopyOffload offload_;

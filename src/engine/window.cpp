@@ -146,12 +146,14 @@ int Window::peer_failure() {
 }
 
 int Window::rank_gone(int r) {
-    const pid_t pid = watch_peers_ && std::size_t(r) < host_pid_.size() ? host_pid_[std::size_t(r)] : 0;
-    if (!pid || !eng_.exited(pid)) return MPI_SUCCESS;
+    if (!watch_peers_ || r < 0 || std::size_t(r) >= host_pid_.size()) return MPI_SUCCESS;
+    const pid_t pid = host_pid_[std::size_t(r)];
+    const int link = link_[std::size_t(r)];
+    if (pid ? !eng_.exited(pid) : link < 0 || !eng_.links().gone(link)) return MPI_SUCCESS;
     return raise(kPeerDied,
-                 "rank %d of the window (pid %d) has died: the locks, accumulate stripes and epochs it took "
-                 "part in cannot complete, and the window is unusable",
-                 r, int(pid));
+                 "rank %d of the window (%s) has died: the locks, accumulate stripes and epochs it took part in "
+                 "cannot complete, and the window is unusable",
+                 r, pid ? ("pid " + std::to_string(pid)).c_str() : "on another host: its connection closed");
 }
 
 namespace {
@@ -214,6 +216,7 @@ struct BuildSizes {
     std::uint64_t served_bulk;
     std::int64_t pid;
     unsigned long long pid_ns;  // pid_namespace_key(): pids comparable with mine when equal
+    LinkAddress link;  // where it listens for peers on other hosts (PeerLinks)
 };
 
 // After a collective free nobody touches this window's memory any more: clear my sync words
@@ -414,7 +417,8 @@ int Window::build_exchange(BuildPlan& p) {
                         attach,
                         p.is_create || p.is_dynamic ? std::uint64_t(eng.config().served_bulk) : 0,
                         std::int64_t(getpid()),
-                        pid_namespace_key()};
+                        pid_namespace_key(),
+                        eng.links().local()};
     p.sizes.resize(std::size_t(n));
     b.allgather(&p.mine, sizeof p.mine, p.sizes.data());
     for (int r = 0; r < n; ++r)
@@ -436,10 +440,17 @@ int Window::build_exchange(BuildPlan& p) {
     // The window's processes on this host (node members or not: am and ofi peers too) are
     // watched for exit from now on (alive: they just sent), so that waits for them fail
     // instead of hanging once one dies.
+    // Those on other hosts, through a connection their kernel closes when they die.
     host_pid_.assign(std::size_t(n), 0);
+    link_.assign(std::size_t(n), -1);
     for (int r = 0; r < n; ++r) {
         const BuildSizes& z = p.sizes[std::size_t(r)];
-        if (r == me || z.pid_ns != p.mine.pid_ns || z.pid == p.mine.pid) continue;
+        if (r == me || z.pid == p.mine.pid) continue;
+        if (z.pid_ns != p.mine.pid_ns) {
+            link_[std::size_t(r)] = eng.links().connect(z.pid_ns, z.pid, z.link);
+            watch_peers_ = watch_peers_ || link_[std::size_t(r)] >= 0;
+            continue;
+        }
         host_pid_[std::size_t(r)] = pid_t(z.pid);
         eng.watch(pid_t(z.pid));
         watch_peers_ = true;
@@ -874,7 +885,8 @@ int Window::connect_remote(bool net, void* user_base, MPI_Aint size) {
     remote->set_served_elsewhere(host_hooked_ || eng.progress().running());
     // Its waits end with an error once a peer on this host has died: the one waited for, or
     // another that holds up its answer (a lock the dead process held at the target).
-    if (watch_peers_) remote->set_peer_gone([self](int) { return self->peer_failure(); });
+    if (watch_peers_)
+        remote->set_peer_gone([self](int r) { return r >= 0 ? self->rank_gone(r) : self->peer_failure(); });
     // Traffic from a network peer rings no doorbell: the progress thread also wakes when the
     // provider's wait fd does (a target computing outside MPI answers at once, not after
     // the back-off's FASTRMA_POLL_IDLE_US).

@@ -316,8 +316,9 @@ private:
     // (Window::build), left for it when a collective free succeeded (leave_node_).
     std::vector<std::uint64_t> node_key_;
     bool leave_node_ = false;
-    bool watch_peers_ = false;  // peers in other processes on this host, watched for exit
+    bool watch_peers_ = false;  // peers in other processes, watched for exit (pidfd here, a link elsewhere)
     std::vector<pid_t> host_pid_;  // per rank: its pid when on this host (same pid namespace) and not me, else 0
+    std::vector<int> link_;  // per rank on another host: its PeerLinks link, -1 if none
     std::uint64_t fences_ = 0;  // node_barrier calls so far
     Transport* tp_all_ = nullptr;  // the transport of every peer, when they agree
     std::vector<Transport*> tp_;  // else one per peer

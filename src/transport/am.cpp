@@ -498,7 +498,9 @@ std::uint64_t AmEndpoint::send_request(Peer& p, int rank, std::vector<unsigned c
 bool AmEndpoint::given_up(int rank, unsigned idle_passes) {
     // Asked once the wait yields, every 256 passes (a pidfd poll each).
     if (!gone_ || (idle_passes & 255) != 255) return false;
-    const int e = gone_(rank);
+    // The one waited for first (the message names it), then any (one holding up its answer).
+    int e = rank >= 0 ? gone_(rank) : MPI_SUCCESS;
+    if (!e) e = gone_(-1);
     if (e) note_failure(e, last_error_message().c_str());
     return e != MPI_SUCCESS;
 }
@@ -1126,7 +1128,8 @@ int AmEndpoint::fence() {
 void AmEndpoint::quiesce() { flush_all(); }
 
 int AmEndpoint::barrier() {
-    if (served_elsewhere_ && !gone_) return host_ok(PMPI_Barrier(comm_), "MPI_Barrier") ? MPI_SUCCESS : take_failure(nullptr);
+    if (served_elsewhere_ && !gone_)
+        return host_ok(PMPI_Barrier(comm_), "MPI_Barrier") ? MPI_SUCCESS : take_failure(nullptr);
     MPI_Request rq;
     if (!host_ok(PMPI_Ibarrier(comm_, &rq), "MPI_Ibarrier")) return take_failure(nullptr);
     return wait_serving(&rq);
@@ -1146,7 +1149,7 @@ int AmEndpoint::wait_serving(MPI_Request* rq) {
             pace.idle();
         // A member that died never joins: the collective is left behind (the window is
         // unusable from now on) and the death reported.
-        if (pace.yielding() && given_up(0, yielded++)) return take_failure(nullptr);
+        if (pace.yielding() && given_up(-1, yielded++)) return take_failure(nullptr);
     }
 }
 

@@ -1069,7 +1069,7 @@ int OfiTransport::barrier(Bootstrap& group) {
         if (done) return MPI_SUCCESS;
         if (!drive() && spins > 64) {
             if (gone_ && (spins & 255) == 0)
-                if (int e = gone_(0)) {
+                if (int e = gone_(-1)) {
                     peer_died_.store(true, std::memory_order_relaxed);
                     return e;
                 }

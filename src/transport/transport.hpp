@@ -285,9 +285,11 @@ public:
     // threads blocks in a group collective (else fence_sync and close_sync serve).
     virtual void set_on_wait(std::function<void()> /*f*/) {}
     virtual void set_served_elsewhere(bool /*yes*/) {}
-    // gone(rank): whether rank, or a peer that may hold up rank's answers, is known to have
-    // died (an MPI error class raised for it, else MPI_SUCCESS). A transport whose waits would
-    // otherwise wait for ever asks it while it waits, and gives the wait up with that error.
+    // gone(rank): whether rank (rank >= 0), or any process of the window (-1: also one that
+    // may hold up another's answers, as a lock a dead process held at the target), is known to
+    // have died (an MPI error class raised for it, else MPI_SUCCESS). A transport whose waits
+    // would otherwise wait for ever asks it while it waits, and gives the wait up with that
+    // error; one that judges a connection asks for its peer only.
     virtual void set_peer_gone(std::function<int(int)> /*gone*/) {}
     // A file descriptor that becomes readable when something arrives for this transport that
     // only its progress() handles (a provider's completion wait fd), re-armed by progress();

@@ -15,8 +15,8 @@ void watch_pid(pid_t pid);
 // without pidfd_open): the kernel has no such process (kill(pid, 0) fails with ESRCH). A pid
 // of 0 or below names no process: false.
 bool pid_exited(pid_t pid);
-// The kernel boot and pid namespace this process's pids mean something in: two processes
-// with the same key can watch each other's pids.
+// The kernel boot, pid namespace and host name this process's pids mean something in: two
+// processes with the same key watch each other's pids (others: transport/peer_links.hpp).
 unsigned long long pid_namespace_key();
 // Closes the descriptors (at the engine's end; pids watched again reopen them).
 void unwatch_all_pids();
