@@ -35,7 +35,7 @@ public:
     // (later calls return the same link): a link index, or -1 if no address of a answered
     // within timeout_ms each (it is then not watched). Addresses this host has are skipped (a
     // bridge address several hosts share would lead back here).
-    int connect(unsigned long long host_key, std::int64_t pid, const LinkAddress& a, int timeout_ms = 2000);
+    int connect(unsigned long long host_key, std::int64_t pid, const LinkAddress& a, int timeout_ms = 300);
     // Whether the process behind link i has gone: its connection reads as closed or failed.
     bool gone(int i);
 
