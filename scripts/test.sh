@@ -26,6 +26,9 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
+# This run's start: the failure digest at the end reads only ctest logs newer than it.
+run_stamp=$(mktemp)
+trap 'rm -f "$run_stamp"' EXIT
 
 sanitizer=none
 ctest_extra=()
@@ -211,5 +214,18 @@ if [[ $sanitizer == none && ${#ctest_extra[@]} == 0 && ${FASTRMA_TEST_TSAN:-1} !
     (tsan_env && run_ctest build-tsan "${FASTRMA_TEST_TIMEOUT:-3600}" -R "$TSAN_TESTS") || tsan_rc=$?
   fi
   ((rc == 0)) && rc=$tsan_rc
+fi
+# The failed tests' last output lines, once more at the very end (a CI log shown in part
+# shows its end): from each build directory's LastTest.log of this run.
+if ((rc != 0)); then
+  for dir in "$build_dir" build-mpich build-asan build-tsan; do
+    failed=$dir/Testing/Temporary/LastTestsFailed.log
+    [[ -s $failed && $failed -nt $run_stamp ]] || continue
+    while IFS=: read -r _ name; do
+      echo "test.sh: the end of $dir/ $name's output:" >&2
+      awk -v t="$name" '$2 == "Testing:" && $3 == t { on = 1; next } on && /^<end of output>/ { exit } on' \
+        "$dir/Testing/Temporary/LastTest.log" | tail -40 >&2
+    done <"$failed"
+  done
 fi
 exit "$rc"

@@ -14,7 +14,7 @@ FLAGS=("$@")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 twohost=$here/../../scripts/twohost.sh
 fail=0
-# run TRANSPORT MODE: every survivor (ranks 0, 1, 2) prints PASS for the mode; in flush, the
+# run TRANSPORT MODE [again]: every survivor (ranks 0, 1, 2) prints PASS for the mode; in flush, the
 # survivors on the victim's host aside (rank 2's put to its node peer is a store into memory
 # they share, complete at once: the call succeeds).
 run() {
@@ -52,6 +52,14 @@ run() {
   passes=$(grep -c "^PASS rank [$ranks] $mode:.*rank 3 " <<<"$out")
   grep -E "^(PASS|FAIL)" <<<"$out"
   if [ "$passes" != "$want" ] || grep -q "^FAIL rank [$ranks] " <<<"$out"; then
+    # Open MPI 4.1 is not fault tolerant: after a peer's death it may end a survivor in its
+    # own progress (seen once: rank 2 in MPI_Testsome, "*** End of error message ***"). That
+    # is no verdict on fastrma's detection: the mode runs once more; twice fails.
+    if [ "${3:-}" != again ] && grep -q "\*\*\* End of error message \*\*\*" <<<"$out"; then
+      echo "note: $transport $mode: a survivor was ended inside the host MPI; running it once more"
+      run "$transport" "$mode" again
+      return
+    fi
     echo "FAIL: $transport $mode: $passes of $want survivors passed (run status $rc)"
     grep -vE "^(PASS|FAIL)" <<<"$out" | tail -15
     fail=1
