@@ -102,6 +102,14 @@ int Epochs::complete() {
     // The ops complete at the target before it counts the signal (its wait is where MPI
     // wants them complete there); at the origin, local completion is all complete owes.
     for (int g : group) tp(g).complete_notify8(peer(g), kPscwComplete, AtomicOp::fetch_add, 1);
+    // A transport that gates access epochs holds the epoch's requests at the target until its
+    // post: complete waits for that post's notice (start did not), so that an epoch whose
+    // target died before posting fails here rather than dropping its ops unseen.
+    for (int g : group) {
+        const PeerRegion p = peer(g);
+        if (tp(g).caps(p).gates_access)
+            if (int e = wait_until([&] { return tp(g).gate_ready(p); })) return e;
+    }
     // (No answer comes back: refusals of this epoch's requests that arrive later are
     // reported at the next completion point.)
     if (int e = h_.completion_error("FRMA_Win_complete", 0, nprocs_); e && !off_rc) return e;

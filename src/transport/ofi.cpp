@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -509,6 +510,32 @@ private:
         const bool any = drive();
         if (!any && ++spins > 64) sched_yield();
         return any;
+    }
+    // Waits (wait_pass) until done(); false once, after 256 passes in a row that completed
+    // nothing, a process of the window is known dead (set_peer_gone): a completion from or
+    // through it may never come (rxm does not fail an emulated atomic whose target left), and
+    // the window is unusable anyway. What was waited for is then abandoned: the caller leaves
+    // its context and buffers to the provider (never freed).
+    // After that, abandoned_: no synchronization atomic leaves any more (each records the
+    // failure and gives refused_old), so that an atomic that may or may not have been
+    // applied is never undone or released on the strength of a made-up old value.
+    template <class Done>
+    bool wait_or_gone(Done done) {
+        for (unsigned spins = 0, idle = 0; !done();) {
+            if (wait_pass(spins))
+                idle = 0;
+            else if ((++idle & 255) == 0 && gone_ && gone_(-1)) {  // (not dead(): no verdict on r)
+                abandoned_.store(true, std::memory_order_release);
+                return false;
+            }
+        }
+        return true;
+    }
+    std::atomic<bool> abandoned_{false};
+    // The old value an abandoned atomic reports: one that grants nothing (a compare-and-swap
+    // that did not swap; a fetch whose every bit says "taken").
+    static std::uint64_t refused_old(AtomicOp op, std::uint64_t compare) {
+        return op == AtomicOp::compare_swap ? ~compare : ~std::uint64_t(0);
     }
     struct Pending;  // an atomic8_start's atomic
     void complete(void* ctx, int err, const char* msg);
@@ -1111,7 +1138,10 @@ void OfiTransport::wait_peer(int r) {
     do {
         if (redo_pending_.load(std::memory_order_acquire)) resend_lost();
         const std::uint64_t target = q.issued.load(std::memory_order_acquire);
-        for (unsigned spins = 0; q.completed.load(std::memory_order_acquire) < target;) wait_pass(spins);
+        if (!wait_or_gone([&] { return q.completed.load(std::memory_order_acquire) >= target; })) {
+            note_failure(r, FI_EHOSTUNREACH, last_error_message());
+            return;
+        }
     } while (redo_pending_.load(std::memory_order_acquire) && !resending_.load(std::memory_order_acquire));
     // A failure is left for failed(): the completion point that called us reports it.
 }
@@ -1382,6 +1412,10 @@ ssize_t OfiTransport::post_atomic8(const Peer& q, Scratch* s, std::size_t word, 
 
 std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                                     std::uint64_t compare) {
+    if (abandoned_.load(std::memory_order_acquire)) {
+        note_sync_failure(p.rank, FI_EHOSTUNREACH, word, "not sent: a process of the window has died");
+        return refused_old(op, compare);
+    }
     const Peer& q = peers_[std::size_t(p.rank)];
     Scratch* s = take_scratch();
     std::uint64_t old = 0;
@@ -1402,23 +1436,33 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
             msg = "rank unreachable (its connection failed and did not come back)";
             break;
         }
-        Waiter w;
-        rc = post_waited_atomic8(q, s, word, op, operand, compare, &w);
+        auto w = std::make_unique<Waiter>();
+        rc = post_waited_atomic8(q, s, word, op, operand, compare, w.get());
         if (rc) {
             msg = post_error(rc);
             break;
         }
-        for (unsigned spins = 0; !w.done.load(std::memory_order_acquire);) wait_pass(spins);
-        if (w.err == FI_ENOTCONN && attempt < 8) {
+        if (!wait_or_gone([&] { return w->done.load(std::memory_order_acquire); })) {
+            (void)w.release();  // (the provider may still complete into it and into s)
+            s = nullptr;
+            rc = FI_EHOSTUNREACH;
+            msg = last_error_message();
+            break;
+        }
+        if (w->err == FI_ENOTCONN && attempt < 8) {
             mark_broken(p.rank);
             continue;
         }
         old = s->result;
-        rc = w.err;
-        msg = w.msg;
+        rc = w->err;
+        msg = w->msg;
         break;
     }
-    give_scratch(s);
+    if (s) give_scratch(s);
+    if (!s && rc) {  // abandoned (wait_or_gone)
+        note_sync_failure(p.rank, int(rc), word, msg);
+        return refused_old(op, compare);
+    }
     if (rc) {
         // atomic8 returns the old value and has no error path: the failure is recorded for
         // the peer and reported by the next completion point (flush, unlock, fence,
@@ -1466,7 +1510,11 @@ std::uint64_t OfiTransport::atomic8_start(const PeerRegion& p, std::size_t word,
 void OfiTransport::atomic8_finish(const PeerRegion& p, std::uint64_t token) {
     auto* a = reinterpret_cast<Pending*>(token);
     if (a->posted) {
-        for (unsigned spins = 0; !a->w.done.load(std::memory_order_acquire);) wait_pass(spins);
+        if (!wait_or_gone([&] { return a->w.done.load(std::memory_order_acquire); })) {
+            note_sync_failure(p.rank, FI_EHOSTUNREACH, a->word, last_error_message());
+            *a->old = refused_old(a->op, a->compare);
+            return;  // a and its scratch stay the provider's (never freed)
+        }
         if (a->w.err == 0) {
             *a->old = a->s->result;
         } else if (a->w.err == FI_ENOTCONN) {  // it never left: once more, in place
@@ -1484,6 +1532,10 @@ void OfiTransport::atomic8_finish(const PeerRegion& p, std::uint64_t token) {
 
 void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) {
     if (op == AtomicOp::load) return;  // (changes nothing)
+    if (abandoned_.load(std::memory_order_acquire)) {
+        note_sync_failure(p.rank, FI_EHOSTUNREACH, word, "not sent: a process of the window has died");
+        return;
+    }
     if (redo_pending_.load(std::memory_order_acquire)) resend_lost();  // (the earlier ones first)
     Peer& q = peers_[std::size_t(p.rank)];
     // As atomic8: behind what it must not overtake, and on a working connection. It leaves

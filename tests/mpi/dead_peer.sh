@@ -39,7 +39,7 @@ run() {
 for mode in lock lock_all fence pscw stripe served served_bulk; do run shm "$mode"; done
 # am: a survivor's lock, flush, unlock and fence waiting for a dead peer on this host fail
 # within seconds as well (its pid is watched; peers on other hosts are not).
-for mode in lock lock_all flush fence; do run am "$mode"; done
+for mode in lock lock_all flush fence pscw; do run am "$mode"; done
 # ofi (tcp;ofi_rxm): every mode but those of shared memory's own paths.
 for mode in lock lock_all fence pscw flush; do run ofi "$mode"; done
 # am, the default launcher: the job ends, with the launcher's report of the killed rank.
