@@ -153,8 +153,7 @@ int Window::rank_gone(int r) {
     return raise(kPeerDied,
                  "rank %d of the window (%s) has died: the locks, accumulate stripes and epochs it took part in "
                  "cannot complete, and the window is unusable",
-                 r,
-                 pid ? ("pid " + std::to_string(pid)).c_str() : "on another host: its connection closed or timed out");
+                 r, pid ? ("pid " + std::to_string(pid)).c_str() : "on another host: its connection closed");
 }
 
 namespace {

@@ -6,7 +6,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -106,14 +105,6 @@ int PeerLinks::connect(unsigned long long host_key, std::int64_t pid, const Link
         return it->second;
     }
     if (fd < 0) return -1;
-    // A host that vanishes (power, cable) resets nothing: keep-alive probes, answered by the
-    // peer's kernel while its host is up, fail the connection kKeepIdleS + kKeepCount *
-    // kKeepIntervalS seconds after it went silent.
-    constexpr int kKeepIdleS = 2, kKeepIntervalS = 1, kKeepCount = 4, on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepIdleS, sizeof kKeepIdleS);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalS, sizeof kKeepIntervalS);
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepCount, sizeof kKeepCount);
     fds_.push_back(fd);
     gone_.push_back(0);
     const int link = int(fds_.size()) - 1;

@@ -3,8 +3,7 @@
 // one port (any address, never accepting: a connection waiting in the listener's queue is
 // reset when the listener exits); every process of a window connects once to each process
 // of it on another host. A connection that reads as closed or failed means the process has
-// gone; keep-alive probes fail it about 6 s after the other host went silent (a host that
-// vanishes without closing anything). One registry per process, for every window (docs/guarantees.md, *Dead peers*).
+// gone. One registry per process, for every window (docs/guarantees.md, *Dead peers*).
 #pragma once
 
 #include <cstdint>

@@ -18,10 +18,6 @@
  *   served_bulk  the same with rank 1's 8 KiB put, which goes through the victim's bulk area
  *   flush     (over am: dead_peer.sh runs it with FASTRMA_TRANSPORT=am) after the victim died,
  *             the others put to it and flush: the answers never come
- *   vanish    (two hosts only: dead_peer_twohost.sh) as lock, but the victim does not die: it
- *             takes its host off the network (`ip link set frma0 down`) and sleeps; the
- *             survivors on the other host must name a rank of the vanished host (nothing
- *             closes their connections: keep-alive has to find it)
  * Each survivor prints "PASS rank R MODE" when its first failing call gave the expected
  * class (MPI_ERR_OTHER; MPIX_ERR_PROC_FAILED where the host defines it) with a message that
  * names the victim, within 10 s; then it leaves with _exit (MPI_Finalize needs the victim). */
@@ -55,7 +51,6 @@ static void report(const char* mode, const char* call, int rc) {
     char want[32];
     snprintf(want, sizeof want, "rank %d ", victim);
     const char* msg = FRMA_Last_error_message();
-    if (!strcmp(mode, "vanish")) snprintf(want, sizeof want, "on another host");
     const int ok = rc == EXPECTED_CLASS && strstr(msg, want) != NULL && dt < 10.0;
     printf("%s rank %d %s: %s returned %d after %.3f s: %s\n", ok ? "PASS" : "FAIL", rank, mode, call, rc, dt, msg);
     fflush(stdout);
@@ -101,20 +96,13 @@ int main(int argc, char** argv) {
         if (size <= 64) MPI_Alltoall(out, 1, MPI_INT, in, 1, MPI_INT, MPI_COMM_WORLD);
     }
 
-    if (!strcmp(mode, "lock") || !strcmp(mode, "lock_all") || !strcmp(mode, "vanish")) {
+    if (!strcmp(mode, "lock") || !strcmp(mode, "lock_all")) {
         if (rank == victim) {
             FRMA_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
             FRMA_Put(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, win);
             FRMA_Win_flush(0, win);
         }
         MPI_Barrier(MPI_COMM_WORLD); /* the victim holds the lock */
-        if (rank == victim && !strcmp(mode, "vanish")) {
-            fflush(stdout);
-            if (system("ip link set frma0 down") != 0) printf("FAIL rank %d vanish: ip link failed\n", rank);
-            fflush(stdout);
-            sleep(30);
-            _exit(0);
-        }
         if (rank == victim) die();
         t0 = now();
         if (!strcmp(mode, "lock_all")) {
