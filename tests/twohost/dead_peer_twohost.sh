@@ -25,11 +25,11 @@ run() {
     -x FI_SOCKETS_IFACE=frma0)
   # The survivors leave with _exit once they have a verdict (2 s after it); the launcher,
   # across the hosts, then does not end: the run is ended once every survivor gave its
-  # verdict (or after 16 s: twohost.sh may hand the output over only at the end), and the
+  # verdict (or after 30 s: twohost.sh may hand the output over only at the end), and the
   # hosts removed with what still runs in them.
   local log
   log=$(mktemp)
-  bash "$twohost" run --timeout 16 -- "$MPIEXEC" --mca orte_enable_recovery 1 -n 4 "${FLAGS[@]}" "${env[@]}" \
+  bash "$twohost" run --timeout 30 -- "$MPIEXEC" --mca orte_enable_recovery 1 -n 4 "${FLAGS[@]}" "${env[@]}" \
     "$BIN" "$mode" >"$log" 2>&1 &
   local job=$! verdicts
   while kill -0 "$job" 2>/dev/null; do
