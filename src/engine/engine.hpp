@@ -53,13 +53,12 @@ public:
     void watch(pid_t pid) { watch_pid(pid); }
     bool exited(pid_t pid) { return pid_exited(pid); }
     // Peers on other hosts: a connection each, closed by their kernel when they die
-    // (transport/peer_links.hpp).
-    PeerLinks& links() { return links_; }
+    // (transport/peer_links.hpp). The process's one registry, which outlives the engine.
+    PeerLinks& links() { return process_links(); }
     std::string stats_report() const;
 
 private:
     Config cfg_;
-    PeerLinks links_;
     Pool<Op> op_pool_;
     Pool<Target> target_pool_;
     CopyOffload offload_;

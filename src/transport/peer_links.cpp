@@ -55,6 +55,11 @@ int connect_one(std::uint32_t addr, std::uint16_t port, int timeout_ms) {
 }
 }  // namespace
 
+PeerLinks& process_links() {
+    static auto* links = new PeerLinks;
+    return *links;
+}
+
 PeerLinks::~PeerLinks() {
     for (int fd : fds_)
         if (fd >= 0) close(fd);

@@ -3,7 +3,9 @@
 // one port (any address, never accepting: a connection waiting in the listener's queue is
 // reset when the listener exits); every process of a window connects once to each process
 // of it on another host. A connection that reads as closed or failed means the process has
-// gone. One registry per process, for every window (docs/guarantees.md, *Dead peers*).
+// gone. One registry per process, for every window (docs/guarantees.md, *Dead peers*); it
+// lives until the process exits, past MPI_Finalize: a listener closed at finalize would read
+// as this process's death to a peer not yet out of the last window's closing barrier.
 #pragma once
 
 #include <cstdint>
@@ -48,5 +50,8 @@ private:
     std::vector<char> gone_;
     std::unordered_map<unsigned long long, int> by_peer_;  // (host_key ^ pid mix) -> link
 };
+
+// The process's registry: never destroyed (the kernel closes its sockets at exit).
+PeerLinks& process_links();
 
 }  // namespace fastrma::detail

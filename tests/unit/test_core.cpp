@@ -3,10 +3,14 @@
 // thread a rank with its own Engine over a ThreadBootstrap).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,6 +35,7 @@
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
+#include "transport/peer_links.hpp"
 #include "transport/shm/offload.hpp"
 #include "transport/shm/segment.hpp"
 #include "transport/shm/shm.hpp"
@@ -628,6 +633,33 @@ TEST(CopyOffload, FailedCrossMemoryAttachStoresAnErrorClass) {
     ASSERT_NE(seq, 0u);
     q.wait(seq);
     EXPECT_EQ(err.load(), MPI_ERR_OTHER);
+}
+
+// A peer still in a window's closing barrier watches this process through a connection to
+// its listener: the listener must outlive the engine (finalize), or the peer reads a death.
+TEST(PeerLinks, TheListenerOutlivesTheEngine) {
+    LinkAddress a{};
+    {
+        Config cfg;
+        Engine eng(cfg, 0);
+        a = eng.links().local();
+    }
+    if (a.n == 0) GTEST_SKIP() << "no IPv4 address but the loopback: nothing listens";
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = a.port;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(0, connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa)) << std::strerror(errno);
+    {
+        Config cfg;
+        Engine eng(cfg, 0);  // a second engine, destroyed too: the same listener
+        EXPECT_EQ(a.port, eng.links().local().port);
+    }
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    EXPECT_EQ(0, poll(&p, 1, 50)) << "the connection was closed: revents " << p.revents;
+    close(fd);
 }
 
 // ---- ranks as threads -----------------------------------------------------------------
