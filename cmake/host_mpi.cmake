@@ -1,7 +1,7 @@
 # host_mpi.cmake — which MPI is the host, and how to launch it. Included after
 # find_package(MPI). Sets:
 #   FASTRMA_HOST_MPI          OpenMPI or MPICH (MPICH's ABI: MPICH, Intel MPI, MVAPICH, ...)
-#   FASTRMA_HOST_ABI_SOURCE   src/engine/host_abi_ompi.cpp or host_abi_mpich.cpp
+#   FASTRMA_HOST_ABI_SOURCE   src/base/host_abi_ompi.cpp or host_abi_mpich.cpp
 #   FASTRMA_MPIEXEC_FLAGS / FASTRMA_MPIEXEC_ENV   what every test launch adds (per host)
 #   FASTRMA_MPI_C_COMPILER_PATH  MPI_C_COMPILER as an absolute path
 #   FASTRMA_MPIEXEC_SETENV    the option that sets one variable for one launch: "-x" (Open
@@ -19,10 +19,10 @@ unset(CMAKE_REQUIRED_DEFINITIONS)
 
 if(FASTRMA_HAVE_OMPI_MAJOR_VERSION)
   set(FASTRMA_HOST_MPI OpenMPI)
-  set(FASTRMA_HOST_ABI_SOURCE src/engine/host_abi_ompi.cpp)
+  set(FASTRMA_HOST_ABI_SOURCE src/base/host_abi_ompi.cpp)
 elseif(FASTRMA_HAVE_MPICH_VERSION)
   set(FASTRMA_HOST_MPI MPICH)
-  set(FASTRMA_HOST_ABI_SOURCE src/engine/host_abi_mpich.cpp)
+  set(FASTRMA_HOST_ABI_SOURCE src/base/host_abi_mpich.cpp)
 else()
   message(FATAL_ERROR "fastrma: mpi.h (${MPI_C_INCLUDE_DIRS}) is neither Open MPI's nor MPICH's")
 endif()

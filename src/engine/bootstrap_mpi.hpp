@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include "engine/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 
 namespace fastrma::detail {
 

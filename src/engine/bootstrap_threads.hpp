@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 
 namespace fastrma::detail {
 

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "base/errors.hpp"
 #include "engine/bootstrap_mpi.hpp"
 #include "engine/c_api_internal.hpp"
 #include "engine/engine.hpp"
-#include "engine/errors.hpp"
 #include "engine/window.hpp"
 #include "progress/host_progress.hpp"
 #include "transport/shm/arena.hpp"

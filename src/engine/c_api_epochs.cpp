@@ -14,8 +14,8 @@
 #include <numeric>
 #include <vector>
 
+#include "base/errors.hpp"
 #include "engine/c_api_internal.hpp"
-#include "engine/errors.hpp"
 #include "engine/window.hpp"
 
 using namespace fastrma::detail;

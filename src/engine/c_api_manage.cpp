@@ -7,8 +7,8 @@
 #include <map>
 #include <mutex>
 
+#include "base/errors.hpp"
 #include "engine/c_api_internal.hpp"
-#include "engine/errors.hpp"
 #include "engine/window.hpp"
 
 using namespace fastrma::detail;

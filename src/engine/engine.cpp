@@ -9,8 +9,8 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/errors.hpp"
-#include "ops/issue.hpp"
+#include "base/errors.hpp"
+#include "epochs/issue.hpp"
 #include "ops/layout.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/shm/segment.hpp"
@@ -18,12 +18,25 @@
 
 namespace fastrma::detail {
 
+namespace {
+// The doorbell's page: a memfd segment that peers fetch with pidfd_getfd (never sealed: the
+// descriptor stays open for the engine's lifetime). None (null) without memfd, or where
+// peers may not take our descriptors (FASTRMA_SHM_METHOD=shm_open): peers' events are then
+// polled.
+BellPage* make_bell(ShmSegment& seg, const Config& cfg) {
+    if (cfg.shm_method == ShmMethod::shm_open) return nullptr;
+    if (seg.create(sizeof(BellPage), ShmMethod::pidfd) != 0) return nullptr;  // (raise()d)
+    return new (seg.data()) BellPage;
+}
+}  // namespace
+
 Engine::Engine(const Config& cfg, int local_index, int local_size)
     : cfg_(cfg),
       op_pool_(cfg.op_pool),
       target_pool_(cfg.target_pool),
       offload_(cfg.offload_piece, 1024),
-      progress_(cfg, local_index, local_size) {
+      bell_(make_bell(bell_seg_, cfg)),
+      progress_(cfg, local_index, local_size, bell_) {
     set_layout_cache_bytes(cfg_.layout_cache);
     sweep_stale_segments();  // names left by ranks that died mid-creation (shm_open method)
     if (cfg_.ptracer) allow_peer_attach();

@@ -15,16 +15,17 @@
 
 #include <sys/types.h>
 
-#include "engine/bootstrap.hpp"
-#include "engine/config.hpp"
-#include "engine/stats.hpp"
+#include "base/bootstrap.hpp"
+#include "base/config.hpp"
+#include "base/pool.hpp"
+#include "base/stats.hpp"
+#include "epochs/target.hpp"
 #include "ops/op.hpp"
-#include "ops/pool.hpp"
-#include "ops/target.hpp"
 #include "progress/progress.hpp"
 #include "transport/peer_links.hpp"
 #include "transport/shm/liveness.hpp"
 #include "transport/shm/offload.hpp"
+#include "transport/shm/segment.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -48,6 +49,8 @@ public:
     // Rings a node-local peer's doorbell (its progress thread and dozing threads wake),
     // mapping its bell page on first use. False if it cannot be reached (no shared bell).
     bool ring_peer(const SegmentExport& bell);
+    // What a node-local peer maps to ring this process (pid == 0: not shared; peers cannot).
+    SegmentExport bell_export() const { return bell_ ? bell_seg_.export_info() : SegmentExport{}; }
     // Node peers' liveness (transport/shm/liveness.hpp): a pidfd per peer process, opened
     // while it is known alive (window creation: watch). exited(pid): the process is gone.
     void watch(pid_t pid) { watch_pid(pid); }
@@ -62,6 +65,8 @@ private:
     Pool<Op> op_pool_;
     Pool<Target> target_pool_;
     CopyOffload offload_;
+    ShmSegment bell_seg_;  // the progress engine's shared doorbell page (pidfd method: never sealed)
+    BellPage* bell_ = nullptr;  // in bell_seg_; null without one
     ProgressEngine progress_;
     int offload_poller_ = 0;
     std::atomic<int> live_windows_{0};

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "epochs/lock_protocol.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"
@@ -29,7 +29,7 @@ namespace {
 // A process alone in its node segment (every peer remote): its allocate part starts half a
 // page in. The host MPI copies between it and user buffers with rep movsb (CMA, single-copy
 // receives), which is slow at a distance of 1..31 bytes past a page multiple
-// (transport/copy.hpp); page-aligned buffers and large malloc'ed ones (page offset 16) are
+// (ops/copy.hpp); page-aligned buffers and large malloc'ed ones (page offset 16) are
 // then far from that distance both ways.
 constexpr std::size_t kAmDataOffset = 2048;
 // The class of a call that fails because a peer died: MPICH's process-failure class, where
@@ -614,7 +614,7 @@ int Window::build_publish(BuildPlan& p) {
             info[kInfoArenaOff] = hit.offset;
             std::memcpy(&info[kInfoArenaSeg], &hit.seg, sizeof hit.seg);
         }
-        const SegmentExport bell = eng_.progress().bell_export();
+        const SegmentExport bell = eng_.bell_export();
         std::memcpy(&info[kInfoBell], &bell, sizeof bell);
         info[kServedBulkBytes] = p.bulk_word0 ? p.mine.served_bulk : 0;
         __atomic_store_n(&info[kServedBulkWord], std::uint64_t(p.bulk_word0), __ATOMIC_RELEASE);

@@ -23,12 +23,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/bootstrap.hpp"
+#include "base/bootstrap.hpp"
+#include "base/stats.hpp"
 #include "engine/engine.hpp"
-#include "engine/stats.hpp"
+#include "epochs/completion.hpp"
 #include "epochs/epochs.hpp"
-#include "ops/completion.hpp"
-#include "ops/issue.hpp"
+#include "epochs/issue.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
@@ -286,7 +286,7 @@ private:
     int disp_unit_ = 1;
     bool cpu_atomics_ = false;
     int acc_stripes_ = 16;  // Config::acc_stripes, read once (the fast paths' stripe masks)
-    // The CPU domain's discipline (ops/acc_domain.hpp; cpu_atomics_ only): the node members'
+    // The CPU domain's discipline (transport/shm/acc_domain.hpp; cpu_atomics_ only): the node members'
     // reader words, and the smallest accumulate of a CPU-domain type applied as a plain run.
     AccReaders acc_readers_{};
     std::size_t acc_run_min_ = ~std::size_t(0);

@@ -13,7 +13,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "transport/copy.hpp"
+#include "ops/copy.hpp"
 
 namespace fastrma::detail {
 

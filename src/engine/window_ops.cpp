@@ -3,7 +3,7 @@
 // of request-based operations, and the requests it serves as a target (apply_local).
 #include <cstring>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "engine/window.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "engine/window.hpp"
 
 namespace fastrma::detail {

@@ -3,7 +3,7 @@
 
 #include <mpi.h>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 
 namespace fastrma::detail {
 

@@ -28,13 +28,13 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/config.hpp"
+#include "base/config.hpp"
+#include "base/pool.hpp"
+#include "base/spin_lock.hpp"
 #include "epochs/epoch_state.hpp"
 #include "epochs/host.hpp"
 #include "epochs/lock_protocol.hpp"
-#include "ops/pool.hpp"
-#include "ops/slot_table.hpp"
-#include "ops/spin_lock.hpp"
+#include "epochs/slot_table.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
 #include "transport/shm/node.hpp"

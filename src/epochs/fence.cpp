@@ -3,7 +3,7 @@
 // message transport exchanges request counts instead, one collective for both).
 // MPI_MODE_NOPRECEDE: nothing may have been issued since the last fence; NOSUCCEED ends
 // the epochs; NOSTORE and NOPUT are hints.
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "epochs/epochs.hpp"
 
 namespace fastrma::detail {

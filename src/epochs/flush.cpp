@@ -6,7 +6,7 @@
 // and offloaded copies, then a fence; over messages the answers up to the last request);
 // and the first error any of them met (completion_error).
 // flush_local(r): the same with local completion only. flush_all: every active target.
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "epochs/epochs.hpp"
 
 namespace fastrma::detail {

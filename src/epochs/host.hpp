@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/bootstrap.hpp"
-#include "ops/completion.hpp"
+#include "base/bootstrap.hpp"
+#include "epochs/completion.hpp"
 #include "ops/op.hpp"
 #include "transport/transport.hpp"
 

@@ -14,8 +14,8 @@
 // from another mode (the mode stays per_target after the last unlock: sync_error leaves it
 // when another kind of epoch asks, epochs.hpp). A lock that must wait, or an op that must
 // queue behind a direct lock, makes a Target (the general path below).
-#include "engine/errors.hpp"
-#include "engine/stats.hpp"
+#include "base/errors.hpp"
+#include "base/stats.hpp"
 #include "epochs/epochs.hpp"
 #include "epochs/lock_protocol.hpp"
 

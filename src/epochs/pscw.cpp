@@ -12,7 +12,7 @@
 // size of the origin group since the last epoch.
 #include <algorithm>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "epochs/epochs.hpp"
 #include "ops/state_words.hpp"
 

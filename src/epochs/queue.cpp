@@ -3,8 +3,8 @@
 // their garbage collection (see epochs.hpp; docs/epochs.md).
 #include <cstring>
 
-#include "engine/errors.hpp"
-#include "engine/stats.hpp"
+#include "base/errors.hpp"
+#include "base/stats.hpp"
 #include "epochs/epochs.hpp"
 #include "ops/layout.hpp"
 #include "ops/reduce.hpp"

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "epochs/epochs.hpp"
 #include "ops/state_words.hpp"
 

@@ -8,7 +8,7 @@
 // Handle scheme (docs/dropin.md):
 // - Fortran INTEGER window handles are entries of a table of FRMA_Win. Lookups are
 //   lock-free (fixed chunks of atomic slots); creation and release take a mutex.
-// - The C MPI_Win depends on the host's ABI (engine/host_abi.hpp). Open MPI (MPI_Win is a
+// - The C MPI_Win depends on the host's ABI (base/host_abi.hpp). Open MPI (MPI_Win is a
 //   pointer): the FRMA_Win itself travels as the MPI_Win; the host's MPI_WIN_NULL (the
 //   address of a host object) and FRMA_WIN_NULL (0) map to each other; the Fortran handle
 //   is the table index, 0 = MPI_WIN_NULL. MPICH (MPI_Win is an int): the C handle and the
@@ -25,7 +25,7 @@
 
 #include <type_traits>
 
-#include "engine/host_abi.hpp"
+#include "base/host_abi.hpp"
 
 namespace fastrma::dropin {
 

@@ -37,8 +37,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/chunk.hpp"
 #include "ops/reduce.hpp"
-#include "transport/transport.hpp"
 
 namespace fastrma::detail {
 

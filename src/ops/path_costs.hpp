@@ -1,5 +1,5 @@
 // path_costs.hpp — the choice between two ways of moving the same contiguous transfer, by
-// what each cost here lately (used by ops/issue.cpp for the served bulk area against one
+// what each cost here lately (used by epochs/issue.cpp for the served bulk area against one
 // cross-memory-attach syscall).
 #pragma once
 

@@ -17,7 +17,7 @@
 // wants each element atomic, not ordered against its neighbours, and completion points fence;
 // on x86-64 every locked RMW is a full barrier anyway. Compare-and-swap stays seq_cst.
 #include "ops/reduce.hpp"
-#include "transport/copy.hpp"
+#include "ops/copy.hpp"
 
 #include <algorithm>
 #include <array>
@@ -35,7 +35,7 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
-#include "engine/host_abi.hpp"
+#include "base/host_abi.hpp"
 
 namespace fastrma::detail {
 namespace {

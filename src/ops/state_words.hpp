@@ -48,7 +48,7 @@ enum InfoWord : std::size_t {
     kInfoArenaSeg,  // a SegmentExport, kArenaSegWords words
 };
 constexpr std::size_t kArenaSegWords = 12;
-// My process's doorbell (ProgressEngine::bell_export, a SegmentExport like kInfoArenaSeg),
+// My process's doorbell (Engine::bell_export, a SegmentExport like kInfoArenaSeg),
 // and a counter a releaser bumps before ringing it: "a lock you wait for here came free".
 constexpr std::size_t kInfoBell = kInfoArenaSeg + kArenaSegWords;  // kArenaSegWords words
 constexpr std::size_t kLockKick = (kInfoBell + kArenaSegWords + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;
@@ -73,7 +73,7 @@ constexpr std::size_t kServedSlotWords = 2 * kWordsPerLine;
 constexpr std::size_t kServedBulkWord = kServedSlot0 + kServedSlots * kServedSlotWords;
 constexpr std::size_t kServedBulkBytes = kServedBulkWord + 1;
 // CPU-atomic accumulate-family ops this process's threads are applying right now on the
-// window's CPU-domain elements (ops/acc_domain.hpp): a plain run of a CPU-domain type waits
+// window's CPU-domain elements (transport/shm/acc_domain.hpp): a plain run of a CPU-domain type waits
 // until every node member's count is zero.
 constexpr std::size_t kAccReaders = kServedBulkWord + kWordsPerLine;
 static_assert(kAccReaders % kWordsPerLine == 0 && (kAccReaders + kWordsPerLine) * 8 <= kStateBytes);

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/spin_lock.hpp"
+#include "base/spin_lock.hpp"
 
 // MPICH's ABI (MPICH, and the derivatives that define MPICH_VERSION): the ucp_worker_progress
 // hook below is compiled in; Open MPI builds must not define that symbol (its pml ucx calls it).

@@ -49,16 +49,9 @@ void BellPage::wait(BellPage* b, std::uint32_t seen, long timeout_ns) {
     b->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-ProgressEngine::ProgressEngine(const Config& cfg, int local_index, int local_size)
+ProgressEngine::ProgressEngine(const Config& cfg, int local_index, int local_size, BellPage* shared_bell)
     : cfg_(cfg), local_index_(local_index), local_size_(std::max(1, local_size)) {
-    bell_ = &bell_local_;
-    // The bell page: a memfd segment that peers fetch with pidfd_getfd (it is never sealed:
-    // the descriptor stays open for our lifetime). Without it (no memfd, or peers may not take
-    // our descriptors: FASTRMA_SHM_METHOD=shm_open) the doorbell is private and peers' events
-    // are polled.
-    if (cfg_.shm_method == ShmMethod::shm_open) return;
-    if (bell_seg_.create(sizeof(BellPage), ShmMethod::pidfd) != 0) return;  // (raise()d)
-    bell_ = new (bell_seg_.data()) BellPage;
+    bell_ = shared_bell ? shared_bell : &bell_local_;
 }
 
 ProgressEngine::~ProgressEngine() {

@@ -8,8 +8,9 @@
 // sleeps with exponential back-off up to poll_max_us; when all are idle it spins for
 // spin_us and then sleeps on a futex until wake() rings the doorbell (a post that queues
 // work, a new lock request). Idle, it costs nothing: no timer, no polling.
-// The doorbell lives in a shared-memory page (a memfd, BellPage) that node-local peers
-// map, so they can ring it too (Engine::ring_peer: a lock released that we wait for).
+// The doorbell lives in a shared-memory page (BellPage) that the engine places in a memfd
+// segment node-local peers map, so they can ring it too (Engine::ring_peer: a lock released
+// that we wait for); without one it is private to the process.
 // Application threads waiting in a sync call doze on the same futex (doze()).
 // It is pinned inside the process's cpuset (placement()): to a PU of its own when the
 // cpuset has one to spare, else to the PU the process's main thread runs on (follow),
@@ -31,8 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/config.hpp"
-#include "transport/shm/segment.hpp"
+#include "base/config.hpp"
 
 namespace fastrma::detail {
 
@@ -104,7 +104,9 @@ public:
     // local_index, local_size: this process's position among the ranks of its node, and
     // their number (from the launcher's environment; placement() estimates from them how
     // many ranks share this process's cpuset).
-    ProgressEngine(const Config& cfg, int local_index, int local_size = 1);
+    // shared_bell: the doorbell's page, placed by the owner where node peers map it (null:
+    // a private one).
+    ProgressEngine(const Config& cfg, int local_index, int local_size = 1, BellPage* shared_bell = nullptr);
     ~ProgressEngine();
 
     void start();
@@ -126,8 +128,6 @@ public:
     // An application thread waiting for something a peer will signal: sleep up to us
     // microseconds or until the doorbell rings (a peer released a lock, a local post).
     void doze(unsigned us);
-    // What a node-local peer maps to ring us (pid == 0: not shared; peers cannot ring).
-    SegmentExport bell_export() const { return bell_ == &bell_local_ ? SegmentExport{} : bell_seg_.export_info(); }
     // The thread is running or spinning (not asleep on its futex): work handed to it now
     // starts within microseconds, without paying a wake-up.
     bool awake() const { return running() && !sleeping_.load(std::memory_order_relaxed); }
@@ -214,8 +214,7 @@ private:
     std::uint64_t follow_next_ns_ = 0;
     std::thread thread_;
     std::atomic<bool> stop_{false};
-    ShmSegment bell_seg_;  // the shared bell page (pidfd method: never sealed)
-    BellPage* bell_ = nullptr;  // in bell_seg_, or bell_local_ without one
+    BellPage* bell_ = nullptr;  // the shared page, or bell_local_ without one
     BellPage bell_local_;
     std::atomic<bool> sleeping_{false};
     // watch_fd: the watched fds, their generation and the one the waker polls (fd_mu_).

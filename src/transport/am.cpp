@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/errors.hpp"
-#include "engine/stats.hpp"
+#include "base/errors.hpp"
+#include "base/stats.hpp"
+#include "ops/copy.hpp"
 #include "progress/host_progress.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
-#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 

@@ -64,8 +64,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/errors.hpp"
-#include "transport/copy.hpp"
+#include "base/errors.hpp"
+#include "ops/copy.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/bootstrap.hpp"
-#include "engine/errors.hpp"
-#include "engine/stats.hpp"
+#include "base/bootstrap.hpp"
+#include "base/errors.hpp"
+#include "base/stats.hpp"
 
 namespace fastrma::detail {
 

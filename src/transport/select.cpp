@@ -3,7 +3,7 @@
 
 #include <mpi.h>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "transport/am.hpp"
 #include "transport/split.hpp"
 

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/bootstrap.hpp"
-#include "engine/config.hpp"
+#include "base/bootstrap.hpp"
+#include "base/config.hpp"
 #include "transport/ofi.hpp"
 #include "transport/transport.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <mpi.h>
 
-#include "engine/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 
 namespace fastrma::detail {
 

@@ -23,6 +23,8 @@
 #include <functional>
 #include <string>
 
+#include "ops/chunk.hpp"
+
 namespace fastrma::detail {
 
 class Bootstrap;
@@ -68,13 +70,6 @@ struct PeerRegion {
     std::uint64_t size = 0;  // bytes of window memory at the peer
     std::uint64_t* state = nullptr;  // the peer's state words, mapped here (null: reached by messages)
     int rank = -1;  // the peer's rank in the window
-};
-
-// One contiguous piece of a transfer: local buffer <-> [offset, offset + len) at the peer.
-struct Chunk {
-    void* local;
-    std::uint64_t offset;
-    std::size_t len;
 };
 
 class Transport {

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/stats.hpp"
 #include "common/mpi_world.hpp"
 #include "engine/c_api_internal.hpp"
-#include "engine/stats.hpp"
 #include "engine/window.hpp"
 #include "ops/state_words.hpp"
 #include "progress/host_progress.hpp"

@@ -1,5 +1,5 @@
 // test_acc_domain.cpp — the CPU domain's reader/writer discipline on the accumulate stripes
-// (ops/acc_domain.hpp): CPU-atomic ops and plain runs on the same elements lose no update,
+// (transport/shm/acc_domain.hpp): CPU-atomic ops and plain runs on the same elements lose no update,
 // a plain run waits for the atomic ops in progress, an atomic op waits for a flagged stripe
 // and not for an unflagged one, and a dead reader does not block a run forever.
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "ops/acc_domain.hpp"
-#include "ops/issue.hpp"
+#include "epochs/issue.hpp"
 #include "ops/state_words.hpp"
+#include "transport/shm/acc_domain.hpp"
 
 namespace fastrma::detail {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "transport/copy.hpp"
+#include "ops/copy.hpp"
 
 using namespace fastrma::detail;
 

@@ -24,14 +24,14 @@
 #include <thread>
 #include <vector>
 
+#include "base/config.hpp"
+#include "base/errors.hpp"
+#include "base/pool.hpp"
 #include "engine/bootstrap_threads.hpp"
-#include "engine/config.hpp"
 #include "engine/engine.hpp"
-#include "engine/errors.hpp"
 #include "engine/window.hpp"
 #include "epochs/lock_protocol.hpp"
-#include "ops/pool.hpp"
-#include "ops/slot_table.hpp"
+#include "epochs/slot_table.hpp"
 #include "ops/state_words.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
@@ -737,9 +737,10 @@ TEST(LockProtocolAsThreads, ExclusiveRmwLosesNoUpdateAndLockAllExcludes) {
 // then hang until the ctest TIMEOUT.
 TEST(Doorbell, ARingThroughAnotherMappingWakesAThreadDozing) {
     Config cfg;
-    Engine ringer(cfg, 1);
-    ProgressEngine pe(cfg, 0);
-    const SegmentExport bell = pe.bell_export();
+    cfg.progress_thread = false;
+    Engine ringer(cfg, 1), owner(cfg, 0);
+    ProgressEngine& pe = owner.progress();
+    const SegmentExport bell = owner.bell_export();
     ASSERT_GT(bell.pid, 0) << "no shared bell page (memfd)";
     std::atomic<bool> go{false}, woke{false};
     std::thread sleeper([&] {

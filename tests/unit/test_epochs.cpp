@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/config.hpp"
 #include "engine/bootstrap_threads.hpp"
-#include "engine/config.hpp"
 #include "engine/engine.hpp"
 #include "epochs/epoch_state.hpp"
 #include "epochs/epochs.hpp"

@@ -9,8 +9,8 @@
 // unpacking both sides into basic arrays + MPI_Reduce_local + unpacking back gives, for many
 // (origin type, target type) pairs with equal signatures and several counts.
 // MPI_Init_thread(MPI_THREAD_MULTIPLE) is done by main_unit.cpp.
+#include "ops/copy.hpp"
 #include "ops/layout.hpp"
-#include "transport/copy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "ops/copy.hpp"
 #include "ops/op.hpp"
 #include "ops/state_words.hpp"
-#include "transport/copy.hpp"
 #include "transport/shm/served.hpp"
 
 using namespace fastrma::detail;

@@ -18,10 +18,10 @@
 #include <random>
 #include <vector>
 
+#include "ops/copy.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
-#include "transport/copy.hpp"
 #include "transport/shm/liveness.hpp"
 #include "transport/shm/node.hpp"
 #include "transport/shm/served.hpp"

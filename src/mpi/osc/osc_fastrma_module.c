@@ -12,20 +12,18 @@
  */
 #include "osc_fastrma.h"
 
-#define WIN(w) ompi_osc_fastrma_win(w)
-
 static int shared_query(struct ompi_win_t* win, int rank, size_t* size, int* disp_unit, void* baseptr) {
     MPI_Aint sz = 0;
-    int rc = FRMA_Win_shared_query(WIN(win), rank, &sz, disp_unit, baseptr);
+    int rc = FRMA_Win_shared_query(ompi_osc_fastrma_win(win), rank, &sz, disp_unit, baseptr);
     if (rc == MPI_SUCCESS) *size = (size_t)sz;
     return rc;
 }
 
 static int attach(struct ompi_win_t* win, void* base, size_t size) {
-    return FRMA_Win_attach(WIN(win), base, (MPI_Aint)size);
+    return FRMA_Win_attach(ompi_osc_fastrma_win(win), base, (MPI_Aint)size);
 }
 
-static int detach(struct ompi_win_t* win, const void* base) { return FRMA_Win_detach(WIN(win), base); }
+static int detach(struct ompi_win_t* win, const void* base) { return FRMA_Win_detach(ompi_osc_fastrma_win(win), base); }
 
 /* Collective; the module goes with the engine's window. On failure the window stays usable,
  * as Open MPI keeps it. */
@@ -40,94 +38,99 @@ static int module_free(struct ompi_win_t* win) {
 
 static int put(const void* origin, int ocount, struct ompi_datatype_t* odt, int target, ptrdiff_t disp, int tcount,
                struct ompi_datatype_t* tdt, struct ompi_win_t* win) {
-    return FRMA_Put(origin, ocount, odt, target, disp, tcount, tdt, WIN(win));
+    return FRMA_Put(origin, ocount, odt, target, disp, tcount, tdt, ompi_osc_fastrma_win(win));
 }
 
 static int get(void* origin, int ocount, struct ompi_datatype_t* odt, int target, ptrdiff_t disp, int tcount,
                struct ompi_datatype_t* tdt, struct ompi_win_t* win) {
-    return FRMA_Get(origin, ocount, odt, target, disp, tcount, tdt, WIN(win));
+    return FRMA_Get(origin, ocount, odt, target, disp, tcount, tdt, ompi_osc_fastrma_win(win));
 }
 
 static int accumulate(const void* origin, int ocount, struct ompi_datatype_t* odt, int target, ptrdiff_t disp,
                       int tcount, struct ompi_datatype_t* tdt, struct ompi_op_t* op, struct ompi_win_t* win) {
-    return FRMA_Accumulate(origin, ocount, odt, target, disp, tcount, tdt, op, WIN(win));
+    return FRMA_Accumulate(origin, ocount, odt, target, disp, tcount, tdt, op, ompi_osc_fastrma_win(win));
 }
 
 static int compare_and_swap(const void* origin, const void* compare, void* result, struct ompi_datatype_t* dt,
                             int target, ptrdiff_t disp, struct ompi_win_t* win) {
-    return FRMA_Compare_and_swap(origin, compare, result, dt, target, disp, WIN(win));
+    return FRMA_Compare_and_swap(origin, compare, result, dt, target, disp, ompi_osc_fastrma_win(win));
 }
 
 static int fetch_and_op(const void* origin, void* result, struct ompi_datatype_t* dt, int target, ptrdiff_t disp,
                         struct ompi_op_t* op, struct ompi_win_t* win) {
-    return FRMA_Fetch_and_op(origin, result, dt, target, disp, op, WIN(win));
+    return FRMA_Fetch_and_op(origin, result, dt, target, disp, op, ompi_osc_fastrma_win(win));
 }
 
 static int get_accumulate(const void* origin, int ocount, struct ompi_datatype_t* odt, void* result, int rcount,
                           struct ompi_datatype_t* rdt, int target, ptrdiff_t disp, int tcount,
                           struct ompi_datatype_t* tdt, struct ompi_op_t* op, struct ompi_win_t* win) {
-    return FRMA_Get_accumulate(origin, ocount, odt, result, rcount, rdt, target, disp, tcount, tdt, op, WIN(win));
+    return FRMA_Get_accumulate(origin, ocount, odt, result, rcount, rdt, target, disp, tcount, tdt, op,
+                               ompi_osc_fastrma_win(win));
 }
 
 static int rput(const void* origin, int ocount, struct ompi_datatype_t* odt, int target, ptrdiff_t disp, int tcount,
                 struct ompi_datatype_t* tdt, struct ompi_win_t* win, struct ompi_request_t** request) {
-    return FRMA_Rput(origin, ocount, odt, target, disp, tcount, tdt, WIN(win), request);
+    return FRMA_Rput(origin, ocount, odt, target, disp, tcount, tdt, ompi_osc_fastrma_win(win), request);
 }
 
 static int rget(void* origin, int ocount, struct ompi_datatype_t* odt, int target, ptrdiff_t disp, int tcount,
                 struct ompi_datatype_t* tdt, struct ompi_win_t* win, struct ompi_request_t** request) {
-    return FRMA_Rget(origin, ocount, odt, target, disp, tcount, tdt, WIN(win), request);
+    return FRMA_Rget(origin, ocount, odt, target, disp, tcount, tdt, ompi_osc_fastrma_win(win), request);
 }
 
 static int raccumulate(const void* origin, int ocount, struct ompi_datatype_t* odt, int target, ptrdiff_t disp,
                        int tcount, struct ompi_datatype_t* tdt, struct ompi_op_t* op, struct ompi_win_t* win,
                        struct ompi_request_t** request) {
-    return FRMA_Raccumulate(origin, ocount, odt, target, disp, tcount, tdt, op, WIN(win), request);
+    return FRMA_Raccumulate(origin, ocount, odt, target, disp, tcount, tdt, op, ompi_osc_fastrma_win(win), request);
 }
 
 static int rget_accumulate(const void* origin, int ocount, struct ompi_datatype_t* odt, void* result, int rcount,
                            struct ompi_datatype_t* rdt, int target, ptrdiff_t disp, int tcount,
                            struct ompi_datatype_t* tdt, struct ompi_op_t* op, struct ompi_win_t* win,
                            struct ompi_request_t** request) {
-    return FRMA_Rget_accumulate(origin, ocount, odt, result, rcount, rdt, target, disp, tcount, tdt, op, WIN(win),
-                                request);
+    return FRMA_Rget_accumulate(origin, ocount, odt, result, rcount, rdt, target, disp, tcount, tdt, op,
+                                ompi_osc_fastrma_win(win), request);
 }
 
-static int win_fence(int assert_, struct ompi_win_t* win) { return FRMA_Win_fence(assert_, WIN(win)); }
+static int win_fence(int assert_, struct ompi_win_t* win) { return FRMA_Win_fence(assert_, ompi_osc_fastrma_win(win)); }
 
 static int win_start(struct ompi_group_t* group, int assert_, struct ompi_win_t* win) {
-    return FRMA_Win_start(group, assert_, WIN(win));
+    return FRMA_Win_start(group, assert_, ompi_osc_fastrma_win(win));
 }
 
-static int win_complete(struct ompi_win_t* win) { return FRMA_Win_complete(WIN(win)); }
+static int win_complete(struct ompi_win_t* win) { return FRMA_Win_complete(ompi_osc_fastrma_win(win)); }
 
 static int win_post(struct ompi_group_t* group, int assert_, struct ompi_win_t* win) {
-    return FRMA_Win_post(group, assert_, WIN(win));
+    return FRMA_Win_post(group, assert_, ompi_osc_fastrma_win(win));
 }
 
-static int win_wait(struct ompi_win_t* win) { return FRMA_Win_wait(WIN(win)); }
+static int win_wait(struct ompi_win_t* win) { return FRMA_Win_wait(ompi_osc_fastrma_win(win)); }
 
-static int win_test(struct ompi_win_t* win, int* flag) { return FRMA_Win_test(WIN(win), flag); }
+static int win_test(struct ompi_win_t* win, int* flag) { return FRMA_Win_test(ompi_osc_fastrma_win(win), flag); }
 
 static int win_lock(int lock_type, int target, int assert_, struct ompi_win_t* win) {
-    return FRMA_Win_lock(lock_type, target, assert_, WIN(win));
+    return FRMA_Win_lock(lock_type, target, assert_, ompi_osc_fastrma_win(win));
 }
 
-static int win_unlock(int target, struct ompi_win_t* win) { return FRMA_Win_unlock(target, WIN(win)); }
+static int win_unlock(int target, struct ompi_win_t* win) { return FRMA_Win_unlock(target, ompi_osc_fastrma_win(win)); }
 
-static int win_lock_all(int assert_, struct ompi_win_t* win) { return FRMA_Win_lock_all(assert_, WIN(win)); }
+static int win_lock_all(int assert_, struct ompi_win_t* win) {
+    return FRMA_Win_lock_all(assert_, ompi_osc_fastrma_win(win));
+}
 
-static int win_unlock_all(struct ompi_win_t* win) { return FRMA_Win_unlock_all(WIN(win)); }
+static int win_unlock_all(struct ompi_win_t* win) { return FRMA_Win_unlock_all(ompi_osc_fastrma_win(win)); }
 
-static int win_sync(struct ompi_win_t* win) { return FRMA_Win_sync(WIN(win)); }
+static int win_sync(struct ompi_win_t* win) { return FRMA_Win_sync(ompi_osc_fastrma_win(win)); }
 
-static int win_flush(int target, struct ompi_win_t* win) { return FRMA_Win_flush(target, WIN(win)); }
+static int win_flush(int target, struct ompi_win_t* win) { return FRMA_Win_flush(target, ompi_osc_fastrma_win(win)); }
 
-static int win_flush_all(struct ompi_win_t* win) { return FRMA_Win_flush_all(WIN(win)); }
+static int win_flush_all(struct ompi_win_t* win) { return FRMA_Win_flush_all(ompi_osc_fastrma_win(win)); }
 
-static int win_flush_local(int target, struct ompi_win_t* win) { return FRMA_Win_flush_local(target, WIN(win)); }
+static int win_flush_local(int target, struct ompi_win_t* win) {
+    return FRMA_Win_flush_local(target, ompi_osc_fastrma_win(win));
+}
 
-static int win_flush_local_all(struct ompi_win_t* win) { return FRMA_Win_flush_local_all(WIN(win)); }
+static int win_flush_local_all(struct ompi_win_t* win) { return FRMA_Win_flush_local_all(ompi_osc_fastrma_win(win)); }
 
 const ompi_osc_base_module_t ompi_osc_fastrma_module_template = {
     .osc_win_shared_query = shared_query,

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23

@@ -6,12 +6,13 @@
 #include <cstring>
 #include <mutex>
 
-#include "engine/stats.hpp"
-#include "ops/issue.hpp"
+#include "base/errors.hpp"
+#include "base/stats.hpp"
+#include "ops/copy.hpp"
 #include "ops/layout.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
-#include "transport/copy.hpp"
+#include "transport/shm/acc_domain.hpp"
 #include "transport/shm/cma.hpp"
 #include "transport/shm/served.hpp"
 
@@ -565,6 +566,14 @@ int CmaPieces::finish() {
     flush_group();
     move_direct();
     return err_;
+}
+
+int drain_batch(CmaBatch* batch, int rank) {
+    if (!batch || !batch->due()) return MPI_SUCCESS;
+    if (int e = batch->drain())
+        return raise(MPI_ERR_OTHER, "a put or get to rank %d by cross-memory attach failed: %s (did the process exit?)",
+                     rank, std::strerror(e));
+    return MPI_SUCCESS;
 }
 
 }  // namespace fastrma::detail

@@ -43,7 +43,7 @@
 #include <memory>
 #include <vector>
 
-#include "ops/spin_lock.hpp"
+#include "base/spin_lock.hpp"
 
 namespace fastrma::detail {
 
@@ -217,5 +217,9 @@ private:
     std::atomic<Lane*> lanes_[kLanes] = {};  // made on first use (make_mu_)
     SpinLock make_mu_;
 };
+
+// Moves what waits in batch (rank's; may be null); an MPI error class (raised) when a
+// transfer in it failed.
+int drain_batch(CmaBatch* batch, int rank);
 
 }  // namespace fastrma::detail

@@ -3,13 +3,13 @@
 
 #include <cstring>
 
-#include "engine/errors.hpp"
-#include "engine/stats.hpp"
+#include "base/errors.hpp"
+#include "base/stats.hpp"
+#include "ops/copy.hpp"
 #include "ops/layout.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
 #include "progress/progress.hpp"
-#include "transport/copy.hpp"
 
 namespace fastrma::detail {
 

@@ -8,7 +8,7 @@
 //     transfers held in the peer's batch (cma_batch.hpp) until a flush moves them;
 //   - large copies and accumulates handed to the progress thread (offload.hpp): a flush
 //     waits for the last one this window queued;
-//   - accumulate stripes taken over from a dead holder (issue.hpp): a flush reports the
+//   - accumulate stripes taken over from a dead holder (acc_domain.hpp): a flush reports the
 //     dead peer.
 // Its target side serves what node peers that cannot map my part post to my state page
 // (served.hpp: the slots and the bulk area), applied through the window's LocalTarget, from
@@ -29,9 +29,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/issue.hpp"
-#include "ops/spin_lock.hpp"
+#include "base/spin_lock.hpp"
 #include "ops/state_words.hpp"
+#include "transport/shm/acc_domain.hpp"
 #include "transport/shm/arena.hpp"
 #include "transport/shm/cma_batch.hpp"
 #include "transport/shm/offload.hpp"

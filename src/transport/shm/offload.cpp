@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transport/copy.hpp"
+#include "ops/copy.hpp"
 #include "transport/shm/cma.hpp"
 
 namespace fastrma::detail {

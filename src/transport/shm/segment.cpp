@@ -16,7 +16,7 @@
 #include <cstring>
 #include <utility>
 
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 #include "transport/shm/cma.hpp"
 
 #ifndef SYS_pidfd_open

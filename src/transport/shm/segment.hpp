@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/config.hpp"
+#include "base/config.hpp"
 
 namespace fastrma::detail {
 

@@ -13,7 +13,7 @@
 
 #include <mpi.h>
 
-#include "engine/stats.hpp"
+#include "base/stats.hpp"
 #include "ops/op.hpp"
 #include "transport/shm/liveness.hpp"
 

@@ -2,9 +2,9 @@
 // (create windows over plain user memory, dynamic windows), done by the peer's own CPU by
 // load and store instead of cross-memory syscalls from here: fetch_and_op,
 // compare_and_swap and contiguous accumulates and get_accumulates of up to kMaxBytes
-// (ops/issue.cpp), and contiguous puts and gets of up to kMaxBytes (the drain of a small
+// (epochs/issue.cpp), and contiguous puts and gets of up to kMaxBytes (the drain of a small
 // CmaBatch, transport/shm/cma_batch.cpp); large and strided transfers stream through a bulk area
-// (BulkChannel below, used by ops/issue.cpp).
+// (BulkChannel below, used by epochs/issue.cpp).
 //
 // The peer's state page holds kServedSlots request slots (state_words.hpp): a header and
 // kMaxBytes of data each. An origin claims a free slot, writes the request (a put's data
@@ -33,7 +33,7 @@
 
 #include <sys/types.h>
 
-#include "ops/spin_lock.hpp"
+#include "base/spin_lock.hpp"
 #include "ops/state_words.hpp"
 
 namespace fastrma::detail::served {

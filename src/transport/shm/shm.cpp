@@ -9,8 +9,8 @@
 #include <climits>
 #include <cstring>
 
-#include "engine/errors.hpp"
-#include "transport/copy.hpp"
+#include "base/errors.hpp"
+#include "ops/copy.hpp"
 
 namespace fastrma::detail {
 

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <vector>
 
-#include "ops/spin_lock.hpp"
+#include "base/spin_lock.hpp"
 
 namespace fastrma::detail {
 

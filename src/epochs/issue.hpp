@@ -18,9 +18,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/acc_domain.hpp"
 #include "ops/op.hpp"
 #include "ops/reduce.hpp"
+#include "transport/shm/acc_domain.hpp"
 #include "transport/shm/cma_batch.hpp"
 #include "transport/transport.hpp"
 
@@ -42,7 +42,7 @@ struct IssueContext {
     // an op waits for the peer's CPU (null: nothing to serve).
     bool (*serve)(void*) = nullptr;
     void* serve_arg = nullptr;
-    // The CPU domain's discipline (cpu_atomics; ops/acc_domain.hpp): this process's reader
+    // The CPU domain's discipline (cpu_atomics; transport/shm/acc_domain.hpp): this process's reader
     // word, the node members' reader words, and the smallest accumulate (bytes of target
     // footprint) applied as a plain run under the stripes rather than by CPU atomics.
     std::uint64_t* acc_mine = nullptr;
@@ -56,26 +56,7 @@ struct IssueContext {
 // an op is posted whole or not at all. On shared memory the op has completed remotely when
 // this returns, except the puts and gets left in ctx.batch (every other op drains the
 // batch first, so this origin's ops to the peer stay in order).
-// Moves what waits in batch (rank's; may be null); an MPI error class (raised) when a
-// transfer in it failed.
-int drain_batch(CmaBatch* batch, int rank);
 int issue_op(const IssueContext& ctx, const Op& op);
-
-// The target's striped accumulate lock (acc_locked): the stripes that cover [offset,
-// offset + bytes) of a window part, and taking / freeing them on mapped state words
-// (ascending order, spinning then yielding; as every origin and the owner do).
-// A taken stripe holds its holder's pid. A waiter that finds the holder's process gone (its
-// pidfd, liveness.hpp: a pid reused since still reads as gone) takes the stripe over (what the
-// dead process left half-done stays so) and counts it in g_stripes_taken_over, which the
-// window's next completion point reports as a dead peer.
-std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes);
-// flag: kStripeExcludesAtomics for a plain run of a CPU-domain type (acc_run_lock), else 0.
-void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask, std::uint64_t flag = 0);
-void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask);
-extern std::atomic<std::uint64_t> g_stripes_taken_over;
-// Fault injection (FASTRMA_FAULT=kill_holding_stripe): the process kills itself right after
-// it took stripes on mapped state words.
-extern std::atomic<bool> g_fault_kill_holding_stripe;
 
 // The locked accumulate domain on mapped memory, for the fast paths: n contiguous elements
 // of ti at target offset toff, under the target's accumulate-lock stripes that cover them,

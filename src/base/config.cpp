@@ -1,6 +1,6 @@
 // config.cpp — parse FASTRMA_* once. Bad values fall back to the default with a warning
 // on stderr rather than aborting: a typo in an environment variable must not kill a job.
-#include "engine/config.hpp"
+#include "base/config.hpp"
 
 #include <cstdio>
 #include <cstdlib>

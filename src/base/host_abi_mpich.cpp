@@ -2,7 +2,7 @@
 // handle).
 #include <cstdio>
 
-#include "engine/host_abi.hpp"
+#include "base/host_abi.hpp"
 
 static_assert(std::is_integral_v<MPI_Datatype> && std::is_integral_v<MPI_Win>,
               "host_abi_mpich.cpp is for MPICH's ABI (CMake picks it from mpi.h)");

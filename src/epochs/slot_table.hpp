@@ -8,8 +8,8 @@
 #include <mutex>
 #include <vector>
 
-#include "ops/spin_lock.hpp"
-#include "ops/target.hpp"
+#include "base/spin_lock.hpp"
+#include "epochs/target.hpp"
 
 namespace fastrma::detail {
 

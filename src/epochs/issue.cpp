@@ -1,5 +1,5 @@
 // issue.cpp — see issue.hpp.
-#include "ops/issue.hpp"
+#include "epochs/issue.hpp"
 
 #include <sched.h>
 #include <signal.h>
@@ -10,15 +10,14 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/errors.hpp"
-#include "engine/stats.hpp"
-#include "ops/acc_domain.hpp"
+#include "base/errors.hpp"
+#include "base/stats.hpp"
+#include "ops/copy.hpp"
 #include "ops/layout.hpp"
 #include "ops/path_costs.hpp"
 #include "ops/reduce.hpp"
 #include "ops/state_words.hpp"
-#include "transport/copy.hpp"
-#include "transport/shm/liveness.hpp"
+#include "transport/shm/acc_domain.hpp"
 #include "transport/shm/served.hpp"
 
 namespace fastrma::detail {
@@ -275,29 +274,7 @@ bool batch_accumulate(const IssueContext& ctx, const Op& op) {
     return true;
 }
 
-// ---- acc_locked: the target's striped accumulate lock ----
-
-// Stripes cover kStripeUnit-byte units of the target's window (acc_domain.hpp), unit u on
-// stripe u % n: an accumulate of up to a few KiB takes one or two stripes (two atomics
-// each), one of 16n KiB or more takes them all. Coarse on purpose: finer units made a small
-// accumulate take many stripes, each two atomics on lines other processes bounce
-// (docs/performance.md).
-
-// Takes one stripe word by try_take() (a CAS on the word), spinning, then yielding: the
-// holder may be descheduled (oversubscribed ranks). Every 4096 yields (some milliseconds)
-// take_over() may take it from a holder that died.
-template <class TryTake, class TakeOver>
-void take_stripe(TryTake try_take, TakeOver take_over) {
-    for (unsigned spins = 0;; ++spins) {
-        if (try_take()) return;
-        if (spins > 64) {
-            sched_yield();
-            if (spins % 4096 == 0 && take_over()) return;
-        } else {
-            __builtin_ia32_pause();
-        }
-    }
-}
+// ---- acc_locked: the target's striped accumulate lock (transport/shm/acc_domain.hpp) ----
 
 class StripeGuard {
 public:
@@ -937,98 +914,6 @@ int compare_and_swap_op(const IssueContext& ctx, const Op& op) {
 
 }  // namespace
 
-std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes) {
-    const int n = std::max(1, std::min(acc_stripes, kMaxAccStripes));
-    const std::uint64_t first = offset / kStripeUnit, last = (offset + (bytes ? bytes - 1 : 0)) / kStripeUnit;
-    if (last - first + 1 >= std::uint64_t(n)) return n == 64 ? ~0ull : (1ull << n) - 1;
-    std::uint64_t mask = 0;
-    for (std::uint64_t l = first; l <= last; ++l) mask |= 1ull << (l % std::uint64_t(n));
-    return mask;
-}
-
-std::atomic<std::uint64_t> g_stripes_taken_over{0};
-std::atomic<bool> g_fault_kill_holding_stripe{false};
-
-void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask, std::uint64_t flag) {
-    static const std::uint64_t me = std::uint64_t(getpid());  // the holder's tag (getpid is a syscall)
-    const std::uint64_t tag = me | flag;
-    for (std::uint64_t m = mask; m; m &= m - 1) {  // ascending order: no deadlock between origins
-        std::uint64_t* w = &state[stripe_word(__builtin_ctzll(m))];
-        take_stripe(
-            [w, tag] {
-                std::uint64_t expect = 0;
-                return __atomic_compare_exchange_n(w, &expect, tag, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-            },
-            [w, tag] {
-                std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
-                const std::uint64_t pid = holder & ~kStripeExcludesAtomics;
-                if (pid <= 1 || pid == me || !pid_exited(pid_t(pid))) return false;
-                if (!__atomic_compare_exchange_n(w, &holder, tag, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-                    return false;
-                g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
-                return true;
-            });
-    }
-    if (g_fault_kill_holding_stripe.load(std::memory_order_relaxed)) kill(getpid(), SIGKILL);
-}
-
-void acc_run_lock(std::uint64_t* state, std::uint64_t mask, const AccReaders& readers) {
-    // The locked CAS that took the last stripe is the fence between the flag and the loads
-    // of the reader words.
-    acc_stripes_lock(state, mask, kStripeExcludesAtomics);
-    for (int i = 0; i < readers.n; ++i) {
-        const std::uint64_t* w = readers.word(i);
-        for (unsigned spins = 0; __atomic_load_n(w, __ATOMIC_ACQUIRE) != 0; ++spins) {
-            if (spins <= 64) {
-                __builtin_ia32_pause();
-                continue;
-            }
-            sched_yield();
-            // A reader whose process died holds its count forever (its state area lies
-            // beside its reader word: kInfoPid).
-            if (spins % 4096 == 0) {
-                const pid_t pid = pid_t(w[std::ptrdiff_t(kInfoPid) - std::ptrdiff_t(kAccReaders)]);
-                if (pid > 0 && pid_exited(pid)) break;
-            }
-        }
-    }
-}
-
-namespace {
-// Frees the stripes of mask whose holder's process is gone (counted as taken over).
-void acc_stripes_free_dead(std::uint64_t* state, std::uint64_t mask) {
-    for (std::uint64_t m = mask; m; m &= m - 1) {
-        std::uint64_t* w = &state[stripe_word(__builtin_ctzll(m))];
-        std::uint64_t holder = __atomic_load_n(w, __ATOMIC_RELAXED);
-        const std::uint64_t pid = holder & ~kStripeExcludesAtomics;
-        if (pid <= 1 || !pid_exited(pid_t(pid))) continue;
-        if (__atomic_compare_exchange_n(w, &holder, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            g_stripes_taken_over.fetch_add(1, std::memory_order_relaxed);
-    }
-}
-}  // namespace
-
-void acc_atomics_wait(std::uint64_t* mine, const std::uint64_t* state, std::uint64_t mask) {
-    do {
-        __atomic_fetch_sub(mine, 1, __ATOMIC_RELEASE);
-        for (unsigned spins = 0; acc_stripes_exclude(state, mask); ++spins) {
-            if (spins <= 64) {
-                __builtin_ia32_pause();
-                continue;
-            }
-            sched_yield();
-            if (spins % 4096 == 0) acc_stripes_free_dead(const_cast<std::uint64_t*>(state), mask);
-        }
-        __atomic_fetch_add(mine, 1, __ATOMIC_SEQ_CST);
-    } while (acc_stripes_exclude(state, mask));
-}
-
-void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask) {
-    // A release store (no locked instruction) frees a stripe.
-    for (std::uint64_t m = mask; m; m &= m - 1)
-        __atomic_store_n(&state[stripe_word(__builtin_ctzll(m))], 0, __ATOMIC_RELEASE);
-}
-
 void accumulate_locked_in_place(const IssueContext& ctx, MPI_Op op, const TypeInfo& ti, std::uint64_t toff,
                                 const void* src, std::size_t n, void* result, unsigned char* at) {
     StripeGuard g(ctx, toff, std::uint64_t(n) * ti.extent);
@@ -1052,14 +937,6 @@ void compare_and_swap_locked_in_place(const IssueContext& ctx, const TypeInfo& t
                                       const void* origin, const void* compare, void* result, unsigned char* at) {
     StripeGuard g(ctx, toff, ti.extent);
     compare_and_swap(ti, at ? at : ctx.peer.mapped + toff, origin, compare, result);
-}
-
-int drain_batch(CmaBatch* batch, int rank) {
-    if (!batch || !batch->due()) return MPI_SUCCESS;
-    if (int e = batch->drain())
-        return raise(MPI_ERR_OTHER, "a put or get to rank %d by cross-memory attach failed: %s (did the process exit?)",
-                     rank, std::strerror(e));
-    return MPI_SUCCESS;
 }
 
 // Does op go to the peer's served slots? fetch_and_op / compare_and_swap of one basic

@@ -16,6 +16,9 @@
 // plain run of a lock-domain type (no flag) excludes no atomic op.
 #pragma once
 
+#include <sched.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -86,5 +89,37 @@ private:
 // acc_stripes_lock, ascending), then waits until every reader word of readers is zero (a
 // member whose process died is skipped after some milliseconds). Freed by acc_stripes_unlock.
 void acc_run_lock(std::uint64_t* state, std::uint64_t mask, const AccReaders& readers);
+
+// The target's striped accumulate lock (acc_locked): the stripes that cover [offset,
+// offset + bytes) of a window part, and taking / freeing them on mapped state words
+// (ascending order, spinning then yielding; as every origin and the owner do).
+// A taken stripe holds its holder's pid. A waiter that finds the holder's process gone (its
+// pidfd, liveness.hpp: a pid reused since still reads as gone) takes the stripe over (what the
+// dead process left half-done stays so) and counts it in g_stripes_taken_over, which the
+// window's next completion point reports as a dead peer.
+std::uint64_t acc_stripe_mask(int acc_stripes, std::uint64_t offset, std::uint64_t bytes);
+// flag: kStripeExcludesAtomics for a plain run of a CPU-domain type (acc_run_lock), else 0.
+void acc_stripes_lock(std::uint64_t* state, std::uint64_t mask, std::uint64_t flag = 0);
+void acc_stripes_unlock(std::uint64_t* state, std::uint64_t mask);
+extern std::atomic<std::uint64_t> g_stripes_taken_over;
+// Fault injection (FASTRMA_FAULT=kill_holding_stripe): the process kills itself right after
+// it took stripes on mapped state words.
+extern std::atomic<bool> g_fault_kill_holding_stripe;
+
+// Takes one stripe word by try_take() (a CAS on the word), spinning, then yielding: the
+// holder may be descheduled (oversubscribed ranks). Every 4096 yields (some milliseconds)
+// take_over() may take it from a holder that died.
+template <class TryTake, class TakeOver>
+void take_stripe(TryTake try_take, TakeOver take_over) {
+    for (unsigned spins = 0;; ++spins) {
+        if (try_take()) return;
+        if (spins > 64) {
+            sched_yield();
+            if (spins % 4096 == 0 && take_over()) return;
+        } else {
+            __builtin_ia32_pause();
+        }
+    }
+}
 
 }  // namespace fastrma::detail

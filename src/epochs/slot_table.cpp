@@ -1,5 +1,5 @@
 // slot_table.cpp — see slot_table.hpp.
-#include "ops/slot_table.hpp"
+#include "epochs/slot_table.hpp"
 
 namespace fastrma::detail {
 

@@ -2,7 +2,7 @@
 // file with -fno-tree-loop-distribute-patterns (GCC) / -fno-builtin (Clang) so the loop
 // below stays a loop; objdump of copy.cpp.o shows no call to memcpy. copy_strided's
 // fixed-size moves are __builtin_memcpy of a constant size (inlined under -fno-builtin too).
-#include "transport/copy.hpp"
+#include "ops/copy.hpp"
 
 #include <cstdint>
 

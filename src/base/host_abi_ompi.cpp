@@ -1,7 +1,7 @@
 // host_abi_ompi.cpp — host_abi.hpp for Open MPI (pointer handles, Fortran index tables).
 #include <cstdio>
 
-#include "engine/host_abi.hpp"
+#include "base/host_abi.hpp"
 
 static_assert(std::is_pointer_v<MPI_Datatype> && std::is_pointer_v<MPI_Win>,
               "host_abi_ompi.cpp is for Open MPI's ABI (CMake picks it from mpi.h)");

@@ -1,5 +1,5 @@
 // errors.cpp — see errors.hpp.
-#include "engine/errors.hpp"
+#include "base/errors.hpp"
 
 #include <cstdarg>
 #include <cstdio>
