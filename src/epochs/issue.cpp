@@ -448,120 +448,124 @@ private:
     Group g_{nullptr, nullptr, 0, 0, 0, RunStrides{}};
 };
 
-// Accumulate, get_accumulate, fetch_and_op: element-wise atomic per basic element.
-int accumulate(const IssueContext& ctx, const Op& op) {
+// The target's CPU (acc_am) or the network (acc_native) applies each run: the op goes as
+// runs (or strided pieces) to the transport.
+int accumulate_remote(const IssueContext& ctx, const Op& op) {
     const TypeInfo& ti = *op.type;
-    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(ti.id)) {
-        // acc_am: the target runs each run through its own accumulate path (one atomicity
-        // domain with its local origins). acc_native: the network applies each run with its
-        // own element atomics (every op on this type goes there, the window's own too).
-        const int kind = int(op.kind), opid = int(op_kind(op.op)), tid = ti.id;
-        // Runs up to 256 KiB: a large run travels as a header plus the origin data straight
-        // from the caller's buffer (the am transport's accumulate), its old values as one answer,
-        // and consecutive runs pipeline (the target applies one while the next arrives;
-        // the run size that did best: docs/performance.md).
-        const std::uint64_t max_run = std::max<std::uint64_t>(1, (256 * 1024) / ti.extent);
-        bool failed = false, first = true, refused = false;
-        auto send = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
-            const Post p = post_piece(ctx, &first, [&] {
-                return ctx.tp.accumulate(ctx.peer, kind, opid, tid, toff, n, ti.extent, src, nullptr, res);
-            });
-            refused = p == Post::retry;
-            failed = !accepted(p);
-            return !failed;
-        };
-        // A plain accumulate of a type without holes whose transport takes strided
-        // accumulates (am): the layout walk as StridedChunks; a run of equal pieces (n > 1,
-        // at most strided_piece_max bytes each) is one accumulate_strided, other pieces go
-        // as runs as below.
-        const std::size_t piece_max = ctx.tp.caps(ctx.peer).strided_piece_max;
-        auto plain = [&](const std::shared_ptr<const Layout>& l) { return l && l->basic() == &ti; };
-        if (piece_max && op.kind == RmaKind::acc && op.op != MPI_NO_OP && ti.size == ti.extent && plain(op.olay) &&
-            plain(op.tlay) && !ctx.tp.native_type(ti.id)) {
-            zip_strided(*op.olay, op.ocount, const_cast<void*>(op.origin), *op.tlay, op.tcount, op.offset,
-                        [&](const StridedChunk* c, std::size_t n) {
-                            for (std::size_t i = 0; i < n; ++i) {
-                                const StridedChunk& s = c[i];
-                                const std::uint64_t elems = s.len / ti.extent;
-                                if (s.n > 1 && s.len <= piece_max) {
-                                    const Post p = post_piece(ctx, &first, [&] {
-                                        return ctx.tp.accumulate_strided(ctx.peer, kind, opid, tid, s.offset, s.rstride,
-                                                                         elems, ti.extent, s.local, s.lstride, s.n);
-                                    });
-                                    refused = p == Post::retry;
-                                    failed = !accepted(p);
-                                    if (failed) return false;
-                                    continue;
-                                }
-                                for (std::uint64_t k = 0; k < s.n; ++k)
-                                    for (std::uint64_t e = 0; e < elems; e += max_run) {
-                                        const void* src = byte_address(
-                                            s.local, std::int64_t(k) * s.lstride + std::int64_t(e * ti.extent));
-                                        if (!send(src, nullptr, s.offset + k * std::uint64_t(s.rstride) + e * ti.extent,
-                                                  std::min(max_run, elems - e)))
-                                            return false;
-                                    }
+    // acc_am: the target runs each run through its own accumulate path (one atomicity
+    // domain with its local origins). acc_native: the network applies each run with its
+    // own element atomics (every op on this type goes there, the window's own too).
+    const int kind = int(op.kind), opid = int(op_kind(op.op)), tid = ti.id;
+    // Runs up to 256 KiB: a large run travels as a header plus the origin data straight
+    // from the caller's buffer (the am transport's accumulate), its old values as one answer,
+    // and consecutive runs pipeline (the target applies one while the next arrives;
+    // the run size that did best: docs/performance.md).
+    const std::uint64_t max_run = std::max<std::uint64_t>(1, (256 * 1024) / ti.extent);
+    bool failed = false, first = true, refused = false;
+    auto send = [&](const void* src, void* res, std::uint64_t toff, std::uint64_t n) {
+        const Post p = post_piece(ctx, &first, [&] {
+            return ctx.tp.accumulate(ctx.peer, kind, opid, tid, toff, n, ti.extent, src, nullptr, res);
+        });
+        refused = p == Post::retry;
+        failed = !accepted(p);
+        return !failed;
+    };
+    // A plain accumulate of a type without holes whose transport takes strided
+    // accumulates (am): the layout walk as StridedChunks; a run of equal pieces (n > 1,
+    // at most strided_piece_max bytes each) is one accumulate_strided, other pieces go
+    // as runs as below.
+    const std::size_t piece_max = ctx.tp.caps(ctx.peer).strided_piece_max;
+    auto plain = [&](const std::shared_ptr<const Layout>& l) { return l && l->basic() == &ti; };
+    if (piece_max && op.kind == RmaKind::acc && op.op != MPI_NO_OP && ti.size == ti.extent && plain(op.olay) &&
+        plain(op.tlay) && !ctx.tp.native_type(ti.id)) {
+        zip_strided(*op.olay, op.ocount, const_cast<void*>(op.origin), *op.tlay, op.tcount, op.offset,
+                    [&](const StridedChunk* c, std::size_t n) {
+                        for (std::size_t i = 0; i < n; ++i) {
+                            const StridedChunk& s = c[i];
+                            const std::uint64_t elems = s.len / ti.extent;
+                            if (s.n > 1 && s.len <= piece_max) {
+                                const Post p = post_piece(ctx, &first, [&] {
+                                    return ctx.tp.accumulate_strided(ctx.peer, kind, opid, tid, s.offset, s.rstride,
+                                                                     elems, ti.extent, s.local, s.lstride, s.n);
+                                });
+                                refused = p == Post::retry;
+                                failed = !accepted(p);
+                                if (failed) return false;
+                                continue;
                             }
-                            return true;
-                        });
-        } else if (piece_max && op.kind == RmaKind::get_acc && ti.size == ti.extent && plain(op.tlay) &&
-                   plain(op.rlay) && (op.op == MPI_NO_OP || plain(op.olay)) && !ctx.tp.native_type(ti.id)) {
-            // A get_accumulate (MPI_NO_OP too) of such a type: the sides (origin unless
-            // NO_OP, result, target) walked as byte pieces, as the mapped path below walks
-            // them; equal pieces at fixed steps on every side (k > 1, at most piece_max bytes
-            // each) are one get_accumulate_strided, other pieces go as runs.
-            const bool reads = op.op != MPI_NO_OP;
-            ByteCursor o, r(*op.rlay, op.rcount), t(*op.tlay, op.tcount);
-            if (reads) o = ByteCursor(*op.olay, op.ocount);
-            while (!failed && !t.done() && !r.done() && !(reads && o.done())) {
-                std::uint64_t len = std::min(t.avail(), r.avail());
-                if (reads) len = std::min(len, o.avail());
-                std::int64_t os = 0, rs = 0, ts = 0;
-                std::uint64_t k = std::min(t.regular(len, &ts), r.regular(len, &rs));
-                if (reads) k = std::min(k, o.regular(len, &os));
-                const void* src = reads ? byte_address(op.origin, o.offset()) : nullptr;
-                void* res = byte_address(op.result, r.offset());
-                const std::uint64_t toff = op.offset + std::uint64_t(t.offset());
-                const std::uint64_t elems = len / ti.extent;
-                if (k > 1 && len <= piece_max) {
-                    const Post p = post_piece(ctx, &first, [&] {
-                        return ctx.tp.get_accumulate_strided(ctx.peer, kind, opid, tid, toff, ts, elems, ti.extent, src,
-                                                             os, res, rs, k);
-                    });
-                    refused = p == Post::retry;
-                    failed = !accepted(p);
-                } else {
-                    for (std::uint64_t j = 0; j < k && !failed; ++j)
-                        for (std::uint64_t e = 0; e < elems && !failed; e += max_run) {
-                            const std::int64_t at = std::int64_t(e * ti.extent);
-                            send(reads ? byte_address(src, std::int64_t(j) * os + at) : nullptr,
-                                 byte_address(res, std::int64_t(j) * rs + at),
-                                 toff + j * std::uint64_t(ts) + e * ti.extent, std::min(max_run, elems - e));
+                            for (std::uint64_t k = 0; k < s.n; ++k)
+                                for (std::uint64_t e = 0; e < elems; e += max_run) {
+                                    const void* src = byte_address(
+                                        s.local, std::int64_t(k) * s.lstride + std::int64_t(e * ti.extent));
+                                    if (!send(src, nullptr, s.offset + k * std::uint64_t(s.rstride) + e * ti.extent,
+                                              std::min(max_run, elems - e)))
+                                        return false;
+                                }
                         }
-                }
-                t.skip(k, len);
-                r.skip(k, len);
-                if (reads) o.skip(k, len);
+                        return true;
+                    });
+    } else if (piece_max && op.kind == RmaKind::get_acc && ti.size == ti.extent && plain(op.tlay) && plain(op.rlay) &&
+               (op.op == MPI_NO_OP || plain(op.olay)) && !ctx.tp.native_type(ti.id)) {
+        // A get_accumulate (MPI_NO_OP too) of such a type: the sides (origin unless
+        // NO_OP, result, target) walked as byte pieces, as the mapped path below walks
+        // them; equal pieces at fixed steps on every side (k > 1, at most piece_max bytes
+        // each) are one get_accumulate_strided, other pieces go as runs.
+        const bool reads = op.op != MPI_NO_OP;
+        ByteCursor o, r(*op.rlay, op.rcount), t(*op.tlay, op.tcount);
+        if (reads) o = ByteCursor(*op.olay, op.ocount);
+        while (!failed && !t.done() && !r.done() && !(reads && o.done())) {
+            std::uint64_t len = std::min(t.avail(), r.avail());
+            if (reads) len = std::min(len, o.avail());
+            std::int64_t os = 0, rs = 0, ts = 0;
+            std::uint64_t k = std::min(t.regular(len, &ts), r.regular(len, &rs));
+            if (reads) k = std::min(k, o.regular(len, &os));
+            const void* src = reads ? byte_address(op.origin, o.offset()) : nullptr;
+            void* res = byte_address(op.result, r.offset());
+            const std::uint64_t toff = op.offset + std::uint64_t(t.offset());
+            const std::uint64_t elems = len / ti.extent;
+            if (k > 1 && len <= piece_max) {
+                const Post p = post_piece(ctx, &first, [&] {
+                    return ctx.tp.get_accumulate_strided(ctx.peer, kind, opid, tid, toff, ts, elems, ti.extent, src, os,
+                                                         res, rs, k);
+                });
+                refused = p == Post::retry;
+                failed = !accepted(p);
+            } else {
+                for (std::uint64_t j = 0; j < k && !failed; ++j)
+                    for (std::uint64_t e = 0; e < elems && !failed; e += max_run) {
+                        const std::int64_t at = std::int64_t(e * ti.extent);
+                        send(reads ? byte_address(src, std::int64_t(j) * os + at) : nullptr,
+                             byte_address(res, std::int64_t(j) * rs + at), toff + j * std::uint64_t(ts) + e * ti.extent,
+                             std::min(max_run, elems - e));
+                    }
             }
-        } else if (op.op == MPI_NO_OP) {
-            zip_elements(
-                *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
-                [&](const void* res, std::uint64_t toff, std::uint64_t n) {
-                    return send(nullptr, const_cast<void*>(res), toff, n);
-                },
-                max_run);
-        } else if (op.kind != RmaKind::acc) {
-            zip_elements(*op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
-                         send, max_run);
-        } else {
-            zip_elements(
-                *op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
-                [&](const void* src, std::uint64_t toff, std::uint64_t n) { return send(src, nullptr, toff, n); },
-                max_run);
+            t.skip(k, len);
+            r.skip(k, len);
+            if (reads) o.skip(k, len);
         }
-        if (refused) return kIssueRetry;
-        return failed ? raise(MPI_ERR_OTHER, "accumulate: the target did not take the request") : MPI_SUCCESS;
+    } else if (op.op == MPI_NO_OP) {
+        zip_elements(
+            *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+            [&](const void* res, std::uint64_t toff, std::uint64_t n) {
+                return send(nullptr, const_cast<void*>(res), toff, n);
+            },
+            max_run);
+    } else if (op.kind != RmaKind::acc) {
+        zip_elements(*op.olay, op.ocount, op.origin, *op.rlay, op.rcount, op.result, *op.tlay, op.tcount, op.offset,
+                     send, max_run);
+    } else {
+        zip_elements(
+            *op.olay, op.ocount, op.origin, *op.tlay, op.tcount, op.offset,
+            [&](const void* src, std::uint64_t toff, std::uint64_t n) { return send(src, nullptr, toff, n); }, max_run);
     }
+    if (refused) return kIssueRetry;
+    return failed ? raise(MPI_ERR_OTHER, "accumulate: the target did not take the request") : MPI_SUCCESS;
+}
+
+// The runs applied here: on a mapped peer by CPU atomics or plain runs under the stripes
+// (the CPU domain), else under the target's stripes held for the whole op (the lock domain).
+int accumulate_here(const IssueContext& ctx, const Op& op) {
+    const TypeInfo& ti = *op.type;
     const bool native = ctx.cpu_atomics && ctx.peer.mapped && ti.cpu_domain;
     const OpKind opk = op_kind(op.op);
     // Runs are bounded so that the locked path's bounce buffer stays small.
@@ -652,6 +656,12 @@ int accumulate(const IssueContext& ctx, const Op& op) {
     if (!rc && ok) rc = gathered.flush();
     if (rc) return rc;
     return ok ? MPI_SUCCESS : raise(MPI_ERR_INTERN, "accumulate: layouts do not share a basic type");
+}
+
+// Accumulate, get_accumulate, fetch_and_op: element-wise atomic per basic element.
+int accumulate(const IssueContext& ctx, const Op& op) {
+    if (ctx.tp.caps(ctx.peer).needs_target_cpu || ctx.tp.native_type(op.type->id)) return accumulate_remote(ctx, op);
+    return accumulate_here(ctx, op);
 }
 
 // ---- served bulk: large and strided ops moved by the target's CPU (served.hpp) ----

@@ -189,6 +189,25 @@ class OfiTransport final : public Transport {
 public:
     ~OfiTransport() override;
     int open(Bootstrap& group, const NetworkPart& part, const OfiOptions& opt, const char* call);
+    // What open() does, step by step.
+    struct Card {
+        int err;
+        std::uint32_t name_len;
+        std::uint64_t data_base, data_key, data_size, state_base, state_key, region_secret;
+        unsigned char name[kMaxName];
+    };
+    int pick_provider(const OfiOptions& opt, const char* call);
+    int open_endpoints(const char* call);
+    int register_part(const NetworkPart& part, Card* card, int err, const char* call);
+    int exchange_cards(Bootstrap& group, Card& card, int err, const char* call);
+    // step(rc, what): records the first failure of a sequence in err (fail()); true while
+    // none has happened.
+    auto stepper(int& err, const char* call) {
+        return [this, &err, call](int rc, const char* what) {
+            if (rc && !err) err = fail(rc, call, what);
+            return err == MPI_SUCCESS;
+        };
+    }
 
     const char* name() const override { return "ofi"; }
     Caps caps(const PeerRegion& p) const override {
@@ -532,6 +551,13 @@ private:
         return true;
     }
     std::atomic<bool> abandoned_{false};
+    // After abandoned_: records that a synchronization atomic or notify to rank on word was
+    // not sent, and says so (true).
+    bool refuse_if_abandoned(int rank, std::size_t word) {
+        if (!abandoned_.load(std::memory_order_acquire)) return false;
+        note_sync_failure(rank, FI_EHOSTUNREACH, word, "not sent: a process of the window has died");
+        return true;
+    }
     // The old value an abandoned atomic reports: one that grants nothing (a compare-and-swap
     // that did not swap; a fetch whose every bit says "taken").
     static std::uint64_t refused_old(AtomicOp op, std::uint64_t compare) {
@@ -840,18 +866,17 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
     dynamic_ = part.dynamic;
     // Everything local first; the verdict travels with the card, so a failure anywhere fails
     // the window everywhere instead of leaving peers in the exchange.
-    struct Card {
-        int err;
-        std::uint32_t name_len;
-        std::uint64_t data_base, data_key, data_size, state_base, state_key, region_secret;
-        unsigned char name[kMaxName];
-    };
     Card card{};
+    int err = pick_provider(opt, call);
+    if (!err) err = open_endpoints(call);
+    err = register_part(part, &card, err, call);
+    return exchange_cards(group, card, err, call);
+}
+
+// The provider (FASTRMA_OFI_PROVIDER, or the first hardware one) and what it offers.
+int OfiTransport::pick_provider(const OfiOptions& opt, const char* call) {
     int err = MPI_SUCCESS;
-    auto step = [&](int rc, const char* what) {
-        if (rc && !err) err = fail(rc, call, what);
-        return err == MPI_SUCCESS;
-    };
+    auto step = stepper(err, call);
     fi_info* hints = hints_for(opt.provider.c_str());
     if (!hints) step(-FI_ENOMEM, "fi_allocinfo");
     if (!err) {
@@ -900,7 +925,14 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
             err = raise(MPI_ERR_UNSUPPORTED_OPERATION, "%s: ofi (%s): keys of %zu bytes (FI_MR_RAW) are not supported",
                         call, prov_.c_str(), info_->domain_attr->mr_key_size);
     }
-    if (!err) step(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+    return err;
+}
+
+// Fabric, domain, address vector, CQ and the two endpoints.
+int OfiTransport::open_endpoints(const char* call) {
+    int err = MPI_SUCCESS;
+    auto step = stepper(err, call);
+    step(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
     if (!err) step(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
     // Lock words, PSCW counters and stripes need these five on FI_UINT64.
     if (!err) {
@@ -940,7 +972,15 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         if (!err) step(fi_ep_bind(*ep, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind (cq)");
         if (!err) step(fi_enable(*ep), "fi_enable");
     }
-    // Registrations: data and state for peers, the scratch area for our own atomics.
+    return err;
+}
+
+// Registrations: data and state for peers (their keys and bases into card), the scratch
+// area for our own atomics; the endpoint's name. Nothing is registered after an earlier
+// failure (err, returned unchanged then).
+int OfiTransport::register_part(const NetworkPart& part, Card* card_out, int err, const char* call) {
+    Card& card = *card_out;
+    auto step = stepper(err, call);
     const bool virt = mr_mode_ & FI_MR_VIRT_ADDR;
     const std::uint64_t remote = FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE;
     if (!err && part.data && part.data_size) {
@@ -967,6 +1007,12 @@ int OfiTransport::open(Bootstrap& group, const NetworkPart& part, const OfiOptio
         std::size_t len = kMaxName;
         if (step(fi_getname(&target_ep_->fid, card.name, &len), "fi_getname")) card.name_len = std::uint32_t(len);
     }
+    return err;
+}
+
+// The cards of every rank (each one's verdict with it), then the addresses inserted and
+// their verdicts exchanged: the window fails everywhere or nowhere.
+int OfiTransport::exchange_cards(Bootstrap& group, Card& card, int err, const char* call) {
     card.err = err;
     std::string msg = err ? last_error_message() : std::string();
     std::vector<Card> cards(static_cast<std::size_t>(n_));
@@ -1412,15 +1458,13 @@ ssize_t OfiTransport::post_atomic8(const Peer& q, Scratch* s, std::size_t word, 
 
 std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand,
                                     std::uint64_t compare) {
-    if (abandoned_.load(std::memory_order_acquire)) {
-        note_sync_failure(p.rank, FI_EHOSTUNREACH, word, "not sent: a process of the window has died");
-        return refused_old(op, compare);
-    }
+    if (refuse_if_abandoned(p.rank, word)) return refused_old(op, compare);
     const Peer& q = peers_[std::size_t(p.rank)];
     Scratch* s = take_scratch();
     std::uint64_t old = 0;
     ssize_t rc = 0;
     std::string msg;
+    bool abandoned = false;  // wait_or_gone gave up on it
     // A synchronization atomic waits in place (the caller waits for its old value anyway):
     // for a connection that failed to work again (a lock release after a refused operation),
     // and for the provider to take it. One that failed because its connection was found
@@ -1444,7 +1488,7 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
         }
         if (!wait_or_gone([&] { return w->done.load(std::memory_order_acquire); })) {
             (void)w.release();  // (the provider may still complete into it and into s)
-            s = nullptr;
+            abandoned = true;
             rc = FI_EHOSTUNREACH;
             msg = last_error_message();
             break;
@@ -1458,11 +1502,11 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
         msg = w->msg;
         break;
     }
-    if (s) give_scratch(s);
-    if (!s && rc) {  // abandoned (wait_or_gone)
+    if (abandoned) {  // (s stays the provider's)
         note_sync_failure(p.rank, int(rc), word, msg);
         return refused_old(op, compare);
     }
+    give_scratch(s);
     if (rc) {
         // atomic8 returns the old value and has no error path: the failure is recorded for
         // the peer and reported by the next completion point (flush, unlock, fence,
@@ -1532,10 +1576,7 @@ void OfiTransport::atomic8_finish(const PeerRegion& p, std::uint64_t token) {
 
 void OfiTransport::notify8(const PeerRegion& p, std::size_t word, AtomicOp op, std::uint64_t operand) {
     if (op == AtomicOp::load) return;  // (changes nothing)
-    if (abandoned_.load(std::memory_order_acquire)) {
-        note_sync_failure(p.rank, FI_EHOSTUNREACH, word, "not sent: a process of the window has died");
-        return;
-    }
+    if (refuse_if_abandoned(p.rank, word)) return;
     if (redo_pending_.load(std::memory_order_acquire)) resend_lost();  // (the earlier ones first)
     Peer& q = peers_[std::size_t(p.rank)];
     // As atomic8: behind what it must not overtake, and on a working connection. It leaves
