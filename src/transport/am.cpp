@@ -11,6 +11,7 @@
 #include "base/errors.hpp"
 #include "base/stats.hpp"
 #include "ops/copy.hpp"
+#include "ops/state_words.hpp"
 #include "progress/host_progress.hpp"
 #include "progress/progress.hpp"
 #include "progress/spin_wait.hpp"
@@ -85,6 +86,10 @@ struct AccRecord {
 struct NotifyRecord {
     std::uint64_t word, operand, op;
 };
+// NotifyRecord.op bit: the notify belongs to none of its origin's epochs at this target (an
+// announcement to a lock master of a lock held elsewhere, or of a lock_all attempt undone):
+// applied even while that origin's requests wait behind a lock request of its here.
+constexpr std::uint64_t kNotifyAnyEpoch = 1ull << 32;
 
 template <class T>
 void append(std::vector<unsigned char>& v, const T& x) {
@@ -893,7 +898,13 @@ void AmEndpoint::notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t 
     {
         Peer& p = peers_[std::size_t(rank)];
         std::lock_guard lk(p.mu);
-        notify_locked(p, rank, word, op, operand);
+        // On a lock master's count (lock_protocol: the exclusive holders' count after a lock
+        // elsewhere, a lock_all left or undone) it must not wait behind a parked lock request
+        // of ours there: until applied the count keeps lock_all attempts failing, whose
+        // transient holds in turn keep lock requests parked (a livelock across nodes, seen).
+        const NotifyRecord r{word, operand, std::uint64_t(op) | (word == kLockGlobal ? kNotifyAnyEpoch : 0)};
+        batch_append(p, rank, kAtomic8, &r, sizeof r, nullptr, 0);
+        send_batch(p, rank, Ack::none);
     }
     throttle(rank);
 }
@@ -1354,15 +1365,45 @@ void AmEndpoint::park(int source, Transport::LockRequest what, const Header& h, 
     Parked& pk = start_parking(source);
     pk.why = Why::lock;
     pk.what = what;
-    {  // the rest of the batch and its ack; empty, it still counts as served once granted (fence())
-        Header rh = h;
-        rh.nseg = rest_records;
-        std::vector<unsigned char> m(sizeof rh + rest_len);
-        std::memcpy(m.data(), &rh, sizeof rh);
-        if (rest_len) std::memcpy(m.data() + sizeof rh, rest, rest_len);
-        pk.msgs.push_back(std::move(m));
-    }
+    // The rest of the batch and its ack; empty, it still counts as served once granted (fence()).
+    keep_parked(pk, h, rest, rest_len, rest_records);
     bump(Stat::locks_parked);
+}
+
+void AmEndpoint::keep_parked(Parked& pk, const Header& h, const unsigned char* recs, std::size_t len,
+                             std::uint32_t nrec) {
+    Header kh = h;
+    kh.nseg = nrec;
+    std::vector<unsigned char> m(sizeof kh);
+    if (pk.why == Why::lock && h.kind == kBatch) {
+        // Notifies of no epoch of the origin here (kNotifyAnyEpoch) apply now; the other
+        // records wait, in order. A malformed record ends the scan: it and the rest wait
+        // (serve_batch refuses it when they are served).
+        kh.nseg = 0;
+        const unsigned char* q = recs;
+        const unsigned char* const end = recs + len;
+        std::uint32_t i = 0;
+        for (; i < nrec && std::size_t(end - q) >= 8; ++i) {
+            std::uint32_t rh[2];
+            std::memcpy(rh, q, sizeof rh);
+            if (rh[1] > std::size_t(end - q) - 8) break;
+            NotifyRecord r{};
+            if (rh[0] == kAtomic8 && rh[1] >= sizeof r) std::memcpy(&r, q + 8, sizeof r);
+            if ((r.op & kNotifyAnyEpoch) && r.word < local_.state_words) {
+                apply_atomic8(local_.state + r.word, AtomicOp(r.op & ~kNotifyAnyEpoch), r.operand, 0);
+            } else {
+                m.insert(m.end(), q, q + 8 + rh[1]);
+                ++kh.nseg;
+            }
+            q += 8 + rh[1];
+        }
+        m.insert(m.end(), q, end);
+        kh.nseg += nrec - i;
+    } else {
+        m.insert(m.end(), recs, recs + len);
+    }
+    std::memcpy(m.data(), &kh, sizeof kh);
+    pk.msgs.push_back(std::move(m));
 }
 
 void AmEndpoint::park_until(int source, Why why, std::uint32_t n, const unsigned char* msg, std::size_t len) {
@@ -1440,7 +1481,7 @@ void AmEndpoint::serve(const unsigned char* msg, std::size_t len, int source) {
     // A parked origin (its lock request waits, or a request of its from a later fence epoch):
     // everything it sends waits behind, in order.
     if (parked_n_.load(std::memory_order_relaxed) && parked_[std::size_t(source)].active) {
-        parked_[std::size_t(source)].msgs.emplace_back(msg, msg + len);
+        keep_parked(parked_[std::size_t(source)], h, msg + sizeof h, len - sizeof h, h.nseg);
         return;
     }
     // Sent after a fence this process has not completed yet: it waits until every request
@@ -1736,7 +1777,7 @@ bool AmEndpoint::serve_batch(const Incoming& in) {
             NotifyRecord r;
             std::memcpy(&r, body, sizeof r);
             if (r.word < local_.state_words)
-                apply_atomic8(local_.state + r.word, AtomicOp(r.op), r.operand, 0);
+                apply_atomic8(local_.state + r.word, AtomicOp(r.op & ~kNotifyAnyEpoch), r.operand, 0);
             else
                 refuse(source);
         } else if (rh[0] == kLockReq) {

@@ -482,6 +482,9 @@ private:
     void park(int source, Transport::LockRequest what, const Header& h, const unsigned char* rest, std::size_t rest_len,
               std::uint32_t rest_records);
     Parked& start_parking(int source);  // serve_mu_ held: source's requests wait from now on
+    // serve_mu_ held: a message of a parked origin (its header h, nrec records) joins pk's
+    // queue, less what applies at once (kNotifyAnyEpoch notifies).
+    void keep_parked(Parked& pk, const Header& h, const unsigned char* recs, std::size_t len, std::uint32_t nrec);
     void park_until(int source, Why why, std::uint32_t n, const unsigned char* msg, std::size_t len);
     bool retry_parked();  // serve_mu_ held: grants what it can and serves what waited
     std::atomic<std::uint32_t> fence_epoch_{0};  // fences this process completed on the window

@@ -7,11 +7,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "common/mpi_world.hpp"
+#include "ops/state_words.hpp"
 #include "transport/am.hpp"
 
 using namespace fastrma::detail;
@@ -116,6 +118,74 @@ TEST(AmServer, RequestsOutsideThePartAreRefusedNotApplied) {
         EXPECT_GE(ep.take_rejected(0), 22u) << "every refused request was reported";
     }
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// An origin's lock request that the target cannot grant yet holds back everything that
+// origin sends it after, in order, except its announcements to the lock master's count
+// (Transport::notify8 on kLockGlobal: the unlock of a lock held at another process, a
+// lock_all attempt undone). Those belong to no epoch of the origin at this target; held
+// back, they kept the count up, the count kept lock_all attempts failing, and their transient
+// holds kept lock requests parked: a livelock across two hosts (twohost_mpi_passive_am).
+TEST(AmServer, AParkedOriginsMasterNotifiesApplyAtOnceItsOtherRequestsWait) {
+    if (world_size() != 2) GTEST_SKIP() << "two ranks";
+    const int me = world_rank();
+    std::vector<unsigned char> mem(64, 0);
+    std::vector<std::uint64_t> state(kLockKick + kWordsPerLine, 0);
+    std::atomic<bool> grantable{false};
+    int grants = 0;
+    AmLocal local;
+    local.base = mem.data();
+    local.size = mem.size();
+    local.state = state.data();
+    local.state_words = state.size();
+    local.grant_lock = [&](Transport::LockRequest) {
+        if (!grantable.load()) return false;
+        ++grants;
+        return true;
+    };
+    AmEndpoint ep(MPI_COMM_WORLD, local, 256);
+    ASSERT_EQ(ep.error(), MPI_SUCCESS);
+    ep.set_served_elsewhere(false);
+    std::uint64_t v = 0x5555aaaa5555aaaaull;
+    if (me == 1) {
+        ep.lock_request(0, Transport::LockRequest::exclusive);
+        const Chunk put{&v, 8, 8};
+        ep.put(0, &put, 1);  // batched behind the lock request
+        ep.notify8(0, kLockGlobal, AtomicOp::fetch_add, 5);  // same batch: sends it
+        ep.notify8(0, kLockGlobal, AtomicOp::fetch_add, 7);  // a batch of its own
+        ep.notify8(0, kLockLocal, AtomicOp::fetch_add, 1);  // not a master's count: waits
+        ep.flush(0);  // answered once the lock was granted and everything applied
+    } else {
+        auto serve_until = [&](auto done) {
+            const double until = MPI_Wtime() + 20;
+            while (!done() && MPI_Wtime() < until) ep.poll();
+            return done();
+        };
+        EXPECT_TRUE(serve_until([&] { return __atomic_load_n(&state[kLockGlobal], __ATOMIC_ACQUIRE) == 12; }))
+            << "the master notifies waited behind the parked lock request: " << state[kLockGlobal];
+        // Serve a while longer: nothing else may apply before the grant.
+        for (const double t = MPI_Wtime() + 0.2; MPI_Wtime() < t;) ep.poll();
+        EXPECT_EQ(grants, 0);
+        std::uint64_t got = 0;
+        std::memcpy(&got, mem.data() + 8, 8);
+        EXPECT_EQ(got, 0u) << "the put overtook its lock request";
+        EXPECT_EQ(state[kLockLocal], 0u) << "a notify of the parked epoch's kind overtook the lock request";
+        grantable = true;
+        EXPECT_TRUE(serve_until([&] {
+            std::uint64_t now = 0;
+            std::memcpy(&now, mem.data() + 8, 8);
+            return now == v && __atomic_load_n(&state[kLockLocal], __ATOMIC_ACQUIRE) == 1;
+        })) << "what waited behind the lock request was not applied once it was granted";
+        EXPECT_EQ(grants, 1);
+        EXPECT_EQ(state[kLockGlobal], 12u);
+    }
+    // The origin's flush needs the target serving until it is answered.
+    MPI_Request rq;
+    MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+    for (int done = 0; !done;) {
+        ep.poll();
+        MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+    }
 }
 
 TEST(AmTags, ReplyTagsStayAtOrBelowTheHostsTagUpperBound) {
