@@ -901,7 +901,7 @@ void AmEndpoint::notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t 
         // On a lock master's count (lock_protocol: the exclusive holders' count after a lock
         // elsewhere, a lock_all left or undone) it must not wait behind a parked lock request
         // of ours there: until applied the count keeps lock_all attempts failing, whose
-        // transient holds in turn keep lock requests parked (a livelock across nodes, seen).
+        // transient holds in turn keep lock requests parked (a livelock: docs/twohost.md).
         const NotifyRecord r{word, operand, std::uint64_t(op) | (word == kLockGlobal ? kNotifyAnyEpoch : 0)};
         batch_append(p, rank, kAtomic8, &r, sizeof r, nullptr, 0);
         send_batch(p, rank, Ack::none);
@@ -1182,8 +1182,8 @@ void AmEndpoint::flush_local(int rank) {
 }
 
 // Serving may run inside the host's progress loop (host_progress.hpp), where a blocking
-// MPI call would wait on a condition only that loop signals (Open MPI's sync_wait_mt:
-// deadlock, seen). So the server completes its receives and replies by testing.
+// MPI call would wait on a condition only that loop signals (Open MPI's sync_wait_mt: a
+// deadlock). So the server completes its receives and replies by testing.
 void AmEndpoint::wait_by_test(MPI_Request* rq) {
     for (int done = 0;;) {
         if (!host_ok(PMPI_Test(rq, &done, MPI_STATUS_IGNORE), "MPI_Test")) return;  // (given up)

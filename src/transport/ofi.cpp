@@ -508,9 +508,8 @@ private:
     // while peers wait on it. False where the CQ has no wait fd.
     // The fd first: fi_trywait may itself serve what arrived (a peer's RMA write or read
     // gives this side no completion) and then report nothing pending, so a pass that served
-    // a put looked idle and the thread went on backing off (a computing target's 8-byte put
-    // + flush took ~125 us in the suite, an accumulate 23). fi_trywait every time: it
-    // clears the fd's signal.
+    // a put would look idle and the thread would go on backing off (docs/performance.md).
+    // fi_trywait every time: it clears the fd's signal.
     bool arrived() {
         if (wait_fd_ < 0) return false;
         pollfd p{wait_fd_, POLLIN, 0};
