@@ -97,6 +97,13 @@ inline int Window::fast_transfer(bool is_put, void* origin, int ocount, MPI_Data
     if (!ti || ti->size != ti->extent) return kSlowPath;
     const std::uint64_t bytes = std::uint64_t(ocount) * ti->extent;
     if (remote_peer(rank)) return fast_remote_transfer(is_put, origin, rank, disp, bytes);
+    // A node peer of a network window with an accumulate of ours still on the network: the
+    // slow path's put/get completes it first (SplitTransport).
+    if (split_) {
+        PeerRegion who;  // (the split transport asks only the rank)
+        who.rank = rank;
+        if (split_->data_must_wait(who)) return kSlowPath;
+    }
     unsigned char* remote = fast_target(rank, disp, bytes);
     if ((!remote && flavor_ != MPI_WIN_FLAVOR_CREATE && flavor_ != MPI_WIN_FLAVOR_DYNAMIC) || !epochs_.direct(rank))
         return kSlowPath;

@@ -156,7 +156,7 @@ int transfer_runs(const IssueContext& ctx, const Op& op, bool is_put, void* loca
 bool transfer_strided(const IssueContext& ctx, const Op& op, bool is_put, void* local, int* rc) {
     if (op.olay->contiguous() && op.tlay->contiguous()) return false;
     const Transport::Caps caps = ctx.tp.caps(ctx.peer);
-    if (ctx.peer.mapped && caps.load_store) {
+    if (ctx.peer.mapped && caps.load_store && !ctx.tp.data_must_wait(ctx.peer)) {
         copy_at(op, is_put, local, reinterpret_cast<std::uintptr_t>(ctx.peer.mapped));
         *rc = MPI_SUCCESS;
         return true;

@@ -77,6 +77,9 @@ public:
     }
     bool native_type(int type_id) const override { return sync_.native_type(type_id); }
     int failed(const PeerRegion& p, const char* call) override { return sync_.failed(p, call); }
+    bool data_must_wait(const PeerRegion& p) const override {
+        return pending_[std::size_t(p.rank)].load(std::memory_order_relaxed);
+    }
 
 private:
     // An accumulate to p may still be on the network: complete it before data moves.

@@ -232,6 +232,10 @@ public:
     // reported to whichever peer is asked first), since the last call: an MPI error class,
     // raised with the medium's message naming call; 0 if none. Every completion point asks.
     virtual int failed(const PeerRegion& /*peer*/, const char* /*call*/) { return 0; }
+    // True while an operation to peer is still in flight on another medium that data moved
+    // straight through a mapping would overtake (SplitTransport: a network accumulate): the
+    // caller then puts or gets through put()/get(), which order it.
+    virtual bool data_must_wait(const PeerRegion& /*peer*/) const { return false; }
     // Dynamic windows over a transport that registers memory with the network (ofi): this
     // process attaches [base, base + size) (registered before any peer can learn of it; an
     // MPI error class, raised) or detaches it (no access lands in it once this returns);
