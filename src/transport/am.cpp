@@ -884,13 +884,15 @@ std::uint64_t AmEndpoint::atomic8(int rank, std::size_t word, AtomicOp op, std::
 
 // A notify is a batch record, sent at once: with the small puts batched before it, one
 // message (a PSCW epoch of small puts is then one message each way).
-void AmEndpoint::append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
-    const NotifyRecord r{word, operand, std::uint64_t(op)};
+void AmEndpoint::append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
+                               std::uint64_t flags) {
+    const NotifyRecord r{word, operand, std::uint64_t(op) | flags};
     batch_append(p, rank, kAtomic8, &r, sizeof r, nullptr, 0);
 }
 
-void AmEndpoint::notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand) {
-    append_notify(p, rank, word, op, operand);
+void AmEndpoint::notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
+                               std::uint64_t flags) {
+    append_notify(p, rank, word, op, operand, flags);
     send_batch(p, rank, Ack::none);
 }
 
@@ -902,9 +904,7 @@ void AmEndpoint::notify8(int rank, std::size_t word, AtomicOp op, std::uint64_t 
         // elsewhere, a lock_all left or undone) it must not wait behind a parked lock request
         // of ours there: until applied the count keeps lock_all attempts failing, whose
         // transient holds in turn keep lock requests parked (a livelock: docs/twohost.md).
-        const NotifyRecord r{word, operand, std::uint64_t(op) | (word == kLockGlobal ? kNotifyAnyEpoch : 0)};
-        batch_append(p, rank, kAtomic8, &r, sizeof r, nullptr, 0);
-        send_batch(p, rank, Ack::none);
+        notify_locked(p, rank, word, op, operand, word == kLockGlobal ? kNotifyAnyEpoch : 0);
     }
     throttle(rank);
 }

@@ -365,8 +365,11 @@ private:
     // the record does not fit. p.mu held.
     void batch_append(Peer& p, int rank, std::uint32_t kind, const void* a, std::size_t alen, const void* b,
                       std::size_t blen);
-    void append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // p.mu held
-    void notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand);  // ... and sent
+    // p.mu held; flags: bits or'ed into the record's op (kNotifyAnyEpoch).
+    void append_notify(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
+                       std::uint64_t flags = 0);
+    void notify_locked(Peer& p, int rank, std::size_t word, AtomicOp op, std::uint64_t operand,
+                       std::uint64_t flags = 0);  // ... and sent
     void send_batch(Peer& p, int rank, Ack ack);  // p.mu held; no-op when no batch is open
     // A record into rank's batch, then flow control; op: an operation's record, refused
     // (Post::retry) when admit() would refuse it.
