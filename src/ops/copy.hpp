@@ -94,6 +94,7 @@ public:
     }
     unsigned char* data() { return mem_.get() + shift_; }
     explicit operator bool() const { return mem_ != nullptr; }
+    std::size_t capacity() const { return mem_ ? cap_ : 0; }
     // Can it hold n bytes at any page offset? (then place() may move its start)
     bool fits(std::size_t n) const { return placeable_ && cap_ >= n; }
     void place(std::size_t page_offset) {

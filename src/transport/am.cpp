@@ -170,7 +170,8 @@ AmEndpoint::~AmEndpoint() {
     if (PMPI_Finalized(&finalized) != MPI_SUCCESS) finalized = 1;
     if (comm_ != MPI_COMM_NULL && !finalized) {
         for (int r = 0; r < nprocs_; ++r) {
-            wait_until(r, [](const Peer& p) { return p.answers.empty(); });  // acks not yet reaped
+            // acks not yet reaped, requests not yet sent
+            wait_until(r, [](const Peer& p) { return p.answers.empty() && p.deferred.empty(); });
             complete_sends(r);
         }
         {
@@ -331,16 +332,23 @@ void AmEndpoint::reap_answers(Peer& p) {
 void AmEndpoint::reap(Peer& p) {
     reap_sends(p);
     reap_answers(p);
+    if (!p.deferred.empty()) pump(p);
 }
 
 std::uint64_t AmEndpoint::send(int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
                                std::size_t data_len, void* answer_buf, std::size_t answer_len, int answer_src_page,
                                bool reap_first, Landing* landing) {
     Peer& p = peers_[std::size_t(rank)];
-    std::lock_guard lk(p.mu);
-    send_batch(p, rank, Ack::none);  // what was batched goes first: order per target
-    return send_locked(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len, answer_src_page,
-                       reap_first, landing);
+    p.posting.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t seq;
+    {
+        std::lock_guard lk(p.mu);
+        send_batch(p, rank, Ack::none);  // what was batched goes first: order per target
+        seq = send_locked(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len, answer_src_page,
+                          reap_first, landing);
+    }
+    p.posting.fetch_sub(1, std::memory_order_relaxed);
+    return seq;
 }
 
 void AmEndpoint::send_batch(Peer& p, int rank, Ack ack) {
@@ -412,12 +420,68 @@ bool AmEndpoint::send_old_batches() {
 std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
                                       std::size_t data_len, void* answer_buf, std::size_t answer_len,
                                       int answer_src_page, bool reap_first, Landing* landing) {
-    auto* h = reinterpret_cast<Header*>(msg.data());
     // One pass over what is in flight while a large message or answer is on its way: it is
     // the host's progress for them, whose rendezvous advance only inside an MPI call of
     // ours (docs/performance.md). Small messages leave eagerly: their sends and acks are reaped at
-    // the next flush (or every 64 sends), two MPI calls per small put saved.
-    if ((reap_first && p.big_in_flight) || p.send_rq.size() >= 64) reap(p);
+    // the next flush (or every 64 sends), two MPI calls per small put saved. Not for gets
+    // (!reap_first) nor while requests are deferred: the pass would move the answers' data
+    // here, inside the posting call (pollers and the flush take them in; the window bounds
+    // what is in flight).
+    if (reap_first && p.deferred.empty() && (p.big_in_flight || p.send_rq.size() >= 64)) reap(p);
+    auto* h = reinterpret_cast<Header*>(msg.data());
+    h->epoch = fence_epoch_.load(std::memory_order_relaxed);
+    h->pscw = p.pscw_stamp;
+    const std::uint64_t seq = p.sent.load(std::memory_order_relaxed) + 1;
+    p.sent.store(seq, std::memory_order_relaxed);
+    // Beyond the window (twice the soft bound), the request waits here, numbered, until
+    // answers make room: the posting thread goes on. An answer covering everything sent must
+    // be on its way for that; if none is, this request goes now and asks for it.
+    if (!p.deferred.empty() || p.posted - p.answered.load(std::memory_order_acquire) >= 2 * max_unanswered_) {
+        const bool answer_coming = !p.answers.empty() && p.answers.back().seq == p.posted;
+        if (!p.deferred.empty() || answer_coming) {
+            const std::size_t bytes = msg.capacity() + (landing ? landing->buf.capacity() : 0);
+            if (p.deferred.empty()) deferred_peers_.fetch_add(1, std::memory_order_relaxed);
+            p.deferred.push_back(Peer::Deferred{std::move(msg), ack, data, data_len, answer_buf, answer_len,
+                                                answer_src_page, landing != nullptr,
+                                                landing ? std::move(*landing) : Landing{}, seq});
+            p.deferred_bytes.fetch_add(bytes, std::memory_order_relaxed);
+            p.deferred_ns.store(now_ns(), std::memory_order_relaxed);
+            return seq;
+        }
+        ack = Ack::always;
+    }
+    return post_now(p, rank, std::move(msg), ack, data, data_len, answer_buf, answer_len, answer_src_page, landing,
+                    seq);
+}
+
+void AmEndpoint::pump(Peer& p) {
+    const int rank = int(&p - peers_.get());
+    while (!p.deferred.empty() && p.posted - p.answered.load(std::memory_order_acquire) < 2 * max_unanswered_) {
+        Peer::Deferred d = std::move(p.deferred.front());
+        p.deferred.pop_front();
+        p.deferred_bytes.fetch_sub(d.msg.capacity() + (d.has_landing ? d.landing.buf.capacity() : 0),
+                                   std::memory_order_relaxed);
+        const bool fills = p.posted + 1 - p.answered.load(std::memory_order_acquire) >= 2 * max_unanswered_;
+        if (fills && !p.deferred.empty()) d.ack = Ack::always;  // its answer lets the rest go
+        const std::uint64_t seq = d.seq;
+        if (post_now(p, rank, std::move(d.msg), d.ack, d.data, d.data_len, d.answer_buf, d.answer_len,
+                     d.answer_src_page, d.has_landing ? &d.landing : nullptr, seq) != seq) {
+            // It could not leave (the host failed; recorded): neither can those behind it,
+            // whose numbers are taken back with its own (waits stop at the last one sent).
+            for (const Peer::Deferred& rest : p.deferred)
+                p.deferred_bytes.fetch_sub(rest.msg.capacity() + (rest.has_landing ? rest.landing.buf.capacity() : 0),
+                                           std::memory_order_relaxed);
+            p.deferred.clear();
+            p.sent.store(seq - 1, std::memory_order_relaxed);
+        }
+    }
+    if (p.deferred.empty()) deferred_peers_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::uint64_t AmEndpoint::post_now(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
+                                   std::size_t data_len, void* answer_buf, std::size_t answer_len, int answer_src_page,
+                                   Landing* landing, std::uint64_t seq) {
+    auto* h = reinterpret_cast<Header*>(msg.data());
     auto page_tag = [](const void* b, std::size_t n) -> std::uint32_t {
         return b && n >= kPageOffsetMin ? std::uint32_t(reinterpret_cast<std::uintptr_t>(b) & 4095) + 1 : 0;
     };
@@ -427,6 +491,10 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     Landing land;
     if (landing) {
         land = std::move(*landing);
+        if (!land.buf && land.take) {
+            land.buf = PageOffsetBuffer::take(p.spares, land.take, 0);
+            std::memset(land.buf.data() + land.zero_from, 0, land.take - land.zero_from);
+        }
         answer_buf = land.buf.data();
     } else if (answer_buf && answer_src_page >= 0 && answer_len >= kPageOffsetMin &&
                slow_distance(reinterpret_cast<std::uintptr_t>(answer_buf), std::uintptr_t(answer_src_page))) {
@@ -437,11 +505,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         answer_buf = land.buf.data();
     }
     h->pages = page_tag(data, data_len) | page_tag(answer_buf, answer_len) << 16;
-    h->epoch = fence_epoch_.load(std::memory_order_relaxed);
-    h->pscw = p.pscw_stamp;
     const bool want = ack == Ack::always || (ack == Ack::maybe && !p.ack_in_flight);
-    const std::uint64_t seq = p.sent.load(std::memory_order_relaxed) + 1;
-    p.sent.store(seq, std::memory_order_relaxed);
     // A host call that fails is recorded (host_ok: reported by the next completion point)
     // and leaves nothing to wait for: no answer awaited, the request's number taken back.
     if (want) {
@@ -450,7 +514,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
         if (!host_ok(PMPI_Irecv(answer_buf, int(answer_len), MPI_BYTE, rank, h->reply_tag, comm_, &rq), "MPI_Irecv",
                      rank)) {
             h->reply_tag = -1;  // the target answers no one
-            return send_request(p, rank, std::move(msg), data, data_len, seq, false);
+            return p.posted = send_request(p, rank, std::move(msg), data, data_len, seq, false);
         }
         const bool big = answer_len > kEagerMax;
         p.answer_rq.push_back(rq);
@@ -460,7 +524,7 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     } else {
         h->reply_tag = -1;
     }
-    return send_request(p, rank, std::move(msg), data, data_len, seq, want);
+    return p.posted = send_request(p, rank, std::move(msg), data, data_len, seq, want);
 }
 
 std::uint64_t AmEndpoint::send_request(Peer& p, int rank, std::vector<unsigned char>&& msg, const void* data,
@@ -534,6 +598,7 @@ void AmEndpoint::serve_while_waiting(SpinWait& pace) {
 
 void AmEndpoint::wait_answer(int rank, std::uint64_t seq) {
     wait_until(rank, [seq](const Peer& p) {
+        if (seq > p.posted && seq <= p.sent.load(std::memory_order_relaxed)) return false;  // deferred
         for (const Answer& a : p.answers)
             if (a.seq == seq) return false;
         return true;
@@ -585,9 +650,7 @@ bool AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs, int rank) {
 }
 
 void AmEndpoint::throttle(int rank) {
-    Peer& p = peers_[std::size_t(rank)];
-    if (p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) >= 2 * max_unanswered_)
-        flush(rank);
+    if (peers_[std::size_t(rank)].deferred_bytes.load(std::memory_order_relaxed) > deferred_max()) flush(rank);
 }
 
 bool AmEndpoint::admit_full(int rank) {
@@ -764,13 +827,10 @@ Post AmEndpoint::get_accumulate_strided(int rank, int rma_kind, int op_id, int t
 
 AmEndpoint::Landing AmEndpoint::strided_landing(int rank, void* dst, std::uint64_t pieces, std::size_t piece,
                                                 std::int64_t stride) {
+    (void)rank;
     Landing land;
-    {
-        Peer& p = peers_[std::size_t(rank)];
-        std::lock_guard lk(p.mu);
-        land.buf = PageOffsetBuffer::take(p.spares, pieces * piece + 1, 0);
-    }
-    land.buf.data()[pieces * piece] = 0;  // nothing applied until told
+    land.take = pieces * piece + 1;
+    land.zero_from = pieces * piece;  // nothing applied until told
     land.dst = static_cast<unsigned char*>(dst);
     land.pieces = pieces;
     land.piece = piece;
@@ -837,12 +897,8 @@ Post AmEndpoint::get(int rank, const Chunk* chunks, std::size_t n) {
             const Header h{kGet, std::uint32_t(nseg), -1, 0, 0, 0, 0, 0, 0, 0, 0};
             std::memcpy(msg.data(), &h, sizeof h);
             std::memcpy(msg.data() + sizeof h, segs.data(), 16 * nseg);
-            {
-                Peer& p = peers_[std::size_t(rank)];
-                std::lock_guard lk(p.mu);
-                gather.buf = PageOffsetBuffer::take(p.spares, gathered + nseg, 0);
-            }
-            std::memset(gather.buf.data() + gathered, 0, nseg);  // nothing applied until told
+            gather.take = gathered + nseg;
+            gather.zero_from = gathered;  // nothing applied until told
             send(rank, std::move(msg), Ack::always, nullptr, 0, nullptr, gathered + nseg, -1, false, &gather);
             throttle(rank);
         }
@@ -1071,8 +1127,10 @@ void AmEndpoint::flush_finish(int rank, std::uint64_t upto) {
     // Every answer up to upto in place (a get's data, old values), and the newest covers
     // every request without one.
     wait_until(rank, [upto](const Peer& q) {
-        if (q.answered.load(std::memory_order_acquire) < upto) return false;
-        return q.answers.empty() || q.answers.front().seq > upto;
+        // (a request that could not leave took its number back, with those deferred after it)
+        const std::uint64_t u = std::min(upto, q.sent.load(std::memory_order_relaxed));
+        if (q.answered.load(std::memory_order_acquire) < u) return false;
+        return q.answers.empty() || q.answers.front().seq > u;
     });
     complete_sends(rank);  // answered: every earlier message of ours has arrived
 }
@@ -1083,11 +1141,13 @@ bool AmEndpoint::reached(int rank, std::uint64_t upto) {
     // As flush_finish's test; the target answered after applying every earlier request, so
     // the payloads sent from origin buffers have arrived as well.
     Peer& p = peers_[std::size_t(rank)];
+    if (p.busy_posting(now_ns())) return false;  // (its poster is busy with it)
     std::unique_lock lk(p.mu, std::try_to_lock);
     if (!lk.owns_lock()) return false;
     reap(p);
-    if (p.answered.load(std::memory_order_acquire) < upto) return false;
-    return p.answers.empty() || p.answers.front().seq > upto;
+    const std::uint64_t u = std::min(upto, p.sent.load(std::memory_order_relaxed));
+    if (p.answered.load(std::memory_order_acquire) < u) return false;
+    return p.answers.empty() || p.answers.front().seq > u;
 }
 
 void AmEndpoint::flush_all() {
@@ -1174,6 +1234,7 @@ void AmEndpoint::flush_local(int rank) {
         upto = p.sent.load(std::memory_order_relaxed);
     }
     wait_until(rank, [upto](const Peer& q) {
+        if (!q.deferred.empty() && q.deferred.front().seq <= upto) return false;  // not sent yet
         for (const Answer& a : q.answers)
             if (a.data && a.seq <= upto) return false;
         return true;
@@ -1221,6 +1282,20 @@ bool AmEndpoint::poll() {
     // own, or finished the fence its next-epoch requests waited for (both wake the
     // progress thread).
     if (parked_n_.load(std::memory_order_relaxed) && retry_parked()) any = true;
+    // Requests deferred beyond the flow-control window leave as answers make room, also
+    // while the thread that posted them does something else.
+    if (deferred_peers_.load(std::memory_order_relaxed)) {
+        const std::uint64_t now = now_ns();
+        for (int r = 0; r < nprocs_; ++r) {
+            Peer& p = peers_[std::size_t(r)];
+            if (p.busy_posting(now)) continue;
+            std::unique_lock pl(p.mu, std::try_to_lock);
+            if (!pl.owns_lock() || p.deferred.empty()) continue;
+            const std::size_t before = p.deferred.size();
+            reap(p);
+            if (p.deferred.size() != before) any = true;
+        }
+    }
     return any;
 }
 

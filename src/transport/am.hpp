@@ -58,6 +58,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -121,7 +122,7 @@ public:
                                 std::int64_t lstride, void* result, std::int64_t res_stride, std::uint64_t n);
     // Pieces of a get up to this size travel gathered: many (at most 256, at most
     // kMaxMessage bytes) in one request, answered in one message and scattered on arrival.
-    static constexpr std::size_t kGatherPieceMax = 2048;
+    static constexpr std::size_t kGatherPieceMax = 4096;
     std::uint64_t atomic8(int rank, std::size_t word, AtomicOp op, std::uint64_t operand, std::uint64_t compare);
     Post accumulate(int rank, int rma_kind, int op_id, int type_id, std::uint64_t toff, std::uint64_t n,
                     std::size_t elem_bytes, const void* src, const void* compare, void* result);
@@ -297,6 +298,9 @@ private:
         std::uint64_t pieces = 0;
         std::size_t piece = 0;
         std::int64_t lstride = 0;
+        // A gathered or strided answer's bounce, taken when the request leaves (not while
+        // it is deferred): `take` bytes, those from `zero_from` on zeroed (applied flags).
+        std::size_t take = 0, zero_from = 0;
         void finish(std::vector<PageOffsetBuffer>& spares) {
             if (!buf) return;
             // The bounce was written by the host MPI, possibly on another thread inside its
@@ -360,6 +364,36 @@ private:
         std::atomic<std::uint64_t> posts_received{0};
         std::uint32_t access_epochs = 0;
         std::uint32_t pscw_stamp = 0;
+        // Requests numbered but not sent yet: beyond the flow-control window, while an
+        // answer that makes room is on its way; sent in order as answers arrive (pump).
+        struct Deferred {
+            std::vector<unsigned char> msg;
+            Ack ack;
+            const void* data;
+            std::size_t data_len;
+            void* answer_buf;
+            std::size_t answer_len;
+            int answer_src_page;
+            bool has_landing;
+            Landing landing;
+            std::uint64_t seq;
+        };
+        std::deque<Deferred> deferred;  // (mu)
+        std::atomic<std::size_t> deferred_bytes{0};  // their messages' and landings' bytes
+        // Threads inside send() for this peer: pollers (progress thread, hook, request tests)
+        // leave its answers alone meanwhile, or their MPI_Testsome under mu (which moves the
+        // answers' data) would hold each post up.
+        std::atomic<int> posting{0};
+        std::atomic<std::uint64_t> deferred_ns{0};  // when the newest request was deferred
+        // ... and for this long after that, pollers leave the peer to its poster too (it is
+        // likely still posting the same operation's requests).
+        static constexpr std::uint64_t kPostingQuietNs = 50'000;
+        bool busy_posting(std::uint64_t now) const {
+            return posting.load(std::memory_order_relaxed) ||
+                   (deferred_bytes.load(std::memory_order_relaxed) &&
+                    now - deferred_ns.load(std::memory_order_relaxed) < kPostingQuietNs);
+        }
+        std::uint64_t posted = 0;  // sequence number of the newest request sent (mu)
     };
     // Appends one record (kind, body parts) to rank's batch, sending the batch first when
     // the record does not fit. p.mu held.
@@ -388,6 +422,20 @@ private:
     std::uint64_t send_locked(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
                               std::size_t data_len, void* answer_buf, std::size_t answer_len, int answer_src_page = -1,
                               bool reap_first = true, Landing* landing = nullptr);
+    // send_locked's second half for request seq (numbered, stamped): the answer's receive,
+    // then the sends. A request that cannot leave takes its number back (with every
+    // deferred one after it): returns seq - 1 then.
+    std::uint64_t post_now(Peer& p, int rank, std::vector<unsigned char>&& msg, Ack ack, const void* data,
+                           std::size_t data_len, void* answer_buf, std::size_t answer_len, int answer_src_page,
+                           Landing* landing, std::uint64_t seq);
+    // Sends deferred requests while the window has room (p.mu held); the one that fills it
+    // asks for an answer, so that the rest can follow.
+    void pump(Peer& p);
+    std::atomic<int> deferred_peers_{0};  // peers with deferred requests
+    // A peer's deferred bytes beyond which the posting thread waits (throttle) and new
+    // operations are refused (admit), as without deferral: memory stays bounded whatever the
+    // operation's size. The window's worth of full messages (256 x 64 KiB = 16 MiB).
+    std::size_t deferred_max() const { return std::size_t(max_unanswered_) * kMaxMessage; }
     // send_locked's sends, request seq (answered: its answer's receive is posted, the newest
     // entry). A request that cannot leave takes its number back: returns seq - 1 then.
     std::uint64_t send_request(Peer& p, int rank, std::vector<unsigned char>&& msg, const void* data,
@@ -408,15 +456,16 @@ private:
     void wait_until(int rank, Done done);  // serving meanwhile, until done(peer) (p.mu held)
     void wait_answer(int rank, std::uint64_t seq);
     void note_answered(Peer& p, std::uint64_t seq);
-    void throttle(int rank);  // flow control after an unanswered request (the hard bound)
+    void throttle(int rank);  // flow control after a request: waits once deferral is full
     // The landing of a strided answer: `pieces` of `piece` bytes packed (a bounce from the
     // peer's spares) plus the applied byte, scattered to dst at stride on arrival.
     Landing strided_landing(int rank, void* dst, std::uint64_t pieces, std::size_t piece, std::int64_t stride);
-    // Room for a new operation's requests (the soft bound): two loads when there is.
+    // Room for a new operation's requests (the soft bound), or for deferring them: two
+    // loads when there is.
     bool admit(int rank) {
         const Peer& p = peers_[std::size_t(rank)];
         return p.sent.load(std::memory_order_relaxed) - p.answered.load(std::memory_order_acquire) < max_unanswered_ ||
-               admit_full(rank);
+               p.deferred_bytes.load(std::memory_order_relaxed) < deferred_max() || admit_full(rank);
     }
     bool admit_full(int rank);  // ... and when there is not: take in answers, ask for one
     void complete_sends(int rank);
