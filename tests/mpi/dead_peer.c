@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "print_stacks.h"
+
 #ifdef MPIX_ERR_PROC_FAILED
 #define EXPECTED_CLASS MPIX_ERR_PROC_FAILED
 #else
@@ -48,11 +50,13 @@ static double t0;
 /* The first failing call decides: right class, names the victim, in time. */
 static void report(const char* mode, const char* call, int rc) {
     const double dt = now() - t0;
+    alarm(0);
     char want[32];
     snprintf(want, sizeof want, "rank %d ", victim);
     const char* msg = FRMA_Last_error_message();
     const int ok = rc == EXPECTED_CLASS && strstr(msg, want) != NULL && dt < 10.0;
-    printf("%s rank %d %s: %s returned %d after %.3f s: %s\n", ok ? "PASS" : "FAIL", rank, mode, call, rc, dt, msg);
+    printf("%s rank %d %s: %s returned %d after %.3f s (from %.3f): %s\n", ok ? "PASS" : "FAIL", rank, mode, call, rc,
+           dt, t0, msg);
     fflush(stdout);
     sleep(2); /* the other survivor may still be looking: it must find the victim dead, not us */
     _exit(ok ? 0 : 1);
@@ -63,7 +67,28 @@ static void report(const char* mode, const char* call, int rc) {
         if (rc_ != MPI_SUCCESS) report(mode, #call, rc_); \
     } while (0)
 
+/* No verdict DEAD_PEER_STACKS_S (default 5) s after t0: every thread's stack on stderr, one
+ * line each (scripts/stacks.sh; nothing without gdb), then the wait goes on (the verdict is
+ * still judged at 10 s). */
+static void on_slow(int sig) {
+    (void)sig;
+    char buf[96];
+    const int n =
+        snprintf(buf, sizeof buf, "dead_peer: rank %d has no verdict after %.1f s; its stacks:\n", rank, now() - t0);
+    if (n > 0 && write(2, buf, (size_t)n) < 0) return;
+    print_stacks_here();
+}
+static void start_clock(void) {
+    t0 = now();
+    const char* s = getenv("DEAD_PEER_STACKS_S");
+    signal(SIGALRM, on_slow);
+    alarm(s && atoi(s) > 0 ? (unsigned)atoi(s) : 5u);
+}
+
+/* The victim says when it dies (CLOCK_MONOTONIC: one clock for every process of the machine,
+ * also across the namespace hosts of scripts/twohost.sh), the survivors when they began to wait. */
 static void die(void) {
+    printf("victim rank %d dies at %.3f\n", rank, now());
     fflush(stdout);
     raise(SIGKILL);
 }
@@ -104,7 +129,7 @@ int main(int argc, char** argv) {
         }
         MPI_Barrier(MPI_COMM_WORLD); /* the victim holds the lock */
         if (rank == victim) die();
-        t0 = now();
+        start_clock();
         if (!strcmp(mode, "lock_all")) {
             TRY(mode, FRMA_Win_lock_all(0, win));
             TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, 0, 1, 1, MPI_INT64_T, win));
@@ -120,7 +145,7 @@ int main(int argc, char** argv) {
         TRY(mode, FRMA_Win_fence(0, win));
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == victim) die();
-        t0 = now();
+        start_clock();
         TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, (rank + 1) % size, 1, 1, MPI_INT64_T, win));
         TRY(mode, FRMA_Win_fence(0, win));
     } else if (!strcmp(mode, "pscw")) {
@@ -129,7 +154,7 @@ int main(int argc, char** argv) {
         MPI_Group_incl(world, 1, &victim, &one);
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == victim) die();
-        t0 = now();
+        start_clock();
         if (rank == 0) { /* an access epoch to the victim: start waits for its post */
             TRY(mode, FRMA_Win_start(one, 0, win));
             TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, victim, 0, 1, MPI_INT64_T, win));
@@ -154,7 +179,7 @@ int main(int argc, char** argv) {
             sleep(3);
             _exit(0);
         }
-        t0 = now();
+        start_clock();
         TRY(mode, FRMA_Win_lock_all(0, win));
         TRY(mode, FRMA_Accumulate(&v, 1, MPI_INT64_T, 0, 0, 1, MPI_INT64_T, MPI_SUM, win));
         TRY(mode, FRMA_Win_flush(0, win));
@@ -163,7 +188,7 @@ int main(int argc, char** argv) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == victim) die();
         usleep(100 * 1000);
-        t0 = now();
+        start_clock();
         TRY(mode, FRMA_Win_lock_all(0, win));
         TRY(mode, FRMA_Put(&v, 1, MPI_INT64_T, victim, rank, 1, MPI_INT64_T, win));
         TRY(mode, FRMA_Get(&v, 1, MPI_INT64_T, victim, 8, 1, MPI_INT64_T, win));
@@ -189,7 +214,7 @@ int main(int argc, char** argv) {
         /* Again and again: an op goes by cross-memory attach while the victim's beat is stale
          * (it is off its core); the first it takes kills it, and that op must end in an error. */
         for (const double end = now() + 5.0; now() < end;) {
-            t0 = now();
+            start_clock();
             if (!strcmp(mode, "served")) {
                 int64_t old = 0;
                 TRY(mode, FRMA_Fetch_and_op(&v, &old, MPI_INT64_T, victim, 0, MPI_SUM, win));

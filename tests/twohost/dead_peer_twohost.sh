@@ -62,7 +62,7 @@ run() {
       return
     fi
     echo "FAIL: $transport $mode: $passes of $want survivors passed (run status $rc)"
-    grep -vE "^(PASS|FAIL)" <<<"$out" | tail -15
+    grep -vE "^(PASS|FAIL)" <<<"$out" | tail -40  # (with the stacks of a survivor still waiting at 5 s)
     fail=1
   else
     echo "ok: $transport $mode"

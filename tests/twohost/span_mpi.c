@@ -34,8 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include "../mpi/print_stacks.h"
 
 static int rank, size;
 static char host[256];
@@ -83,16 +84,7 @@ static void on_alarm(int sig) {
     int n = snprintf(buf, sizeof buf, "span_mpi: rank %d on %s: still in one phase after SPAN_TIMEOUT seconds: %s\n",
                      rank, host, (const char*)phase);
     if (n > 0) write(2, buf, (size_t)n);
-    /* every thread's stack, one line each (scripts/stacks.sh; nothing without gdb) */
-    char pid[24];
-    snprintf(pid, sizeof pid, "%d", (int)getpid());
-    const pid_t child = fork();
-    if (child == 0) {
-        dup2(2, 1);
-        execl("/bin/bash", "bash", FASTRMA_STACKS_SCRIPT, pid, (char*)NULL);
-        _exit(127);
-    }
-    if (child > 0) waitpid(child, NULL, 0);
+    print_stacks_here();
     _exit(3);
 }
 static unsigned watchdog = 150;
