@@ -718,9 +718,17 @@ void rget_returns_when_posted(bool vector, double share) {
         MPI_Barrier(MPI_COMM_WORLD);  // the target serves here (hook or thread) if not before
     }
     // The derived case is judged over am: over ofi its pieces are posted within the
-    // provider's own flow control, which may hold the call (only reported there).
+    // provider's own flow control, which may hold the call; in a sanitizer build the
+    // instrumented posting of its 16,384 pieces costs 5-10 times as much (ASan: 14-33 ms
+    // of a 100-146 ms transfer at 2 ranks, ~210 of 220 at 3), which says nothing about the
+    // design. Only reported there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    constexpr bool sanitized = true;
+#else
+    constexpr bool sanitized = false;
+#endif
     const char* tr = std::getenv("FASTRMA_TRANSPORT");
-    const bool judged = vector ? tr && std::string(tr) == "am" : over_am();
+    const bool judged = vector ? !sanitized && tr && std::string(tr) == "am" : over_am();
     if (me == 0) {
         if (over_am()) {
             if (judged) {
