@@ -439,12 +439,11 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
     if (!p.deferred.empty() || p.posted - p.answered.load(std::memory_order_acquire) >= 2 * max_unanswered_) {
         const bool answer_coming = !p.answers.empty() && p.answers.back().seq == p.posted;
         if (!p.deferred.empty() || answer_coming) {
-            const std::size_t bytes = msg.capacity() + (landing ? landing->buf.capacity() : 0);
             if (p.deferred.empty()) deferred_peers_.fetch_add(1, std::memory_order_relaxed);
             p.deferred.push_back(Peer::Deferred{std::move(msg), ack, data, data_len, answer_buf, answer_len,
                                                 answer_src_page, landing != nullptr,
                                                 landing ? std::move(*landing) : Landing{}, seq});
-            p.deferred_bytes.fetch_add(bytes, std::memory_order_relaxed);
+            p.deferred_bytes.fetch_add(p.deferred.back().bytes(), std::memory_order_relaxed);
             p.deferred_ns.store(now_ns(), std::memory_order_relaxed);
             return seq;
         }
@@ -454,13 +453,18 @@ std::uint64_t AmEndpoint::send_locked(Peer& p, int rank, std::vector<unsigned ch
                     seq);
 }
 
+bool AmEndpoint::Peer::busy_posting() const {
+    return posting.load(std::memory_order_relaxed) ||
+           (deferred_bytes.load(std::memory_order_relaxed) &&
+            now_ns() - deferred_ns.load(std::memory_order_relaxed) < kPostingQuietNs);
+}
+
 void AmEndpoint::pump(Peer& p) {
     const int rank = int(&p - peers_.get());
     while (!p.deferred.empty() && p.posted - p.answered.load(std::memory_order_acquire) < 2 * max_unanswered_) {
         Peer::Deferred d = std::move(p.deferred.front());
         p.deferred.pop_front();
-        p.deferred_bytes.fetch_sub(d.msg.capacity() + (d.has_landing ? d.landing.buf.capacity() : 0),
-                                   std::memory_order_relaxed);
+        p.deferred_bytes.fetch_sub(d.bytes(), std::memory_order_relaxed);
         const bool fills = p.posted + 1 - p.answered.load(std::memory_order_acquire) >= 2 * max_unanswered_;
         if (fills && !p.deferred.empty()) d.ack = Ack::always;  // its answer lets the rest go
         const std::uint64_t seq = d.seq;
@@ -469,8 +473,7 @@ void AmEndpoint::pump(Peer& p) {
             // It could not leave (the host failed; recorded): neither can those behind it,
             // whose numbers are taken back with its own (waits stop at the last one sent).
             for (const Peer::Deferred& rest : p.deferred)
-                p.deferred_bytes.fetch_sub(rest.msg.capacity() + (rest.has_landing ? rest.landing.buf.capacity() : 0),
-                                           std::memory_order_relaxed);
+                p.deferred_bytes.fetch_sub(rest.bytes(), std::memory_order_relaxed);
             p.deferred.clear();
             p.sent.store(seq - 1, std::memory_order_relaxed);
         }
@@ -1141,7 +1144,7 @@ bool AmEndpoint::reached(int rank, std::uint64_t upto) {
     // As flush_finish's test; the target answered after applying every earlier request, so
     // the payloads sent from origin buffers have arrived as well.
     Peer& p = peers_[std::size_t(rank)];
-    if (p.busy_posting(now_ns())) return false;  // (its poster is busy with it)
+    if (p.busy_posting()) return false;  // (its poster is busy with it)
     std::unique_lock lk(p.mu, std::try_to_lock);
     if (!lk.owns_lock()) return false;
     reap(p);
@@ -1285,10 +1288,9 @@ bool AmEndpoint::poll() {
     // Requests deferred beyond the flow-control window leave as answers make room, also
     // while the thread that posted them does something else.
     if (deferred_peers_.load(std::memory_order_relaxed)) {
-        const std::uint64_t now = now_ns();
         for (int r = 0; r < nprocs_; ++r) {
             Peer& p = peers_[std::size_t(r)];
-            if (p.busy_posting(now)) continue;
+            if (p.busy_posting()) continue;
             std::unique_lock pl(p.mu, std::try_to_lock);
             if (!pl.owns_lock() || p.deferred.empty()) continue;
             const std::size_t before = p.deferred.size();

@@ -377,6 +377,8 @@ private:
             bool has_landing;
             Landing landing;
             std::uint64_t seq;
+            // What it holds while deferred (a bounce is taken only when it leaves).
+            std::size_t bytes() const { return msg.capacity() + landing.buf.capacity(); }
         };
         std::deque<Deferred> deferred;  // (mu)
         std::atomic<std::size_t> deferred_bytes{0};  // their messages' and landings' bytes
@@ -388,11 +390,7 @@ private:
         // ... and for this long after that, pollers leave the peer to its poster too (it is
         // likely still posting the same operation's requests).
         static constexpr std::uint64_t kPostingQuietNs = 50'000;
-        bool busy_posting(std::uint64_t now) const {
-            return posting.load(std::memory_order_relaxed) ||
-                   (deferred_bytes.load(std::memory_order_relaxed) &&
-                    now - deferred_ns.load(std::memory_order_relaxed) < kPostingQuietNs);
-        }
+        bool busy_posting() const;  // (the clock is read only while requests are deferred)
         std::uint64_t posted = 0;  // sequence number of the newest request sent (mu)
     };
     // Appends one record (kind, body parts) to rank's batch, sending the batch first when
