@@ -126,7 +126,8 @@ public:
     // requests), spinning, then yielding, then sleeping on the doorbell. lock_rank >= 0:
     // waiting for that rank's lock words (and the master's, if lock_excl): a long sleep
     // registers for the releaser's doorbell. MPI_SUCCESS, or the error class of a peer that
-    // died meanwhile (EpochHost::peer_failure, asked now and then while sleeping).
+    // died meanwhile (EpochHost::peer_failure, asked every kAliveCheckNs of waiting, whether
+    // the wait spins, progresses, sleeps or blocks in a transport).
     template <class Done>
     int wait_until(Done done, int lock_rank = -1, bool lock_excl = false) {
         for (WaitPace pace; !done();)
@@ -138,7 +139,7 @@ private:
     struct WaitPace {
         SpinWait spin;  // the spin phase
         unsigned step = 0;  // yields, then sleeps, since the spin phase ended
-        unsigned busy = 0;  // passes that progressed (they never reach the sleeps)
+        Every alive{kAliveCheckNs};  // when peers' liveness is asked (EpochHost::peer_failure)
     };
     int backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
 

@@ -46,6 +46,8 @@ int Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
     // yields, sleep with exponential back-off up to poll_max_us.
     constexpr unsigned kYieldSteps = 2000;
     unsigned& step = pace.step;
+    if (pace.alive.due())
+        if (int e = h_.peer_failure()) return e;
     // Peers' served requests (small transfers and atomics to my part of a create or dynamic
     // window): a thread waiting here answers them, and its beat tells origins it will.
     if (h_.serve_while_waiting()) {
@@ -62,11 +64,6 @@ int Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
         if (hp ? *hp == Poll::busy : served->serve()) {
             step = 0;
             pace.spin.progressed();
-            // A wait that keeps progressing never reaches the sleeps below, where peers'
-            // liveness is asked (a lock retried over the network behind a dead holder): every
-            // 4096 such passes it is asked here.
-            if ((++pace.busy & 4095) == 0)
-                if (int e = h_.peer_failure()) return e;
         }
     }
     if (!pace.spin.yielding()) {
@@ -78,9 +75,6 @@ int Epochs::backoff(WaitPace& pace, int lock_rank, bool lock_excl) {
         sched_yield();
         return MPI_SUCCESS;
     }
-    // Sleeping: now and then (every 128 dozes, ~13 ms), is everyone we may wait for alive?
-    if ((step - kYieldSteps) % 128 == 0)
-        if (int e = h_.peer_failure()) return e;
     const unsigned us = std::min<unsigned>(1u << std::min(step - kYieldSteps, 16u), unsigned(cfg_.poll_max_us));
     ++step;
     if (lock_rank >= 0 && us >= 16) {  // a long wait for a lock: the releaser rings us

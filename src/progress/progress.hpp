@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.hpp"
 #include "base/config.hpp"
 
 namespace fastrma::detail {
@@ -47,13 +48,6 @@ struct BellPage {
     // Sleeps while ring == seen, at most timeout_ns (0: no limit).
     static void wait(BellPage* b, std::uint32_t seen, long timeout_ns);
 };
-
-// Monotonic time in nanoseconds (back-off deadlines).
-inline std::uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
-}
 
 // Answers this process's am servers have sent: each released an origin that waited for it
 // (a flush, a get, a fetch). The progress loop learns how long the quiet after such a burst

@@ -172,11 +172,6 @@ constexpr std::chrono::milliseconds kProbeGap{2};
 // (OfiTransport::open; a larger message goes alone).
 constexpr std::uint64_t kSocketsBytes = 32 * 1024;
 
-std::int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 // A thread waiting for one operation's completion.
 struct alignas(8) Waiter {
     int kind = kWaiterCtx;
@@ -359,10 +354,18 @@ private:
     void resend_lost(bool may_wait = true);
     // Waits until q's connection works (a probe goes out if it broke); false when the peer
     // has been unreachable for kPatience.
-    bool wait_usable(int r) {
+    // Also false once any process of the window is known dead (any_dead, every
+    // kAliveCheckNs: *died, the thread's last error message says which).
+    bool wait_usable(int r, bool* died = nullptr) {
         bool lost = false;
-        for (unsigned spins = 0; !usable(r, &lost) && !lost; ++spins)
+        Every alive{kAliveCheckNs};
+        for (unsigned spins = 0; !usable(r, &lost) && !lost; ++spins) {
+            if (alive.due() && any_dead()) {
+                if (died) *died = true;
+                return false;
+            }
             if (spins > 64) sched_yield();
+        }
         return !lost;
     }
     // Posts one 8-byte atomic on state word `word` of q (operands in s), its completion to ctx.
@@ -375,8 +378,7 @@ private:
         s->compare = compare;
         s->result = 0;
         return ofi::post_message([&] { return post_atomic8(q, s, word, op, w); }, [this] { return drive(); },
-                                 [](bool) { return true; }, true, kPatience,
-                                 [&] { return dead(int(&q - peers_.get())); });
+                                 [](bool) { return true; }, true, kPatience, [this] { return any_dead(); });
     }
     // A notify8 that never left: kept for resend_lost, its peer's connection marked broken.
     void keep_lost(int r, std::size_t word, AtomicOp op, std::uint64_t operand) {
@@ -403,6 +405,9 @@ private:
         peer_died_.store(true, std::memory_order_relaxed);
         return true;
     }
+    // Whether any process of the window is known dead: no verdict on one rank's connection
+    // (peer_died_ stays as it is); the thread's last error message says which.
+    bool any_dead() { return gone_ && gone_(-1); }
 
     int fail(int rc, const char* call, const char* what) {
         return raise(ofi::error_class(rc), "%s: ofi (%s): %s failed: %s", call, prov_.c_str(), what,
@@ -529,8 +534,8 @@ private:
         if (!any && ++spins > 64) sched_yield();
         return any;
     }
-    // Waits (wait_pass) until done(); false once, after 256 passes in a row that completed
-    // nothing, a process of the window is known dead (set_peer_gone): a completion from or
+    // Waits (wait_pass) until done(); false once a process of the window is known dead
+    // (any_dead, asked every kAliveCheckNs of waiting, whatever the passes do): a completion from or
     // through it may never come (rxm does not fail an emulated atomic whose target left), and
     // the window is unusable anyway. What was waited for is then abandoned: the caller leaves
     // its context and buffers to the provider (never freed).
@@ -539,10 +544,10 @@ private:
     // applied is never undone or released on the strength of a made-up old value.
     template <class Done>
     bool wait_or_gone(Done done) {
-        for (unsigned spins = 0, idle = 0; !done();) {
-            if (wait_pass(spins))
-                idle = 0;
-            else if ((++idle & 255) == 0 && gone_ && gone_(-1)) {  // (not dead(): no verdict on r)
+        Every alive{kAliveCheckNs};
+        for (unsigned spins = 0; !done();) {
+            wait_pass(spins);
+            if (alive.due() && any_dead()) {
                 abandoned_.store(true, std::memory_order_release);
                 return false;
             }
@@ -1063,7 +1068,7 @@ void OfiTransport::complete(void* ctx, int err, const char* msg) {
     auto v = reinterpret_cast<std::uintptr_t>(ctx);
     if (!(v & 1) && *static_cast<int*>(ctx) == kProbeCtx) {  // a connection probe (usable())
         Peer& q = peers_[std::size_t(static_cast<Peer::Probe*>(ctx)->rank)];
-        if (err) q.probed_at.store(now_ns(), std::memory_order_relaxed);
+        if (err) q.probed_at.store(std::int64_t(now_ns()), std::memory_order_relaxed);
         q.health.store(err ? 1 : 0, std::memory_order_release);
         return;
     }
@@ -1464,6 +1469,7 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     ssize_t rc = 0;
     std::string msg;
     bool abandoned = false;  // wait_or_gone gave up on it
+    bool died = false;  // not sent: a process of the window is known dead
     // A synchronization atomic waits in place (the caller waits for its old value anyway):
     // for a connection that failed to work again (a lock release after a refused operation),
     // and for the provider to take it. One that failed because its connection was found
@@ -1474,15 +1480,16 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
         // rxm then never completes that atomic. Their completions (failed ones included)
         // come back.
         before_sync(p.rank);
-        if (!wait_usable(p.rank)) {
+        if (!wait_usable(p.rank, &died)) {
             rc = -FI_EHOSTUNREACH;
-            msg = "rank unreachable (its connection failed and did not come back)";
+            msg = died ? last_error_message() : "rank unreachable (its connection failed and did not come back)";
             break;
         }
         auto w = std::make_unique<Waiter>();
         rc = post_waited_atomic8(q, s, word, op, operand, compare, w.get());
         if (rc) {
             msg = post_error(rc);
+            died = rc == ofi::kGone;
             break;
         }
         if (!wait_or_gone([&] { return w->done.load(std::memory_order_acquire); })) {
@@ -1509,9 +1516,10 @@ std::uint64_t OfiTransport::atomic8(const PeerRegion& p, std::size_t word, Atomi
     if (rc) {
         // atomic8 returns the old value and has no error path: the failure is recorded for
         // the peer and reported by the next completion point (flush, unlock, fence,
-        // complete) that asks failed(); the old value reads as 0.
+        // complete) that asks failed(); the old value reads as 0, or, when a death stopped
+        // it, as one that grants nothing.
         note_sync_failure(p.rank, int(rc), word, msg);
-        return 0;
+        return died ? refused_old(op, compare) : 0;
     }
     return old;
 }
@@ -1646,7 +1654,7 @@ bool OfiTransport::usable(int r, bool* lost) {
     drive();  // (the probe's completion, if it came)
     h = q.health.load(std::memory_order_acquire);
     if (h == 0) return true;
-    const std::int64_t now = now_ns();
+    const std::int64_t now = std::int64_t(now_ns());
     // A connection in doubt to a process on this host that has exited: lost now, not after
     // kPatience.
     if (gone_ && gone_(r)) peer_died_.store(true, std::memory_order_relaxed);
@@ -1676,7 +1684,7 @@ void OfiTransport::mark_broken(int r) {
     Peer& q = peers_[std::size_t(r)];
     int expected = 0;
     if (q.health.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-        q.broken_at.store(now_ns(), std::memory_order_relaxed);
+        q.broken_at.store(std::int64_t(now_ns()), std::memory_order_relaxed);
         q.probed_at.store(0, std::memory_order_relaxed);
     }
 }

@@ -57,6 +57,7 @@
 #include <memory>
 #include <string>
 
+#include "base/clock.hpp"
 #include "transport/transport.hpp"
 
 namespace fastrma::detail {
@@ -163,7 +164,7 @@ bool plan_rma(const Chunk* chunks, std::size_t n, const Limits& lim, Emit emit) 
 constexpr ssize_t kRefused = 1;
 // A message that waited in place longer than its patience with nothing completing.
 constexpr ssize_t kStuck = -FI_ETIMEDOUT;
-// A message whose in-place wait was given up because its peer's process is known dead.
+// A message whose in-place wait was given up because a process is known dead (post_message's gone()).
 constexpr ssize_t kGone = -FI_ECONNABORTED;
 
 // Posts one message of an operation to one peer. post() is the libfabric call (0, -FI_EAGAIN
@@ -175,7 +176,8 @@ constexpr ssize_t kGone = -FI_ECONNABORTED;
 // more; then it is refused (kRefused) and the caller hands the whole operation back.
 // A later message of an operation already under way is retried in place, reading the CQ,
 // until it is taken or fails, or until `patience` passed with nothing completing (kStuck), or
-// until gone() — asked every 256 idle passes once it yields — says the peer died (kGone).
+// until gone() — asked every kAliveCheckNs of waiting, whatever the passes do — says the
+// peer (for a synchronization atomic: any process of the window) died (kGone).
 template <class PostFn, class DriveFn, class RoomFn, class GoneFn>
 ssize_t post_message(PostFn post, DriveFn drive, RoomFn room, bool started, std::chrono::nanoseconds patience,
                      GoneFn gone) {
@@ -183,19 +185,18 @@ ssize_t post_message(PostFn post, DriveFn drive, RoomFn room, bool started, std:
     auto deadline = clock::now() + patience;
     unsigned idle = 0;
     bool dead = false;
-    auto wait = [&] {  // one pass of the in-place retry; false when patience ran out
+    Every alive{kAliveCheckNs};
+    auto wait = [&] {  // one pass of the in-place retry; false when patience ran out or gone()
+        if (alive.due() && gone()) {
+            dead = true;
+            return false;
+        }
         if (drive()) {
             deadline = clock::now() + patience;
             idle = 0;
             return true;
         }
-        if (++idle > 64) {
-            if ((idle & 255) == 0 && gone()) {
-                dead = true;
-                return false;
-            }
-            sched_yield();
-        }
+        if (++idle > 64) sched_yield();
         return clock::now() < deadline;
     };
     if (!room(started)) {
