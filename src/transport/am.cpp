@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/clock.hpp"
 #include "base/errors.hpp"
 #include "base/stats.hpp"
 #include "ops/copy.hpp"
@@ -567,9 +568,9 @@ std::uint64_t AmEndpoint::send_request(Peer& p, int rank, std::vector<unsigned c
     return seq;
 }
 
-bool AmEndpoint::given_up(int rank, unsigned idle_passes) {
-    // Asked once the wait yields, every 256 passes (a pidfd poll each).
-    if (!gone_ || (idle_passes & 255) != 255) return false;
+bool AmEndpoint::given_up(int rank, Every& alive) {
+    // Asked every kAliveCheckNs of waiting, whatever the passes do (a pidfd poll each).
+    if (!gone_ || !alive.due()) return false;
     // The one waited for first (the message names it), then any (one holding up its answer).
     int e = rank >= 0 ? gone_(rank) : MPI_SUCCESS;
     if (!e) e = gone_(-1);
@@ -580,7 +581,7 @@ bool AmEndpoint::given_up(int rank, unsigned idle_passes) {
 template <class Done>
 void AmEndpoint::wait_until(int rank, Done done) {
     Peer& p = peers_[std::size_t(rank)];
-    unsigned yielded = 0;
+    Every alive{kAliveCheckNs};
     for (SpinWait pace;;) {
         {
             std::lock_guard lk(p.mu);
@@ -590,7 +591,7 @@ void AmEndpoint::wait_until(int rank, Done done) {
         // Serve others while waiting: a target that is itself waiting on us must progress
         // even when no progress thread runs.
         serve_while_waiting(pace);
-        if (pace.yielding() && given_up(rank, yielded++)) return;  // (its answers never come)
+        if (given_up(rank, alive)) return;  // (its answers never come)
     }
 }
 
@@ -634,14 +635,14 @@ void AmEndpoint::complete_sends(int rank) {
 }
 
 bool AmEndpoint::wait_all_serving(std::vector<MPI_Request>& rqs, int rank) {
-    unsigned yielded = 0;
+    Every alive{kAliveCheckNs};
     for (SpinWait pace; !rqs.empty();) {
         int done = 0;
         // Failed: the requests that completed in error are freed; the rest are given up.
         if (!host_ok(PMPI_Testall(int(rqs.size()), rqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall")) return true;
         if (done) return true;
         if (!poll()) pace.idle();
-        if (rank >= 0 && pace.yielding() && given_up(rank, yielded++)) {
+        if (rank >= 0 && given_up(rank, alive)) {
             // Sends to a dead peer never complete: freed while active (the host may still
             // hold their buffers, which the caller keeps).
             for (MPI_Request& rq : rqs)
@@ -1210,7 +1211,8 @@ int AmEndpoint::barrier() {
 }
 
 int AmEndpoint::wait_serving(MPI_Request* rq) {
-    unsigned yielded = 0, passes = 0;
+    unsigned passes = 0;
+    Every alive{kAliveCheckNs};
     for (SpinWait pace;;) {
         int done = 0;
         if (!host_ok(PMPI_Test(rq, &done, MPI_STATUS_IGNORE), "MPI_Test")) return take_failure(nullptr);
@@ -1223,7 +1225,7 @@ int AmEndpoint::wait_serving(MPI_Request* rq) {
             pace.idle();
         // A member that died never joins: the collective is left behind (the window is
         // unusable from now on) and the death reported.
-        if (pace.yielding() && given_up(-1, yielded++)) return take_failure(nullptr);
+        if (given_up(-1, alive)) return take_failure(nullptr);
     }
 }
 

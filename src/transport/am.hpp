@@ -65,6 +65,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.hpp"
 #include "base/errors.hpp"
 #include "ops/copy.hpp"
 #include "transport/transport.hpp"
@@ -545,8 +546,9 @@ private:
     int nprocs_ = 0;
     std::function<void()> on_wait_;
     std::function<int(int)> gone_;
-    // A wait for rank given up: it is known dead (gone_), the failure recorded.
-    bool given_up(int rank, unsigned idle_passes);
+    // A wait for rank given up: it is known dead (gone_), the failure recorded. Asked when
+    // alive is due (every kAliveCheckNs of the wait).
+    bool given_up(int rank, Every& alive);
     std::vector<std::uint16_t> peer_page_;  // page offset of each rank's window base
 };
 

@@ -3,7 +3,6 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 
 #include <mpi.h>
 
+#include "base/clock.hpp"
 #include "base/stats.hpp"
 #include "ops/op.hpp"
 #include "transport/shm/liveness.hpp"
@@ -22,12 +22,6 @@ namespace fastrma::detail::served {
 namespace {
 // kDesc: kind | op << 8 | type << 16 | bytes << 32 | has origin << 48 (no bit above).
 constexpr std::uint64_t kHasOrigin = 1ull << 48;
-
-std::uint64_t now() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return std::uint64_t(ts.tv_sec) * 1'000'000'000u + std::uint64_t(ts.tv_nsec);
-}
 
 std::uint64_t* slot(std::uint64_t* state, std::size_t i) { return state + kServedSlot0 + i * kServedSlotWords; }
 
@@ -82,7 +76,7 @@ thread_local unsigned t_first_slot = unsigned(reinterpret_cast<std::uintptr_t>(&
 bool fresh(const std::uint64_t* state, std::uint64_t within_ns, std::uint64_t* at) {
     const std::uint64_t beat = __atomic_load_n(state + kServedBeat, __ATOMIC_ACQUIRE);
     if (!beat) return false;
-    const std::uint64_t t = now();
+    const std::uint64_t t = now_ns();
     if (at) *at = t;
     return t - beat <= within_ns || beat - t <= within_ns;  // (either order of clocks)
 }
@@ -110,7 +104,7 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0)
     p->slot = s;
     p->bytes = req.bytes;
     p->pid = pid_t(__atomic_load_n(state + kInfoPid, __ATOMIC_RELAXED));
-    p->t0 = t0 ? t0 : now();
+    p->t0 = t0 ? t0 : now_ns();
     __atomic_store_n(s + kState, kPosted, __ATOMIC_RELEASE);
     announce(state);
     return true;
@@ -118,23 +112,17 @@ bool post(std::uint64_t* state, const Request& req, Posted* p, std::uint64_t t0)
 
 Outcome finish(Posted& p, void* result, int* rc) {
     std::uint64_t* const s = p.slot;
-    std::uint64_t checked = 0;  // when the target's process was last checked
+    Every alive{kLivenessEveryNs};  // when the target's process is checked
     for (unsigned spins = 0;; ++spins) {
         const std::uint64_t st = __atomic_load_n(s + kState, __ATOMIC_ACQUIRE);
         if (st == kAnswered) break;
         // Withdrawn only if still posted: the target's CAS posted -> taken and this one
         // cannot both succeed.
-        if (st == kPosted && (spins & 63) == 63 && now() - p.t0 > kServedWaitNs && cas(s + kState, kPosted, kFree))
+        if (st == kPosted && (spins & 63) == 63 && now_ns() - p.t0 > kServedWaitNs && cas(s + kState, kPosted, kFree))
             return Outcome::withdrawn;
         if (spins > 4096 && st == kTaken) {
             sched_yield();  // taken: the answer comes unless the target's process is gone
-            if ((spins & 255) == 0) {
-                const std::uint64_t t = now();
-                if (t - checked >= kLivenessEveryNs) {
-                    if (pid_exited(p.pid)) return Outcome::refused;
-                    checked = t;
-                }
-            }
+            if (alive.due() && pid_exited(p.pid)) return Outcome::refused;
         } else if (st != kPosted && st != kTaken) {
             return Outcome::refused;  // (a peer rewrote the slot's state)
         } else {
@@ -218,15 +206,12 @@ std::uint64_t my_tag() {
 // Waits until the target is done with both buffers of an area taken over from an origin that
 // died, then frees them. False: the target's process is gone too.
 bool reset_buffers(std::uint64_t* area, pid_t target) {
-    std::uint64_t checked = now();
+    Every alive{kLivenessEveryNs};
     for (int b = 0; b < 2; ++b) {
         std::uint64_t* h = bulk_header(area, b);
         while (__atomic_load_n(h, __ATOMIC_ACQUIRE) == kTaken) {
             sched_yield();
-            if (const std::uint64_t t = now(); t - checked >= kLivenessEveryNs) {
-                if (pid_exited(target)) return false;
-                checked = t;
-            }
+            if (alive.due() && pid_exited(target)) return false;
         }
         // Posted by the dead origin: withdrawn if the target has not taken it (else it is
         // applied: what the dead origin left half-done stays so).
@@ -264,7 +249,7 @@ bool BulkChannel::claim(std::uint64_t* state, std::uint64_t wait_ns, std::uint64
     if (!registered_area(state, &a, &half)) return false;
     const pid_t target = pid_t(__atomic_load_n(state + kInfoPid, __ATOMIC_RELAXED));
     const std::uint64_t me = my_tag();
-    const std::uint64_t t0 = wait_ns ? now() : 0;
+    const std::uint64_t t0 = wait_ns ? now_ns() : 0;
     for (unsigned spins = 0;; ++spins) {
         if (fresh(state, std::max(kFreshNs, patience_ns))) {
             std::uint64_t holder = __atomic_load_n(a, __ATOMIC_RELAXED);
@@ -276,7 +261,7 @@ bool BulkChannel::claim(std::uint64_t* state, std::uint64_t wait_ns, std::uint64
                 return false;
             }
         }
-        if (!wait_ns || now() - t0 > wait_ns) return false;
+        if (!wait_ns || now_ns() - t0 > wait_ns) return false;
         if (serve_ && (spins & 15) == 15) serve_(serve_arg_);
         __builtin_ia32_pause();
     }
@@ -318,28 +303,24 @@ int BulkChannel::run(const BulkRun& r, const std::function<void(std::uint64_t, s
     auto wait = [&](const Part& p) {
         std::uint64_t* h = bulk_header(area_, p.buf);
         const std::uint64_t* other = bulk_header(area_, p.buf ^ 1);
-        std::uint64_t t0 = now(), checked = t0;
+        std::uint64_t t0 = now_ns();
+        Every alive{kLivenessEveryNs};
         for (unsigned spins = 0;; ++spins) {
             const std::uint64_t st = __atomic_load_n(h + kBState, __ATOMIC_ACQUIRE);
             if (st == kAnswered) break;
             if (st != kPosted && st != kTaken) return Outcome::refused;  // (a peer rewrote the buffer's state)
             // Taken (or the other part taken) by a target whose process has exited: given up
             // (the fallback then finds it gone); the area stays ours until the channel goes.
-            if ((spins & 255) == 255) {
-                if (const std::uint64_t t = now(); t - checked >= kLivenessEveryNs) {
-                    if (pid_exited(pid_)) {
-                        stop_ = true;
-                        return Outcome::refused;
-                    }
-                    checked = t;
-                }
+            if ((spins & 63) == 63 && alive.due() && pid_exited(pid_)) {
+                stop_ = true;
+                return Outcome::refused;
             }
             if (st == kPosted && (spins & 63) == 63) {
                 // The target applying our other part counts as progress: it takes this one
                 // next; so does the time spent serving the target's own requests here.
                 if (__atomic_load_n(other + kBState, __ATOMIC_ACQUIRE) == kTaken || (serve_ && serve_(serve_arg_)))
-                    t0 = now();
-                else if (now() - t0 > wait_ns_ && cas(h + kBState, kPosted, kFree))
+                    t0 = now_ns();
+                else if (now_ns() - t0 > wait_ns_ && cas(h + kBState, kPosted, kFree))
                     return Outcome::withdrawn;
             }
             if (st == kTaken && (spins & 63) == 63 && serve_) serve_(serve_arg_);
@@ -455,7 +436,7 @@ void Server::beat_now(std::uint64_t* my_state) {
     const unsigned passes = beat_passes_.load(std::memory_order_relaxed);
     beat_passes_.store(passes + 1, std::memory_order_relaxed);
     if (passes % kBeatPasses != 0) return;
-    const std::uint64_t t = now();
+    const std::uint64_t t = now_ns();
     if (t - __atomic_load_n(my_state + kServedBeat, __ATOMIC_RELAXED) >= kBeatEveryNs)
         __atomic_store_n(my_state + kServedBeat, t, __ATOMIC_RELEASE);
 }
