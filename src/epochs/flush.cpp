@@ -33,7 +33,13 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove, Target** freed) {
             Pool<Target>::put(t);
     };
     while (true) {
-        std::unique_lock sl(s.mu);
+        // A slot the progress thread holds (retrying the lock: a round trip over a network
+        // transport) is waited for here, asking about dead peers (see finish_pending_lock).
+        std::unique_lock sl(s.mu, std::try_to_lock);
+        if (!sl.owns_lock()) {
+            if (int e = backoff(pace)) return e;
+            continue;
+        }
         Target* t = slots_.find(rank);
         if (!t) {
             if (!remove && lock_direct(rank)) {

@@ -196,10 +196,12 @@ int Epochs::no_lock_target(int rank) {
 int Epochs::finish_pending_lock(Target* t, int lock_type, int rank) {
     if (rank == rank_) {
         Slot& s = slots_.slot_of(rank);
+        // A slot the progress thread holds (retrying this lock: a round trip over a network
+        // transport) is not waited for here: the wait goes on, asking about dead peers.
         return wait_until(
             [&] {
-                std::lock_guard sl(s.mu);
-                return try_acquire(t);
+                std::unique_lock sl(s.mu, std::try_to_lock);
+                return sl.owns_lock() && try_acquire(t);
             },
             rank, lock_type != MPI_LOCK_SHARED);
     }
@@ -334,9 +336,12 @@ int Epochs::lock_all(int assert_) {
 
 int Epochs::ensure_lock_all() {
     int rc = MPI_SUCCESS;
+    // As finish_pending_lock: epoch_mu_ held by the progress thread's retry is not waited for
+    // (it would keep the wait from asking about dead peers for as long as the retries last).
     const int dead = wait_until(
         [&] {
-            std::lock_guard lk(epoch_mu_);
+            std::unique_lock lk(epoch_mu_, std::try_to_lock);
+            if (!lk.owns_lock()) return false;
             const AccessMode m = mode_.load();
             if (m == AccessMode::lock_all_granted) return true;
             if (m != AccessMode::lock_all_called) {
