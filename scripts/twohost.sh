@@ -175,11 +175,12 @@ status() {
 # pair's TCP connection is made in MPI_Init, while one thread per process runs, not at a
 # pair's first message while several threads are inside MPI; one run that connected lazily
 # printed "Open MPI failed to TCP connect to a peer" during a stall (docs/twohost.md, "Stalls
-# over TCP": the stalls themselves remained with preconnect). mpi_yield_when_idle: the two
-# hosts share this machine's cores, which Open MPI cannot see (each hostfile entry has 2
-# slots), so it would not yield in its own waits as it does on a node it knows is
-# oversubscribed; without it a rank spinning in MPI_Gather or MPI_Wait starves the ones
-# that must answer, and a flood of one off-host target stalled for 10-48 s.
+# over TCP": the stalls themselves remained with preconnect). mpi_yield_when_idle=0: Open
+# MPI cannot see that the two hosts share this machine's cores (each hostfile entry has 2
+# slots) and would not yield anyway; it is set explicitly because yielding threads trigger
+# a kernel scheduling bug here that starves ksoftirqd, and with it the hosts' TCP, for up to
+# a minute (docs/twohost.md, "Yielding and the scheduler"; the ranks then spin in the host
+# MPI's own waits, which is slower but never stalled).
 env_lines() {
     local mpich=$1
     if [ "$mpich" = 1 ]; then
@@ -206,7 +207,7 @@ export OMPI_MCA_btl=tcp,vader,self
 export OMPI_MCA_btl_tcp_if_include=$SUBNET
 export OMPI_MCA_oob_tcp_if_include=$SUBNET
 export OMPI_MCA_mpi_preconnect_mpi=1
-export OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_mpi_yield_when_idle=0
 export TWOHOST_IFACE=$IFACE
 EOF
     fi

@@ -142,6 +142,16 @@ private:
         Every alive{kAliveCheckNs};  // when peers' liveness is asked (EpochHost::peer_failure)
     };
     int backoff(WaitPace& pace, int lock_rank = -1, bool lock_excl = false);
+    // Takes a slot's lock for a waiter: only tries it, backing off meanwhile (the progress
+    // thread may hold it across a provider round trip and retake it at once; a waiter that
+    // blocked on it would never ask about dead peers). MPI_SUCCESS with sl owning s.mu, or
+    // backoff's error.
+    int take_slot(Slot& s, WaitPace& pace, std::unique_lock<SpinLock>& sl) {
+        for (sl = std::unique_lock(s.mu, std::try_to_lock); !sl.owns_lock();
+             sl = std::unique_lock(s.mu, std::try_to_lock))
+            if (int e = backoff(pace)) return e;
+        return MPI_SUCCESS;
+    }
 
     Transport& tp(int r) const { return h_.tp(r); }
     PeerRegion peer(int r) const { return h_.peer(r); }

@@ -33,13 +33,8 @@ int Epochs::wait_target(int rank, SyncFlag flag, bool remove, Target** freed) {
             Pool<Target>::put(t);
     };
     while (true) {
-        // A slot the progress thread holds (retrying the lock: a round trip over a network
-        // transport) is waited for here, asking about dead peers (see finish_pending_lock).
-        std::unique_lock sl(s.mu, std::try_to_lock);
-        if (!sl.owns_lock()) {
-            if (int e = backoff(pace)) return e;
-            continue;
-        }
+        std::unique_lock<SpinLock> sl;
+        if (int e = take_slot(s, pace, sl)) return e;
         Target* t = slots_.find(rank);
         if (!t) {
             if (!remove && lock_direct(rank)) {

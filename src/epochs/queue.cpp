@@ -42,11 +42,8 @@ int Epochs::drain_open(int rank, const char* call) {
     if (open_targets_.load(std::memory_order_acquire) == 0) return MPI_SUCCESS;  // (every flush asks)
     Slot& s = slots_.slot_of(rank);
     for (WaitPace pace;;) {
-        std::unique_lock sl(s.mu, std::try_to_lock);  // (held by the progress thread: see wait_target)
-        if (!sl.owns_lock()) {
-            if (int e = backoff(pace)) return e;
-            continue;
-        }
+        std::unique_lock<SpinLock> sl;
+        if (int e = take_slot(s, pace, sl)) return e;
         Target* t = slots_.find(rank);
         if (!t || t->state != AccessState::open) return MPI_SUCCESS;
         const int d = drain(t);
@@ -181,11 +178,9 @@ bool Epochs::collect_garbage() {
     WaitPace pace;
     Slot& s = slots_.slot_of(victim);
     while (true) {
-        std::unique_lock sl(s.mu, std::try_to_lock);  // (held by the progress thread: see wait_target)
-        if (!sl.owns_lock()) {
-            backoff(pace);
-            continue;
-        }
+        std::unique_lock<SpinLock> sl;
+        take_slot(s, pace, sl);  // (a dead peer: its flush or unlock reports it)
+        if (!sl.owns_lock()) continue;
         Target* t = slots_.find(victim);
         if (!t || !t->head) return true;
         if (try_acquire(t) && drain(t) != kIssueRetry) return true;

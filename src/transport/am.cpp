@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "base/clock.hpp"
 #include "base/errors.hpp"
 #include "base/stats.hpp"
 #include "ops/copy.hpp"

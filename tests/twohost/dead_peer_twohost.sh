@@ -19,9 +19,10 @@ fail=0
 # survivors on the victim's host aside (rank 2's put to its node peer is a store into memory
 # they share, complete at once: the call succeeds).
 run() {
-  local transport=$1 mode=$2 env=() out rc passes ranks=012 want=3
+  # (no idle yields in Open MPI: see run_twohost.sh)
+  local transport=$1 mode=$2 env=(-x OMPI_MCA_mpi_yield_when_idle=0) out rc passes ranks=012 want=3
   [ "$mode" = flush ] && ranks=01 want=2
-  [ "$transport" = ofi ] && env=(-x FASTRMA_TRANSPORT=shm+ofi -x "FASTRMA_OFI_PROVIDER=tcp;ofi_rxm" -x FI_TCP_IFACE=frma0
+  [ "$transport" = ofi ] && env+=(-x FASTRMA_TRANSPORT=shm+ofi -x "FASTRMA_OFI_PROVIDER=tcp;ofi_rxm" -x FI_TCP_IFACE=frma0
     -x FI_SOCKETS_IFACE=frma0)
   # The survivors leave with _exit once they have a verdict (2 s after it); the launcher,
   # across the hosts, then does not end: the run is ended once every survivor gave its

@@ -63,6 +63,10 @@ if [ "$mode" = ofi ]; then
     setenv FI_SOCKETS_IFACE $iface
 fi
 [ -n "${LD_LIBRARY_PATH:-}" ] && setenv LD_LIBRARY_PATH "$LD_LIBRARY_PATH"
+# No idle yields in Open MPI, on the ranks themselves too: yielding threads starve the
+# hosts' TCP here for up to a minute (scripts/twohost.sh; docs/twohost.md, "Yielding and
+# the scheduler").
+[ "$setenv_opt" = -x ] && setenv OMPI_MCA_mpi_yield_when_idle 0
 for kv in ${TWOHOST_EXTRA_ENV:-}; do setenv "${kv%%=*}" "${kv#*=}"; done
 
 inner=$((limit > 30 ? limit - 15 : limit))
