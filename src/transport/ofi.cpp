@@ -457,6 +457,8 @@ private:
     // issued before it is made (its completion may be counted by another thread before the
     // call returns), and one the provider did not take as completed at once: both counters
     // only grow, so a flush that read `issued` meanwhile waits for nothing that never comes.
+    // Its wait in place ends once r or any other process of the window is known dead: r may
+    // be alive and no longer reading its endpoint (it found the death first and stopped).
     template <class Fn>
     ssize_t post_counted(int r, bool started, std::uint64_t bytes, Fn fn) {
         Peer& q = peers_[std::size_t(r)];
@@ -473,7 +475,7 @@ private:
                 return rc;
             },
             [this] { return drive(); }, [&](bool st) { return room(q, st, b); }, started, kPatience,
-            [&] { return dead(r); });
+            [&] { return dead(r) || any_dead(); });
     }
     // Whether operations may go to r now: its connection is healthy, or a probe just proved
     // it working again (else the probe is sent or awaited; *lost: the peer has been

@@ -5,8 +5,8 @@
 # survivor's waiting call must fail naming rank 3 within seconds: ranks 0 and 1 learn it
 # through their connection to it closing (transport/peer_links.hpp: the hosts have their own
 # host names, so their processes watch each other as processes on other hosts), rank 2 by
-# its pid. Over am (peers on the other host by active messages): lock, lock_all, fence, PSCW
-# and flush; over ofi (tcp;ofi_rxm): lock_all, fence, PSCW and flush.
+# its pid. Over am (peers on the other host by active messages) and over ofi (tcp;ofi_rxm):
+# lock, lock_all, fence, PSCW and flush.
 # Exit: 0 pass, 1 fail, 77 skipped (no namespaces here).
 set -u
 MPIEXEC=$1 BIN=$2
@@ -70,9 +70,6 @@ run() {
   fi
 }
 for mode in lock lock_all fence pscw flush; do run am "$mode"; done
-# ofi lock is not run across the hosts: in 1 of 15 runs one survivor's unlock had no verdict
-# until another survivor had left (docs/guarantees.md, dead peer). It runs on one host
-# (tests/mpi/dead_peer.sh).
-for mode in lock_all fence pscw flush; do run ofi "$mode"; done
+for mode in lock lock_all fence pscw flush; do run ofi "$mode"; done
 bash "$twohost" down >/dev/null 2>&1
 exit $fail
