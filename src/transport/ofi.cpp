@@ -458,7 +458,7 @@ private:
     // call returns), and one the provider did not take as completed at once: both counters
     // only grow, so a flush that read `issued` meanwhile waits for nothing that never comes.
     // Its wait in place ends once r or any other process of the window is known dead: r may
-    // be alive and no longer reading its endpoint (it found the death first and stopped).
+    // be alive and no longer completing what was sent to it.
     template <class Fn>
     ssize_t post_counted(int r, bool started, std::uint64_t bytes, Fn fn) {
         Peer& q = peers_[std::size_t(r)];
